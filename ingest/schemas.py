@@ -1,0 +1,106 @@
+"""The parquet contracts between stages, declared once.
+
+Every set ingest writes is a directory of ``*.parquet`` files plus a
+``manifest.json``. Train checks a set against these schemas before it
+allocates anything (``check_set``), so a wrong or missing column is an error
+that names the set and the column.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+
+# SimCSE (unsupervised): one sentence per row, with where it came from.
+SENTENCES = pa.schema(
+    [
+        pa.field("sentence", pa.string(), nullable=False),
+        pa.field("page_id", pa.int64()),
+        pa.field("title", pa.string()),
+        pa.field("sentence_index", pa.int32()),
+    ]
+)
+
+# EASE: a sentence, the entity it links to (positive) and one hard-negative
+# entity of the same Wikidata P31 type that is not linked on the same page.
+# ``*_entity`` columns index the rows of the ``entities`` set.
+ENTITY_PAIRS = pa.schema(
+    [
+        pa.field("sentence", pa.string(), nullable=False),
+        pa.field("page_id", pa.int64()),
+        pa.field("positive_qid", pa.string(), nullable=False),
+        pa.field("positive_title", pa.string(), nullable=False),
+        pa.field("positive_entity", pa.int64(), nullable=False),
+        pa.field("negative_qid", pa.string(), nullable=False),
+        pa.field("negative_title", pa.string(), nullable=False),
+        pa.field("negative_entity", pa.int64(), nullable=False),
+    ]
+)
+
+# The entity vocabulary of an entity_pairs set: row ``entity_index`` is the
+# row of the trainable entity table. Index 0 is reserved for padding.
+ENTITIES = pa.schema(
+    [
+        pa.field("entity_index", pa.int64(), nullable=False),
+        pa.field("qid", pa.string(), nullable=False),
+        pa.field("title", pa.string(), nullable=False),
+        pa.field("link_count", pa.int64()),
+        pa.field("types", pa.list_(pa.string())),
+    ]
+)
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "sentences": SENTENCES,
+    "entity_pairs": ENTITY_PAIRS,
+    "entities": ENTITIES,
+}
+
+
+class SchemaError(ValueError):
+    """A parquet set does not match its declared schema."""
+
+
+def check_set(path: str | Path, kind: str, required: list[str] | None = None) -> pa.Schema:
+    """Check the parquet set at ``path`` against schema ``kind``.
+
+    ``required`` limits the check to the columns a consumer reads (default:
+    every column of the schema). Returns the set's schema. Raises SchemaError
+    naming the set and the column.
+    """
+    if kind not in SCHEMAS:
+        raise SchemaError(f"unknown set kind {kind!r}; known: {sorted(SCHEMAS)}")
+    path = Path(path)
+    files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
+    if not files or not files[0].exists():
+        raise SchemaError(f"set {kind!r} at {path}: no parquet files found")
+    found = pq.read_schema(files[0])
+    declared = SCHEMAS[kind]
+    for name in required or declared.names:
+        if name not in found.names:
+            raise SchemaError(
+                f"set {kind!r} at {path}: missing column {name!r} "
+                f"(found columns: {found.names})"
+            )
+        want = declared.field(name).type
+        got = found.field(name).type
+        if not got.equals(want) and not (
+            pa.types.is_integer(got) and pa.types.is_integer(want)
+        ) and not (pa.types.is_string(got) and pa.types.is_large_string(want)) and not (
+            pa.types.is_large_string(got) and pa.types.is_string(want)
+        ):
+            raise SchemaError(
+                f"set {kind!r} at {path}: column {name!r} has type {got}, expected {want}"
+            )
+    return found
+
+
+def read_manifest(path: str | Path) -> dict:
+    manifest = Path(path) / "manifest.json"
+    if not manifest.exists():
+        raise SchemaError(f"{path}: no manifest.json (not a set written by ingest?)")
+    return json.loads(manifest.read_text())
