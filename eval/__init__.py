@@ -1,0 +1,10 @@
+"""Evaluation stage: load encoders, run evaluation tasks, write reports.
+
+``python -m eval --model PATH_OR_NAME --task sts --data DIR --split dev``.
+Importing this package is cheap; torch and sentence-transformers load on use.
+"""
+
+from eval.models import load_encoder
+from eval.sts import StsPairs, evaluate_sts, read_sts
+
+__all__ = ["StsPairs", "evaluate_sts", "load_encoder", "read_sts"]

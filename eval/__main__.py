@@ -1,0 +1,5 @@
+"""Entry point: ``python -m eval --help``."""
+
+from eval.cli import main
+
+raise SystemExit(main())

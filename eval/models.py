@@ -1,0 +1,85 @@
+"""Load any encoder the evaluation tasks score, as a ``SentenceTransformer``.
+
+Three kinds of input are accepted:
+
+* a local SentenceTransformer folder (has ``modules.json``): loaded as is;
+  train saves its final model and each checkpoint's ``model/`` this way;
+* a local plain Hugging Face model folder (``config.json`` only): wrapped
+  with mean pooling, which is logged;
+* anything that is not a local path: a Hugging Face hub name, handed to
+  ``SentenceTransformer`` (which downloads it, or reads its cache).
+
+A checkpoint folder whose ``model/`` subfolder holds the model is accepted too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ST_MARKER = "modules.json"
+HF_MARKER = "config.json"
+
+
+def looks_like_local_path(path_or_name: str) -> bool:
+    """True when ``path_or_name`` can only mean a local path, not a hub name.
+
+    Hub names are ``name`` or ``owner/name``; anything absolute, relative
+    (``./``, ``../``, ``~``), with a backslash, or with more than one ``/``
+    is a path.
+    """
+    text = str(path_or_name)
+    if os.path.isabs(text) or text.startswith((".", "~")) or "\\" in text:
+        return True
+    return text.count("/") > 1 or text.endswith("/")
+
+
+def resolve_model_folder(folder: Path) -> Path:
+    """The folder that actually holds the model: ``folder`` or its ``model/``."""
+    if (folder / ST_MARKER).is_file() or (folder / HF_MARKER).is_file():
+        return folder
+    nested = folder / "model"
+    if (nested / ST_MARKER).is_file() or (nested / HF_MARKER).is_file():
+        log.info("using the model saved in %s", nested)
+        return nested
+    raise FileNotFoundError(
+        f"{folder} is not a model folder: it has neither {ST_MARKER} "
+        f"(SentenceTransformer) nor {HF_MARKER} (Hugging Face model), nor a model/ subfolder with them"
+    )
+
+
+def load_encoder(path_or_name: str | os.PathLike, device: str | None = None):
+    """Return a ``SentenceTransformer`` for a local folder or a hub name.
+
+    Raises ``FileNotFoundError`` naming the path when a local path is missing
+    or is not a model folder.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    text = os.fspath(path_or_name)
+    local = Path(text).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise FileNotFoundError(f"model path {local} is a file, not a model folder")
+        folder = resolve_model_folder(local)
+        if (folder / ST_MARKER).is_file():
+            return SentenceTransformer(str(folder), device=device, local_files_only=True)
+        return mean_pooled_encoder(folder, device=device)
+    if looks_like_local_path(text):
+        raise FileNotFoundError(f"model path does not exist: {text}")
+    log.info("%s is not a local path; loading it as a Hugging Face hub name", text)
+    return SentenceTransformer(text, device=device)
+
+
+def mean_pooled_encoder(folder: Path, device: str | None = None):
+    """Wrap a plain Hugging Face model folder with masked mean pooling."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    log.info("%s is a plain Hugging Face model (no %s): using mean pooling", folder, ST_MARKER)
+    transformer = Transformer(str(folder))
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
+    return SentenceTransformer(modules=[transformer, pooling], device=device)

