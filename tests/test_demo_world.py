@@ -1,0 +1,179 @@
+"""The demo world generator: determinism and the real dump formats it writes."""
+
+from __future__ import annotations
+
+import bz2
+import html
+import json
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ingest.demo_world import DemoWorld, generate_demo_world, load_demo_world
+from tests.conftest import REPO
+
+MEDIAWIKI_NS = "{http://www.mediawiki.org/xml/export-0.11/}"
+
+
+def world_files(world: DemoWorld) -> dict[str, bytes]:
+    return {str(p.relative_to(world.root)): p.read_bytes() for p in sorted(world.root.rglob("*")) if p.is_file()}
+
+
+def read_index(world: DemoWorld) -> list[tuple[int, int, str]]:
+    lines = bz2.decompress(world.wikipedia_index.read_bytes()).decode("utf-8").splitlines()
+    rows = []
+    for line in lines:
+        offset, page_id, title = line.split(":", 2)
+        rows.append((int(offset), int(page_id), html.unescape(title)))
+    return rows
+
+
+def stream_ranges(world: DemoWorld, rows) -> list[tuple[int, int]]:
+    offsets = sorted({offset for offset, _, _ in rows})
+    ends = offsets[1:] + [world.wikipedia_dump.stat().st_size]
+    return list(zip(offsets, ends))
+
+
+def read_stream(data: bytes, start: int, end: int) -> str:
+    decompressor = bz2.BZ2Decompressor()
+    text = decompressor.decompress(data[start:end]).decode("utf-8")
+    assert decompressor.eof
+    return text
+
+
+def wikidata_entities(world: DemoWorld) -> list[dict]:
+    lines = bz2.decompress(world.wikidata_dump.read_bytes()).decode("utf-8").split("\n")
+    assert lines[0] == "[" and lines[-2] == "]" and lines[-1] == ""
+    body = lines[1:-2]
+    assert all(line.endswith(",") for line in body[:-1]) and not body[-1].endswith(",")
+    return [json.loads(line.rstrip(",")) for line in body]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> DemoWorld:
+    return generate_demo_world(tmp_path_factory.mktemp("world"), seed=0)
+
+
+def test_same_seed_same_bytes_other_seed_differs(world, tmp_path):
+    again = world_files(generate_demo_world(tmp_path / "again", seed=0))
+    assert again == world_files(world)
+    other = world_files(generate_demo_world(tmp_path / "other", seed=1))
+    assert other.keys() == again.keys()
+    assert all(other[name] != again[name] for name in again)
+
+
+def test_generation_is_fast(tmp_path):
+    start = time.perf_counter()
+    generate_demo_world(tmp_path, seed=3)
+    assert time.perf_counter() - start < 5
+
+
+def test_load_reads_back_what_generate_wrote(world):
+    assert load_demo_world(world.root) == world
+    truth = world.ground_truth()
+    counts = truth["counts"]
+    assert counts["pages"] == world.num_pages
+    assert counts["pages"] == counts["articles"] + counts["redirects"] + counts["non_article_pages"]
+    assert 250 <= world.num_pages <= 400
+    assert len(truth["entities"]) == counts["articles"]
+
+
+def test_multistream_index_covers_every_page_once(world):
+    rows = read_index(world)
+    data = world.wikipedia_dump.read_bytes()
+    header = read_stream(data, 0, rows[0][0])
+    assert header.startswith('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/"')
+    siteinfo = ET.fromstring(header + "</mediawiki>").find(MEDIAWIKI_NS + "siteinfo")
+    assert siteinfo.findtext(MEDIAWIKI_NS + "dbname") == "demowiki"
+    namespaces = {n.get("key"): n.text for n in siteinfo.iter(MEDIAWIKI_NS + "namespace")}
+    assert namespaces["14"] == "Category" and namespaces["0"] is None
+
+    ranges = stream_ranges(world, rows)
+    seen = []
+    for number, (start, end) in enumerate(ranges):
+        pages = ET.fromstring("<pages>" + read_stream(data, start, end) + "</pages>").findall("page")
+        assert len(pages) == 100 or number == len(ranges) - 1
+        for page in pages:
+            seen.append((start, int(page.findtext("id")), page.findtext("title")))
+            text = page.find("revision/text")
+            assert int(text.get("bytes")) == len(text.text.encode("utf-8"))
+    assert seen == rows
+    assert len({page_id for _, page_id, _ in rows}) == len(rows) == world.num_pages
+
+    footer_start = ranges[-1][1] - len(bz2.compress(b"</mediawiki>\n"))
+    assert bz2.decompress(data[footer_start:]) == b"</mediawiki>\n"
+    assert bz2.decompress(data).decode("utf-8").endswith("  </page>\n</mediawiki>\n")
+
+
+def test_pages_cover_the_edge_cases(world):
+    data = bz2.decompress(world.wikipedia_dump.read_bytes()).decode("utf-8")
+    root = ET.fromstring(data)
+    pages = {p.findtext(MEDIAWIKI_NS + "title"): p for p in root.iter(MEDIAWIKI_NS + "page")}
+    truth = world.ground_truth()
+    titles = set(pages)
+    assert any(":" in t and pages[t].findtext(MEDIAWIKI_NS + "ns") == "0" for t in titles)
+    assert any("&" in t for t in titles)
+    assert {pages[t].findtext(MEDIAWIKI_NS + "ns") for t in truth["special_pages"]["non_article"]} == {"4", "10", "14"}
+    for source, target in truth["redirects"].items():
+        assert pages[source].find(MEDIAWIKI_NS + "redirect").get("title") == target
+        assert target in titles
+    texts = {t: p.findtext(f"{MEDIAWIKI_NS}revision/{MEDIAWIKI_NS}text") for t, p in pages.items()}
+    assert all(entity["title"] in texts for entity in truth["entities"])
+    company = next(e["title"] for e in truth["entities"] if e["kind"] == "company")
+    for markup in ("{{Infobox company", "'''" + company + "'''", "<ref", "== History ==", "[[Category:"):
+        assert markup in texts[company]
+    every_text = "\n".join(texts.values())
+    for markup in ('{| class="wikitable"', "[[File:", "<!--", "&nbsp;", "''The", '<ref name="profile" />'):
+        assert markup in every_text
+    assert any(source in every_text for source in truth["redirects"]), "some links go through redirects"
+
+
+def test_wikidata_dump_matches_the_articles(world):
+    entities = wikidata_entities(world)
+    truth = world.ground_truth()
+    assert len(entities) == truth["counts"]["entities"]
+    by_id = {e["id"]: e for e in entities}
+    assert len(by_id) == len(entities)
+    titles = {e["title"] for e in truth["entities"]}
+    for record in truth["entities"]:
+        entity = by_id[record["qid"]]
+        assert entity["type"] == "item"
+        assert entity["sitelinks"]["enwiki"]["title"] == record["title"]
+        p31 = [s["mainsnak"]["datavalue"]["value"]["id"] for s in entity["claims"]["P31"] if s["rank"] != "deprecated"]
+        assert p31 == [record["type"]]
+    enwiki = [e["sitelinks"]["enwiki"]["title"] for e in entities if "enwiki" in e.get("sitelinks", {})]
+    assert sorted(enwiki) == sorted(titles)
+    statements = [s for e in entities for claims in e["claims"].values() for s in claims]
+    assert any(s["mainsnak"]["snaktype"] == "novalue" and "datavalue" not in s["mainsnak"] for s in statements)
+    assert any(s["rank"] == "deprecated" and s["mainsnak"]["property"] == "P31" for s in statements)
+    assert any(e["type"] == "property" and e["id"] == "P31" for e in entities)
+    assert any(e["type"] == "item" and "enwiki" not in e["sitelinks"] for e in entities)
+    company = by_id[next(r["qid"] for r in truth["entities"] if r["kind"] == "company")]
+    assert {"P17", "P452", "P112"} <= set(company["claims"])
+
+
+def test_sts_files_follow_the_stsbenchmark_layout(world):
+    splits = {}
+    for split in ("dev", "test"):
+        lines = (world.sts_dir / f"sts-{split}.csv").read_text(encoding="utf-8").splitlines()
+        assert 100 <= len(lines) <= 200
+        rows = [line.split("\t") for line in lines]
+        assert all(len(row) == 7 for row in rows)
+        scores = [float(row[4]) for row in rows]
+        assert all(0.0 <= s <= 5.0 for s in scores)
+        assert min(scores) < 1.0 and max(scores) > 4.5
+        assert all(row[5] and row[6] and row[5] != row[6] for row in rows)
+        splits[split] = {(row[5], row[6]) for row in rows}
+    assert not splits["dev"] & splits["test"]
+
+
+def test_cli_writes_the_world(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "ingest.demo_world", "--out", str(tmp_path), "--seed", "2"],
+                            cwd=REPO, capture_output=True, text=True, check=True, timeout=120)
+    assert "wikipedia_dump" in result.stdout
+    assert Path(tmp_path, "world.json").exists()
+    assert load_demo_world(tmp_path).num_pages > 0
