@@ -31,3 +31,39 @@ def ray_session():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=True, configure_logging=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def demo_world(tmp_path_factory):
+    from ingest.demo_world import generate_demo_world
+
+    return generate_demo_world(tmp_path_factory.mktemp("demo_world"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def demo_sets(demo_world, ray_session, tmp_path_factory):
+    """The demo world ingested by the real pipeline: (output folder, manifest)."""
+    from ingest.pipeline import IngestConfig, run_ingest
+
+    out = tmp_path_factory.mktemp("demo_sets")
+    manifest = run_ingest(
+        IngestConfig(
+            wikipedia=[str(demo_world.wikipedia_dump)],
+            wikidata=[str(demo_world.wikidata_dump)],
+            out=str(out),
+            streams_per_shard=1,
+        )
+    )
+    return out, manifest
+
+
+@pytest.fixture(scope="session")
+def demo_tiny_bert(demo_sets, tmp_path_factory):
+    """A tiny BERT whose WordPiece vocabulary is trained on the demo world's sentences."""
+    import pyarrow.dataset as pads
+
+    from train.tiny_bert import build_tiny_bert
+
+    out, _ = demo_sets
+    sentences = pads.dataset(sorted((out / "sentences").glob("*.parquet"))).to_table(columns=["sentence"])
+    return build_tiny_bert(sentences["sentence"].to_pylist(), tmp_path_factory.mktemp("tiny_bert"))

@@ -1,0 +1,152 @@
+"""Wikipedia dump files as units of parallel work.
+
+A ``pages-articles-multistream.xml.bz2`` is a concatenation of bz2 streams
+(stream 0: the ``<siteinfo>`` header; then up to 100 ``<page>`` per stream;
+the last: ``</mediawiki>``). Its companion ``-index.txt.bz2`` has one line
+``offset:page_id:title`` per page, every page of a stream sharing the
+stream's byte offset. Each stream decompresses alone, so a shard is a list of
+byte ranges any worker can read with a seek.
+
+Dumps without an index (plain ``.xml`` or ``.xml.bz2``) are one shard each.
+"""
+
+from __future__ import annotations
+
+import bz2
+import html
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import fsspec
+
+INDEX_SUFFIX = "-index.txt.bz2"
+
+
+class DumpFormatError(ValueError):
+    """A dump or index file is not in the expected format."""
+
+
+@dataclass(frozen=True)
+class StreamRange:
+    start: int
+    end: int
+    page_ids: tuple[int, ...]
+
+
+@dataclass
+class WikipediaShard:
+    """One unit of work: a whole file, or a run of bz2 streams of a multistream dump."""
+
+    shard_id: int
+    path: str
+    streams: list[StreamRange] = field(default_factory=list)  # empty: read the whole file
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"shard_id": self.shard_id, "path": self.path,
+             "streams": [[s.start, s.end, list(s.page_ids)] for s in self.streams]}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> "WikipediaShard":
+        data = json.loads(text)
+        streams = [StreamRange(a, b, tuple(ids)) for a, b, ids in data["streams"]]
+        return cls(data["shard_id"], data["path"], streams)
+
+
+def find_index(dump_path: str) -> str | None:
+    """The ``…-multistream-index.txt.bz2`` beside a ``…-multistream.xml.bz2``, if present."""
+    if not dump_path.endswith("-multistream.xml.bz2"):
+        return None
+    candidate = dump_path[: -len(".xml.bz2")] + INDEX_SUFFIX
+    fs, local = fsspec.core.url_to_fs(candidate)
+    return candidate if fs.exists(local) else None
+
+
+def read_index(index_path: str) -> list[tuple[int, int, str]]:
+    """Parse an index file into ``(offset, page_id, title)`` rows, in file order."""
+    rows = []
+    with fsspec.open(index_path, "rb", compression="infer") as f:
+        for line_number, raw in enumerate(f, start=1):
+            line = raw.decode("utf-8").rstrip("\n")
+            if not line:
+                continue
+            parts = line.split(":", 2)
+            if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+                raise DumpFormatError(
+                    f"{index_path}:{line_number}: expected 'offset:page_id:title', got {line[:80]!r}"
+                )
+            rows.append((int(parts[0]), int(parts[1]), html.unescape(parts[2])))
+    return rows
+
+
+def stream_ranges(index_rows: list[tuple[int, int, str]], file_size: int) -> list[StreamRange]:
+    """Byte ranges of the page streams: each distinct offset up to the next one,
+    the last up to the end of the file (the footer stream is never decoded,
+    because a decompressor stops at the end of the first stream)."""
+    pages_by_offset: dict[int, list[int]] = {}
+    for offset, page_id, _ in index_rows:
+        pages_by_offset.setdefault(offset, []).append(page_id)
+    offsets = sorted(pages_by_offset)
+    ends = offsets[1:] + [file_size]
+    for a, b in zip(offsets, ends):
+        if b <= a:
+            raise DumpFormatError(f"index offsets not increasing at byte {a}")
+    return [StreamRange(a, b, tuple(pages_by_offset[a])) for a, b in zip(offsets, ends)]
+
+
+def plan_shards(dump_paths: list[str], streams_per_shard: int = 8, first_shard_id: int = 0) -> list[WikipediaShard]:
+    """Split dumps into shards: runs of ``streams_per_shard`` bz2 streams for an
+    indexed multistream dump, one shard per file otherwise."""
+    shards: list[WikipediaShard] = []
+    shard_id = first_shard_id
+    for path in dump_paths:
+        index = find_index(path)
+        if index is None:
+            shards.append(WikipediaShard(shard_id, path))
+            shard_id += 1
+            continue
+        fs, local = fsspec.core.url_to_fs(path)
+        ranges = stream_ranges(read_index(index), fs.size(local))
+        for i in range(0, len(ranges), streams_per_shard):
+            shards.append(WikipediaShard(shard_id, path, ranges[i : i + streams_per_shard]))
+            shard_id += 1
+    return shards
+
+
+def read_stream(f, stream: StreamRange) -> bytes:
+    """Decompress one bz2 stream from an open file. Raises EOFError when the
+    stream is truncated or OSError when it is corrupt."""
+    f.seek(stream.start)
+    decompressor = bz2.BZ2Decompressor()
+    data = decompressor.decompress(f.read(stream.end - stream.start))
+    if not decompressor.eof:
+        raise EOFError(f"bz2 stream at byte {stream.start} ends before its end-of-stream marker")
+    return data
+
+
+_PAGE_ID = re.compile(rb"<page>\s*<title>[^<]*</title>\s*<ns>-?\d+</ns>\s*<id>(\d+)</id>")
+
+
+def page_ids_in(xml_bytes: bytes) -> list[int]:
+    return [int(m.group(1)) for m in _PAGE_ID.finditer(xml_bytes)]
+
+
+def dump_files_in(path: str) -> list[str]:
+    """A dump file as given, or the dump files of a folder (index files excluded)."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(
+            str(f) for f in p.iterdir()
+            if f.is_file() and not f.name.endswith(INDEX_SUFFIX)
+            and (f.name.endswith((".xml", ".bz2", ".xml.gz")))
+        )
+        if not files:
+            raise DumpFormatError(f"{path}: no .xml or .bz2 dump files in this folder")
+        return files
+    fs, local = fsspec.core.url_to_fs(path)
+    if not fs.exists(local):
+        raise FileNotFoundError(f"Wikipedia dump not found: {path}")
+    return [path]

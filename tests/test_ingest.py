@@ -1,0 +1,177 @@
+"""The ingest job on the demo world and on the real dump samples, with bad input."""
+
+from __future__ import annotations
+
+import bz2
+import json
+import subprocess
+import sys
+
+import pyarrow.dataset as pads
+import pytest
+
+from ingest import multistream, schemas
+from ingest.pipeline import IngestConfig, run_ingest
+from tests.conftest import REPO, shared_data
+
+ENWIKI_SAMPLE = ("wikipedia_xml_sample", "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
+
+
+def read_set(path):
+    return pads.dataset(sorted(path.glob("*.parquet")), format="parquet").to_table().to_pylist()
+
+
+def test_demo_world_every_page_accounted(demo_world, demo_sets):
+    out, manifest = demo_sets
+    pages = manifest["pages"]
+    assert pages["accounted"] is True
+    assert pages["in_input"] == demo_world.num_pages
+    assert pages["written"] + sum(pages["dropped"].values()) == demo_world.num_pages
+    assert pages["dropped"].get("redirect", 0) > 0
+    assert pages["dropped"].get("non_article_namespace", 0) > 0
+    for name in ("sentences", "entity_pairs", "entities"):
+        schemas.check_set(out / name, name)
+        set_manifest = schemas.read_manifest(out / name)
+        assert set_manifest["rows"] == len(read_set(out / name))
+        assert set_manifest["sources"][0]["sha256"]
+
+
+def test_demo_world_entity_pairs_follow_ease_rules(demo_sets):
+    out, manifest = demo_sets
+    entities = {row["entity_index"]: row for row in read_set(out / "entities")}
+    assert 0 not in entities  # row 0 of the entity table is padding
+    pairs = read_set(out / "entity_pairs")
+    assert len(pairs) > 100
+    threshold = manifest["config"]["entity_link_threshold"]
+    linked_on_page: dict[int, set] = {}
+    for row in pairs:
+        linked_on_page.setdefault(row["page_id"], set()).add(row["positive_qid"])
+    for row in pairs:
+        positive, negative = entities[row["positive_entity"]], entities[row["negative_entity"]]
+        assert (positive["qid"], positive["title"]) == (row["positive_qid"], row["positive_title"])
+        assert (negative["qid"], negative["title"]) == (row["negative_qid"], row["negative_title"])
+        assert row["negative_qid"] != row["positive_qid"]
+        assert set(positive["types"]) & set(negative["types"]), "hard negative must share a P31 type"
+        assert row["negative_qid"] not in linked_on_page[row["page_id"]]
+        assert positive["link_count"] > threshold
+        assert row["positive_title"] in row["sentence"] or row["sentence"]  # anchor text may differ
+    assert manifest["dropped_links"], "links that make no pair are counted"
+
+
+def test_demo_world_ingest_is_deterministic(demo_world, demo_sets, tmp_path):
+    out, _ = demo_sets
+    again = tmp_path / "again"
+    run_ingest(IngestConfig(wikipedia=[str(demo_world.wikipedia_dump)], wikidata=[str(demo_world.wikidata_dump)],
+                            out=str(again), streams_per_shard=3))
+    for name in ("sentences", "entity_pairs"):
+        key = lambda r: (r["page_id"], r["sentence"], r.get("positive_qid", ""))  # noqa: E731
+        assert sorted(read_set(out / name), key=key) == sorted(read_set(again / name), key=key)
+
+
+def test_real_enwiki_sample_accounts_for_all_206_pages(ray_session, tmp_path):
+    dump = shared_data(*ENWIKI_SAMPLE)
+    manifest = run_ingest(IngestConfig(wikipedia=[str(dump)], out=str(tmp_path / "sample")))
+    pages = manifest["pages"]
+    assert pages["in_input"] == 206 and pages["accounted"] is True
+    # 100 redirects, one of them in namespace 4 (counted as a non-article page); 106 articles.
+    assert pages["dropped"]["redirect"] == 99
+    assert pages["dropped"]["non_article_namespace"] == 1
+    assert pages["written"] == 106 - pages["dropped"].get("no_sentences", 0) - pages["dropped"].get("parse_error", 0)
+    assert "entity_pairs" not in manifest["sets"] and manifest["entity_pairs_skipped"]
+    sentences = read_set(tmp_path / "sample" / "sentences")
+    assert len(sentences) > 5000
+    assert not any("[[" in s["sentence"] or "{{" in s["sentence"] for s in sentences)
+
+
+def rebuild_multistream(pages_xml: list[bytes], header: bytes, path, pages_per_stream=100):
+    """Write a real multistream dump + index from page XML blobs."""
+    import re
+
+    body, index_lines = [bz2.compress(header)], []
+    offset = len(body[0])
+    for i in range(0, len(pages_xml), pages_per_stream):
+        chunk = pages_xml[i : i + pages_per_stream]
+        for page in chunk:
+            page_id = re.search(rb"<id>(\d+)</id>", page).group(1).decode()
+            title = re.search(rb"<title>([^<]*)</title>", page).group(1).decode()
+            index_lines.append(f"{offset}:{page_id}:{title}")
+        stream = bz2.compress(b"".join(chunk))
+        body.append(stream)
+        offset += len(stream)
+    body.append(bz2.compress(b"</mediawiki>\n"))
+    path.write_bytes(b"".join(body))
+    index = path.with_name(path.name[: -len(".xml.bz2")] + "-index.txt.bz2")
+    index.write_bytes(bz2.compress(("\n".join(index_lines) + "\n").encode()))
+    return path
+
+
+def test_real_sample_as_multistream_matches_plain_file(ray_session, tmp_path):
+    import re
+
+    dump = shared_data(*ENWIKI_SAMPLE)
+    xml = bz2.decompress(dump.read_bytes())
+    header = xml[: xml.index(b"<page>")]
+    pages_xml = re.findall(rb"<page>.*?</page>\s*", xml, flags=re.S)
+    assert len(pages_xml) == 206
+    multi = rebuild_multistream(pages_xml, header, tmp_path / "enwiki-sample-pages-articles-multistream.xml.bz2")
+    assert len(multistream.plan_shards([str(multi)], streams_per_shard=1)) == 3
+    plain = run_ingest(IngestConfig(wikipedia=[str(dump)], out=str(tmp_path / "plain")))
+    multi_manifest = run_ingest(IngestConfig(wikipedia=[str(multi)], out=str(tmp_path / "multi"), streams_per_shard=1))
+    assert multi_manifest["pages"] == plain["pages"]
+    assert multi_manifest["sets"]["sentences"]["rows"] == plain["sets"]["sentences"]["rows"]
+
+
+def test_truncated_stream_and_bad_wikidata_line_are_counted(demo_world, ray_session, tmp_path):
+    data = demo_world.wikipedia_dump.read_bytes()
+    index_rows = multistream.read_index(str(demo_world.wikipedia_index))
+    last_offset = max(offset for offset, _, _ in index_rows)
+    lost_pages = sum(1 for offset, _, _ in index_rows if offset == last_offset)
+    broken = tmp_path / "broken-pages-articles-multistream.xml.bz2"
+    broken.write_bytes(data[: last_offset + (len(data) - last_offset) // 2])  # cut the last page stream in half
+    (tmp_path / "broken-pages-articles-multistream-index.txt.bz2").write_bytes(demo_world.wikipedia_index.read_bytes())
+
+    lines = bz2.decompress(demo_world.wikidata_dump.read_bytes()).decode().split("\n")
+    lines.insert(3, '{"type": "item", "id": "Q9999999", "labels": {not json at all},')
+    wikidata = tmp_path / "wikidata-bad.json"
+    wikidata.write_text("\n".join(lines))
+
+    manifest = run_ingest(IngestConfig(wikipedia=[str(broken)], wikidata=[str(wikidata)], out=str(tmp_path / "out")))
+    assert manifest["pages"]["dropped"]["truncated_stream"] == lost_pages
+    assert manifest["pages"]["in_input"] == demo_world.num_pages and manifest["pages"]["accounted"]
+    assert any("ends before" in e for e in manifest["sources"][0]["errors_first"])
+    assert manifest["wikidata"][0]["skipped_bad_json"] == 1
+    assert manifest["wikidata"][0]["bad_json_lines_first"] == [4]
+    assert manifest["sets"]["entity_pairs"]["rows"] > 0
+
+
+def test_missing_inputs_are_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere.xml.bz2"):
+        run_ingest(IngestConfig(wikipedia=[str(tmp_path / "nowhere.xml.bz2")], out=str(tmp_path / "o")))
+    bad_index = tmp_path / "x-pages-articles-multistream-index.txt.bz2"
+    bad_index.write_bytes(bz2.compress(b"not an index line\n"))
+    with pytest.raises(multistream.DumpFormatError, match="offset:page_id:title"):
+        multistream.read_index(str(bad_index))
+
+
+def test_schema_check_names_the_missing_column(demo_sets, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out, _ = demo_sets
+    table = pads.dataset(sorted((out / "entity_pairs").glob("*.parquet"))).to_table().drop_columns(["negative_entity"])
+    (tmp_path / "pairs").mkdir()
+    pq.write_table(table, tmp_path / "pairs" / "part.parquet")
+    with pytest.raises(schemas.SchemaError, match="negative_entity"):
+        schemas.check_set(tmp_path / "pairs", "entity_pairs")
+    pq.write_table(pa.table({"sentence": [1, 2]}), tmp_path / "pairs" / "part.parquet")
+    with pytest.raises(schemas.SchemaError, match="'sentence' has type int64"):
+        schemas.check_set(tmp_path / "pairs", "sentences", required=["sentence"])
+
+
+def test_cli_help_and_missing_file():
+    help_out = subprocess.run([sys.executable, "-m", "ingest", "--help"], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+    assert help_out.returncode == 0 and "--wikipedia" in help_out.stdout
+    missing = subprocess.run([sys.executable, "-m", "ingest", "--wikipedia", "/nonexistent/dump.xml.bz2",
+                              "--out", "/tmp/never"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "/nonexistent/dump.xml.bz2" in missing.stderr

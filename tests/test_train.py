@@ -1,0 +1,465 @@
+"""train/: losses, gather, config, encoder <-> SentenceTransformer, and real Ray Train runs.
+
+Everything runs on a tiny BERT built from generated sentences and tiny
+parquet sets written here with the ingest schemas (the real ingest is tested
+elsewhere). Ray runs use the session's `ray_session` (2 CPUs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ingest.schemas import ENTITIES, ENTITY_PAIRS, SENTENCES, SchemaError
+from train.config import ConfigError, TrainConfig, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+# ------------------------------------------------------------------ fixtures: a tiny world
+
+TYPES = {
+    "company": ["Acme Works", "Globex", "Initech", "Umbrella Labs", "Stark Industries", "Wayne Enterprises",
+                "Hooli", "Vandelay Imports", "Soylent Foods", "Cyberdyne Systems"],
+    "country": ["Freedonia", "Sylvania", "Latveria", "Genovia", "Wakanda", "Elbonia", "Ruritania", "Zubrowka"],
+    "river": ["Silver River", "Black Creek", "Long Water", "Stone Brook", "Mill Race", "Red Run"],
+    "person": ["Ada Stone", "Bo Rivers", "Cy Hale", "Di Marsh", "Ed Fenn", "Flo Reed", "Gus Dane", "Hal Pike"],
+}
+TEMPLATES = {
+    "company": ["{e} makes {w} in {c}", "the company {e} sold {w} to buyers in {c}", "{e} was founded near {c}"],
+    "country": ["{e} is a country with {w} and old towns", "people in {e} trade {w}", "the capital of {e} is famous for {w}"],
+    "river": ["the {e} flows through {c}", "boats carry {w} along the {e}", "the {e} floods every spring"],
+    "person": ["{e} was born in {c}", "{e} wrote a book about {w}", "{e} founded a band in {c}"],
+}
+WORDS = ["steel", "cheese", "music", "films", "software", "ships", "grain", "paper", "glass", "wine"]
+
+
+def _entities():
+    rows, idx = [], 1
+    for typ, titles in TYPES.items():
+        for t in titles:
+            rows.append({"entity_index": idx, "qid": f"Q{100 + idx}", "title": t, "link_count": 20 + idx, "types": [typ]})
+            idx += 1
+    return rows
+
+
+def _pairs(n: int, seed: int = 0):
+    rnd = random.Random(seed)
+    ents = _entities()
+    by_type = {}
+    for e in ents:
+        by_type.setdefault(e["types"][0], []).append(e)
+    countries = TYPES["country"]
+    rows = []
+    for i in range(n):
+        e = rnd.choice(ents)
+        typ = e["types"][0]
+        neg = rnd.choice([x for x in by_type[typ] if x is not e])
+        text = rnd.choice(TEMPLATES[typ]).format(e=e["title"], w=rnd.choice(WORDS), c=rnd.choice(countries))
+        rows.append({
+            "sentence": text, "page_id": 1000 + i,
+            "positive_qid": e["qid"], "positive_title": e["title"], "positive_entity": e["entity_index"],
+            "negative_qid": neg["qid"], "negative_title": neg["title"], "negative_entity": neg["entity_index"],
+        })
+    return rows
+
+
+def _write_set(folder: Path, rows: list[dict], schema: pa.Schema, files: int = 2) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    per = math.ceil(len(rows) / files)
+    for k in range(files):
+        part = rows[k * per:(k + 1) * per]
+        if part:
+            pq.write_table(pa.Table.from_pylist(part, schema=schema), folder / f"part-{k:05d}.parquet")
+    (folder / "manifest.json").write_text(json.dumps({"rows": len(rows), "schema_version": 1}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Tiny BERT + an ingest-style output folder with sentences/, entity_pairs/, entities/ + STS dev + vectors."""
+    from train.tiny_bert import build_tiny_bert
+
+    root = tmp_path_factory.mktemp("train_world")
+    pairs = _pairs(320)
+    sentences = [{"sentence": p["sentence"], "page_id": p["page_id"], "title": p["positive_title"], "sentence_index": i}
+                 for i, p in enumerate(pairs)]
+    data = root / "sets"
+    _write_set(data / "sentences", sentences, SENTENCES)
+    _write_set(data / "entity_pairs", pairs, ENTITY_PAIRS)
+    _write_set(data / "entities", _entities(), ENTITIES, files=1)
+    model = build_tiny_bert([p["sentence"] for p in pairs], root / "tiny_bert", vocab_size=400, hidden_size=32,
+                            num_layers=2, num_heads=2, intermediate_size=64, max_position_embeddings=64)
+    dev = root / "stsb"
+    dev.mkdir()
+    rnd = random.Random(1)
+    with open(dev / "sts-dev.csv", "w") as f:
+        for i in range(40):
+            a, b = rnd.choice(pairs)["sentence"], rnd.choice(pairs)["sentence"]
+            f.write(f"main-news\tdev\t2020\t{i:04d}\t{rnd.uniform(0, 5):.2f}\t{a}\t{b}\n")
+    vectors = root / "entity_vectors.txt"
+    dim = 16
+    ents = _entities()
+    with open(vectors, "w") as f:
+        f.write(f"{len(ents) // 2 + 2} {dim}\n")
+        f.write("steel " + " ".join(["0.5"] * dim) + "\n")  # a word line: ignored (file has ENTITY/ lines)
+        f.write("Gus_Dane " + " ".join(["9.0"] * dim) + "\n")  # an unprefixed name: ignored too
+        for e in ents[: len(ents) // 2]:
+            vec = " ".join(f"{(e['entity_index'] + k) / 100:.4f}" for k in range(dim))
+            f.write(f"ENTITY/{e['title'].replace(' ', '_')} {vec}\n")
+    return {"root": root, "data": data, "model": str(model), "dev": dev, "vectors": vectors, "vec_dim": dim}
+
+
+def _cfg(world, tmp_path, **kw) -> TrainConfig:
+    base = dict(model=world["model"], data=str(world["data"]), batch_size=16, max_len=32, lr=1e-4,
+                storage_path=str(tmp_path / "runs"), checkpoint_every_steps=2, log_every_steps=0,
+                shuffle_buffer=64, num_workers=1)
+    base.update(kw)
+    return TrainConfig.from_dict(base, "test")
+
+
+# ------------------------------------------------------------------ losses (no Ray)
+
+
+def test_info_nce_matches_hand_computation():
+    from train.methods.contrastive import info_nce
+
+    a = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    c = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    tau = 0.5
+    # cosines: row0 [1, 1/√2], row1 [0, 1/√2]; labels 0, 1
+    s = 1 / math.sqrt(2)
+    l0 = -math.log(math.exp(1 / tau) / (math.exp(1 / tau) + math.exp(s / tau)))
+    l1 = -math.log(math.exp(s / tau) / (math.exp(0) + math.exp(s / tau)))
+    got = info_nce(a, c, torch.tensor([0, 1]), tau)
+    assert got.item() == pytest.approx((l0 + l1) / 2, rel=1e-5)
+
+
+def test_simcse_loss_identical_views_beat_random():
+    from train.methods.simcse_unsup import simcse_loss
+
+    torch.manual_seed(0)
+    z1 = torch.randn(8, 16)
+    same = simcse_loss(z1, z1.clone(), 0.05)
+    rand = simcse_loss(z1, torch.randn(8, 16), 0.05)
+    assert same.item() < rand.item()
+    assert same.item() < 0.1  # identical views with τ=0.05: the positive dominates
+    assert rand.item() > math.log(8) * 0.5
+
+
+def test_ease_hard_negative_weight_is_added_to_own_logit_only():
+    from train.methods.ease import entity_logits
+
+    torch.manual_seed(0)
+    z, pos, neg = torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 8)
+    pos_ids, neg_ids = torch.tensor([1, 2, 3, 4]), torch.tensor([5, 6, 7, 8])
+    kw = dict(temperature=0.1, mask_duplicates=True)
+    l0, labels = entity_logits(z, pos, neg, pos_ids, neg_ids, hard_negative_weight=0.0, **kw)
+    l1, _ = entity_logits(z, pos, neg, pos_ids, neg_ids, hard_negative_weight=1.5, **kw)
+    diff = l1 - l0
+    expected = torch.zeros(4, 8)
+    expected[torch.arange(4), 4 + torch.arange(4)] = 1.5
+    assert torch.allclose(diff, expected)
+    assert labels.tolist() == [0, 1, 2, 3]
+    # the positive block is cos/τ_e: τ_e divides
+    assert torch.allclose(l0[:, :4], F.normalize(z) @ F.normalize(pos).T / 0.1, atol=1e-5)
+    # a larger hard-negative weight makes the loss larger
+    assert F.cross_entropy(l1, labels) > F.cross_entropy(l0, labels)
+
+
+def test_ease_masks_duplicate_entities():
+    from train.methods.ease import entity_logits, entity_loss
+
+    torch.manual_seed(0)
+    z, pos, neg = torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 8)
+    pos_ids = torch.tensor([1, 2, 1, 3])  # rows 0 and 2 share their positive entity
+    neg_ids = torch.tensor([5, 1, 6, 7])  # row 1's hard negative is row 0's positive
+    logits, _ = entity_logits(z, pos, neg, pos_ids, neg_ids, temperature=0.05, hard_negative_weight=1.0)
+    inf = torch.isinf(logits)
+    assert inf[0, 2] and inf[2, 0]  # same positive entity, other row: a false negative
+    assert not inf[0, 0] and not inf[2, 2]  # own positive kept
+    assert inf[0, 4 + 1] and inf[2, 4 + 1]  # entity 1 as row 1's hard negative: masked for anchors 0 and 2
+    assert inf.sum() == 4
+    kw = dict(temperature=0.05, hard_negative_weight=1.0)
+    masked = entity_loss(z, pos, neg, pos_ids, neg_ids, mask_duplicates=True, **kw)
+    unmasked = entity_loss(z, pos, neg, pos_ids, neg_ids, mask_duplicates=False, **kw)
+    assert torch.isfinite(masked) and masked.item() != pytest.approx(unmasked.item())
+
+
+def test_gathered_loss_world_size_1_equals_plain(tmp_path):
+    """Through a real (1-process gloo) group, the gathered loss and its gradient equal the plain loss."""
+    import torch.distributed as dist
+
+    from train.distributed import world
+    from train.methods.contrastive import info_nce
+    from train.methods.ease import entity_loss
+    from train.methods.simcse_unsup import simcse_loss
+
+    torch.manual_seed(0)
+    z1, z2 = torch.randn(6, 8, requires_grad=True), torch.randn(6, 8, requires_grad=True)
+    plain = info_nce(z1, z2, torch.arange(6), 0.05)
+    plain_grad = torch.autograd.grad(plain, [z1, z2])
+    assert world() == (0, 1)
+    no_group = simcse_loss(z1, z2, 0.05)
+    assert no_group.item() == pytest.approx(plain.item(), rel=1e-6)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        assert world() == (0, 1)
+        gathered = simcse_loss(z1, z2, 0.05)
+        grads = torch.autograd.grad(gathered, [z1, z2])
+        assert gathered.item() == pytest.approx(plain.item(), rel=1e-6)
+        for g, p in zip(grads, plain_grad):
+            assert torch.allclose(g, p, atol=1e-6)
+        pos, neg = torch.randn(6, 8), torch.randn(6, 8)
+        ids = torch.arange(1, 7)
+        kw = dict(temperature=0.05, hard_negative_weight=1.0)
+        e_pg = entity_loss(z1, pos, neg, ids, ids + 10, **kw)
+    finally:
+        dist.destroy_process_group()
+    e_plain = entity_loss(z1, pos, neg, ids, ids + 10, **kw)
+    assert e_pg.item() == pytest.approx(e_plain.item(), rel=1e-6)
+
+
+# ------------------------------------------------------------------ config
+
+
+def test_config_unknown_and_wrong_keys(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("method: simcse_unsup\nbatchsize: 64\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(bad)
+    msg = str(e.value)
+    assert "batchsize" in msg and str(bad) in msg and "batch_size" in msg  # names key, file, valid keys
+
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("method: ease\nease:\n  hard_negative_wieght: 1.0\n")
+    with pytest.raises(ConfigError, match=r"ease\.hard_negative_wieght.*hard_negative_weight"):
+        load_config(nested)
+
+    typed = tmp_path / "typed.yaml"
+    typed.write_text("batch_size: many\n")
+    with pytest.raises(ConfigError, match="batch_size.*int"):
+        load_config(typed)
+
+    with pytest.raises(ConfigError, match="ease.nope"):
+        load_config(REPO / "configs" / "ease.yaml", ["ease.nope=1"])
+    with pytest.raises(ConfigError, match="num_workers=3"):
+        load_config(REPO / "configs" / "simcse_unsup.yaml", ["num_workers=3", "data=x"]).validate()
+
+
+def test_shipped_configs_and_overrides():
+    simcse = load_config(REPO / "configs" / "simcse_unsup.yaml")
+    assert (simcse.batch_size, simcse.lr, simcse.epochs, simcse.max_len, simcse.temperature, simcse.pooling) == (
+        64, 3e-5, 1, 32, 0.05, "cls_mlp")
+    ease = load_config(REPO / "configs" / "ease.yaml", ["ease.hard_negative_weight=0.5", "lr=1e-5", "max_steps=7"])
+    assert ease.method == "ease" and ease.ease.hard_negative_weight == 0.5 and ease.lr == 1e-5 and ease.max_steps == 7
+    assert ease.ease.ease_loss_ratio == 0.01 and ease.pooling == "cls_mlp"
+    assert TrainConfig.from_dict(ease.to_dict()).to_dict() == ease.to_dict()
+
+
+def test_cli_help():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "train", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "--config" in out.stdout and "--num-workers" in out.stdout
+
+
+# ------------------------------------------------------------------ encoder <-> SentenceTransformer
+
+
+@pytest.mark.parametrize("pooling", ["cls", "cls_mlp", "mean"])
+def test_sentence_transformer_folder_reproduces_encoder(world, tmp_path, pooling):
+    from sentence_transformers import SentenceTransformer
+
+    from train.encoder import Encoder
+
+    torch.manual_seed(0)
+    enc = Encoder(world["model"], pooling=pooling, max_len=16)
+    texts = ["the Globex company sold steel", "Ada Stone was born in Genovia " * 6, "rivers"]
+    ours = enc.encode(texts)
+    enc.save_sentence_transformer(tmp_path / "st")
+    theirs = SentenceTransformer(str(tmp_path / "st"), device="cpu").encode(texts, convert_to_tensor=True)
+    assert ours.shape == theirs.shape == (3, 32)
+    assert torch.allclose(ours, theirs.float(), atol=1e-5)
+    # train-time embedding differs from inference only for cls_mlp
+    enc.train()
+    inputs = enc.tokenize(texts)
+    enc.eval()
+    train_time = enc(**inputs, inference=False)
+    assert torch.allclose(train_time, ours, atol=1e-5) == (pooling != "cls_mlp")
+
+
+def test_entity_vectors_initialise_the_table(world):
+    from train.methods.ease import EASE
+
+    opts = EASE.Options(entity_dim=world["vec_dim"], entity_vectors=str(world["vectors"]))
+    m = EASE(opts, hidden_size=32, temperature=0.05, data_info={"num_entities": len(_entities()) + 1})
+    m.init_pretrained({"entities": str(world["data"] / "entities")})
+    w = m.entities.embedding.weight
+    ents = _entities()
+    first = ents[0]  # "Acme Works": in the file as ENTITY/Acme_Works
+    expect = torch.tensor([(first["entity_index"] + k) / 100 for k in range(world["vec_dim"])])
+    assert torch.allclose(w[first["entity_index"]], expect)
+    gus = next(e for e in ents if e["title"] == "Gus Dane")  # only an unprefixed line: not used
+    assert w[gus["entity_index"]].abs().max() <= 0.05 + 1e-6
+    missing = ents[-1]
+    assert w[missing["entity_index"]].abs().max() <= 0.05 + 1e-6 and w[missing["entity_index"]].abs().sum() > 0
+    assert w[0].abs().sum() == 0
+
+
+# ------------------------------------------------------------------ bad input stops before Ray
+
+
+def test_missing_column_fails_before_any_worker(world, tmp_path, monkeypatch):
+    import ray.data
+
+    import train.run as run_mod
+
+    broken = tmp_path / "broken"
+    rows = [{k: v for k, v in r.items() if k != "negative_entity"} for r in _pairs(40)]
+    schema = pa.schema([f for f in ENTITY_PAIRS if f.name != "negative_entity"])
+    _write_set(broken / "entity_pairs", rows, schema)
+    _write_set(broken / "entities", _entities(), ENTITIES, files=1)
+
+    def boom(*a, **k):
+        raise AssertionError("Ray was reached before the schema check")
+
+    monkeypatch.setattr(run_mod, "_ensure_ray", boom)
+    monkeypatch.setattr(ray.data, "read_parquet", boom)
+    cfg = _cfg(world, tmp_path, method="ease", data=str(broken))
+    with pytest.raises(SchemaError, match=r"entity_pairs.*negative_entity"):
+        run_mod.build_trainer(cfg)
+    with pytest.raises(ConfigError, match="model"):
+        run_mod.build_trainer(_cfg(world, tmp_path, model=str(tmp_path / "no-such-model")))
+
+
+# ------------------------------------------------------------------ real Ray Train runs
+
+
+def _st_matches_checkpoint(model_path: str, checkpoint_path: str, world, pooling: str) -> None:
+    """The final SentenceTransformer folder gives the embeddings of the encoder restored from state.pt."""
+    from sentence_transformers import SentenceTransformer
+
+    from train.encoder import Encoder
+
+    state = torch.load(Path(checkpoint_path) / "state.pt", map_location="cpu", weights_only=False)
+    enc = Encoder(world["model"], pooling=pooling, max_len=32)
+    enc.load_state_dict({k[len("encoder."):]: v for k, v in state["model"].items() if k.startswith("encoder.")})
+    texts = ["Initech makes paper in Latveria", "the Silver River floods every spring", "Hal Pike wrote a book"]
+    ours = enc.encode(texts)
+    theirs = SentenceTransformer(model_path, device="cpu").encode(texts, convert_to_tensor=True)
+    assert torch.allclose(ours, theirs.float(), atol=1e-5)
+
+
+def test_simcse_end_to_end_resume_and_load(ray_session, world, tmp_path):
+    from train.run import run
+
+    cfg = _cfg(world, tmp_path, method="simcse_unsup", run_name="simcse", max_steps=3, dev_sts=str(world["dev"]))
+    t0 = time.time()
+    first = run(cfg)
+    assert math.isfinite(first.metrics["loss"]) and "dev_spearman" in first.metrics
+    assert first.metrics["start_step"] == 0
+    run_dir = tmp_path / "runs" / "simcse"
+    steps = sorted(p.name for p in run_dir.glob("step-*"))
+    assert steps == ["step-0000002", "step-0000003"]
+    assert (Path(first.model_path) / "modules.json").is_file()
+    summary = json.loads((run_dir / "train_summary.json").read_text())
+    assert summary["selected_by"] == "dev_spearman" and summary["last_metrics"]["step"] == 3
+
+    second = run(cfg.with_overrides(["max_steps=5"]))  # same storage + name: resumes
+    last = json.loads((run_dir / "train_summary.json").read_text())["last_metrics"]
+    assert last["start_step"] == 3 and last["step"] == 5
+    assert math.isfinite(last["loss"])
+    _st_matches_checkpoint(second.model_path, second.checkpoint_path, world, "cls_mlp")
+    print(f"simcse two runs: {time.time() - t0:.1f}s")
+
+
+def test_ease_end_to_end_resume_and_heads(ray_session, world, tmp_path):
+    from train.methods import load_method_heads
+    from train.run import run
+
+    cfg = _cfg(world, tmp_path, method="ease", run_name="ease", max_steps=2, pooling="cls",
+               ease={"entity_dim": world["vec_dim"], "entity_vectors": str(world["vectors"])})
+    first = run(cfg)
+    assert math.isfinite(first.metrics["loss"]) and math.isfinite(first.metrics["loss_entity"])
+    second = run(cfg.with_overrides(["max_steps=4"]))
+    assert second.metrics["start_step"] == 2 and second.metrics["step"] == 4
+    heads = load_method_heads(second.model_path)
+    assert heads is not None and heads.name == "ease"
+    assert heads.entities.embedding.weight.shape == (len(_entities()) + 1, world["vec_dim"])
+    state = torch.load(Path(second.checkpoint_path) / "state.pt", map_location="cpu", weights_only=False)
+    assert torch.equal(heads.entities.embedding.weight, state["model"]["method.entities.embedding.weight"])
+    e = heads.embed_entities(torch.tensor([1, 2]))
+    assert e.shape == (2, 32)
+    _st_matches_checkpoint(second.model_path, second.checkpoint_path, world, "cls")
+
+
+def test_two_workers_gather_gradient_is_exact(ray_session):
+    """2 Ray Train workers (gloo): gradients through the gathered loss equal the full-batch gradient."""
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    t0 = time.time()
+    trainer = TorchTrainer(
+        _gather_check_loop,
+        scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.5}),
+        torch_config=TorchConfig(backend="gloo"),
+        run_config=RunConfig(name=f"gather-check-{int(t0)}", storage_path=str(Path("/tmp") / "structcse-test-ray")),
+    )
+    result = trainer.fit()
+    assert result.metrics["world"] == 2
+    assert result.metrics["max_err"] < 1e-5
+    assert time.time() - t0 < 120
+
+
+def _gather_check_loop(config):
+    import ray.train
+
+    from train.distributed import world
+    from train.methods.contrastive import info_nce
+    from train.methods.ease import entity_loss
+    from train.methods.simcse_unsup import simcse_loss
+
+    rank, size = world()
+    b = 3
+    torch.manual_seed(0)  # the same global tensors on every worker
+    z1, z2, pos, neg = (torch.randn(size * b, 8) for _ in range(4))
+    pos_ids = torch.tensor([1, 2, 3, 1, 4, 5])[: size * b]  # a duplicate entity across workers
+    neg_ids = torch.tensor([6, 7, 8, 9, 2, 10])[: size * b]
+    sl = slice(rank * b, (rank + 1) * b)
+    kw = dict(temperature=0.05, hard_negative_weight=1.0)
+
+    def full(z1, z2, pos, neg):  # single-process loss over the global batch
+        return info_nce(z1, z2, torch.arange(size * b), 0.05) + entity_loss(z1, pos, neg, pos_ids, neg_ids, **kw)
+
+    leaves = [t.clone().requires_grad_() for t in (z1, z2, pos, neg)]
+    expected = torch.autograd.grad(full(*leaves), leaves)
+    local = [t[sl].clone().requires_grad_() for t in (z1, z2, pos, neg)]
+    loss = simcse_loss(local[0], local[1], 0.05) + entity_loss(local[0], local[2], local[3], pos_ids[sl], neg_ids[sl], **kw)
+    grads = torch.autograd.grad(loss, local)
+    # DDP averages gradients over workers: grad/size is this worker's share of the full-batch gradient
+    err = max(float((g / size - e[sl]).abs().max()) for g, e in zip(grads, expected))
+    if err > 1e-5:
+        raise AssertionError(f"rank {rank}: gathered gradient differs from full batch by {err}")
+    ray.train.report({"max_err": err, "world": size})
+
+
+def test_two_workers_ease_run(ray_session, world, tmp_path):
+    """The real loop on 2 workers: entity and sentence embeddings gathered; finishes in bounded time."""
+    from train.run import run
+
+    t0 = time.time()
+    cfg = _cfg(world, tmp_path, method="ease", run_name="ease2", num_workers=2, cpus_per_worker=0.5,
+               max_steps=3, checkpoint_every_steps=0, ease={"entity_dim": 16})
+    out = run(cfg)
+    assert out.metrics["step"] == 3 and math.isfinite(out.metrics["loss"])
+    assert time.time() - t0 < 150
