@@ -1,0 +1,5 @@
+import sys
+
+from structcse.cli import main
+
+sys.exit(main())
