@@ -1,0 +1,19 @@
+"""Training: encoder, one module per method (heads + loss), the Ray Train loop.
+
+Public API::
+
+    from train import TrainConfig, load_config, ConfigError
+    from train.run import build_trainer, run, TrainOutcome
+    from train.encoder import Encoder
+    from train.loop import train_loop_per_worker
+    from train.methods import METHODS, load_method_heads
+
+(``train.run`` is the module; import the function from it.) ``python -m train
+--config configs/ease.yaml`` runs the same thing from a shell.
+"""
+
+from __future__ import annotations
+
+from train.config import ConfigError, TrainConfig, load_config
+
+__all__ = ["ConfigError", "TrainConfig", "load_config"]

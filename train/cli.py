@@ -1,0 +1,64 @@
+"""Command line: load a YAML config, apply overrides, train (or resume), print the outcome."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m train",
+        description="Train a contrastive sentence encoder on Ray Train. Re-running with the same "
+        "--storage and --name resumes from the latest checkpoint.",
+    )
+    p.add_argument("--config", required=True, help="YAML config (configs/simcse_unsup.yaml, configs/ease.yaml, ...)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key; method options as SECTION.KEY=VALUE (e.g. ease.hard_negative_weight=0)",
+    )
+    p.add_argument("--data", help="ingest output folder (holds sentences/, entity_pairs/, entities/) or a set folder")
+    p.add_argument("--model", help="Hugging Face model path or name")
+    p.add_argument("--num-workers", type=int, help="Ray Train workers (0 = local mode in this process)")
+    p.add_argument("--storage", help="storage_path for checkpoints and the final model (local path or URI)")
+    p.add_argument("--name", help="run name (same storage + name = resume)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from ingest.schemas import SchemaError
+    from train.config import ConfigError, load_config
+
+    overrides = list(args.overrides)
+    for flag, key in (
+        ("data", "data"),
+        ("model", "model"),
+        ("num_workers", "num_workers"),
+        ("storage", "storage_path"),
+        ("name", "run_name"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides.append(f"{key}={value}")
+    try:
+        cfg = load_config(args.config, overrides)
+        from train.run import run
+
+        outcome = run(cfg)
+    except (ConfigError, SchemaError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(
+        json.dumps(
+            {"model_path": outcome.model_path, "checkpoint_path": outcome.checkpoint_path, "metrics": outcome.metrics},
+            indent=2,
+            default=str,
+        )
+    )
+    return 0

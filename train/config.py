@@ -1,0 +1,328 @@
+"""The training configuration: one dataclass, loaded from YAML plus ``key=value`` overrides.
+
+A config file has the top-level fields of :class:`TrainConfig` and, for each
+method, an optional section named after it whose keys are that method's
+``Options`` (declared in the method's own file, ``train/methods/<name>.py``)::
+
+    method: ease
+    model: bert-base-uncased
+    lr: 3.0e-5
+    ease:
+      ease_loss_ratio: 0.01
+      entity_temperature: 0.05
+
+Overrides use the same names: ``lr=1e-5`` or ``ease.hard_negative_weight=0``.
+An unknown key (top level or inside a section) or a value of the wrong type is
+a :class:`ConfigError` that names the key and the file and lists the valid keys.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+POOLINGS = ("cls", "cls_mlp", "mean")
+MIXED_PRECISION = ("none", "bf16", "fp16")
+
+
+class ConfigError(ValueError):
+    """A training config is invalid: unknown key, wrong type or bad value."""
+
+
+@dataclass
+class TrainConfig:
+    """Every knob of a training run. Defaults are SimCSE-unsup BERT-base's (Gao et al. 2021).
+
+    Per-method options live in ``method_options[<method name>]`` and are also
+    reachable as attributes: ``cfg.ease.hard_negative_weight``.
+    """
+
+    # what to train
+    method: str = "simcse_unsup"
+    model: str = "bert-base-uncased"  # any Hugging Face path or name
+    pooling: str = "cls_mlp"  # cls (CLS+MLP, kept) | cls_mlp (MLP at train time only) | mean
+    data: str = ""  # ingest output dir holding set folders, or one set folder
+    max_len: int = 32
+    dropout: Optional[float] = 0.1  # encoder dropout (the SimCSE-unsup noise); None keeps the model's
+    # optimisation
+    epochs: int = 1
+    batch_size: int = 64  # GLOBAL batch, split evenly across workers
+    lr: float = 3e-5
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    max_grad_norm: float = 1.0  # HF Trainer's default, which SimCSE/EASE ran with; 0 disables
+    temperature: float = 0.05
+    seed: int = 42
+    max_steps: Optional[int] = None  # cap on optimizer steps (across epochs)
+    shuffle_buffer: int = 10_000  # rows in Ray Data's local shuffle buffer; 0 = no shuffle
+    # hardware
+    num_workers: int = 1  # Ray Train workers; 0 = local mode (runs in the driver)
+    use_gpu: bool = False
+    cpus_per_worker: Optional[float] = None  # ScalingConfig resources_per_worker CPU (None: Ray's 1)
+    mixed_precision: str = "none"  # none | bf16 | fp16 (fp16 needs a GPU)
+    # run bookkeeping
+    storage_path: str = "runs"
+    run_name: Optional[str] = None  # default: the method name; same name + storage = resume
+    checkpoint_every_steps: int = 125  # SimCSE/EASE checked STS-B dev every 125 steps; 0 = epoch ends only
+    keep_checkpoints: int = 2
+    checkpoint_metric: Optional[str] = None  # default: dev_spearman when dev_sts is set
+    max_failures: int = 0
+    log_every_steps: int = 50  # rank-0 progress line between reports; 0 = reports only
+    # model selection / tune hook
+    dev_sts: Optional[str] = None  # folder with sts-dev.csv (or the file): in-loop dev_spearman
+    evaluator: Optional[str] = None  # name of a Ray actor with .score(model_dir) -> dict
+    evaluator_namespace: Optional[str] = None
+    evaluator_timeout_s: float = 600.0
+    # method sections: {method name: Options dataclass}
+    method_options: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from train.methods import METHODS
+
+        opts = {}
+        for name, cls in METHODS.items():
+            given = self.method_options.get(name)
+            if given is None:
+                opts[name] = cls.Options()
+            elif dataclasses.is_dataclass(given):
+                opts[name] = given
+            else:
+                opts[name] = _build_dataclass(cls.Options, dict(given), f"section {name!r}", "<code>")
+        unknown = set(self.method_options) - set(METHODS)
+        if unknown:
+            raise ConfigError(f"unknown method section(s) {sorted(unknown)}; methods: {sorted(METHODS)}")
+        self.method_options = opts
+
+    def __getattr__(self, name: str) -> Any:  # cfg.ease -> EASE options
+        opts = self.__dict__.get("method_options")
+        if opts and name in opts:
+            return opts[name]
+        raise AttributeError(f"TrainConfig has no field or method section {name!r}")
+
+    @property
+    def options(self):
+        """The options of the selected method."""
+        return self.method_options[self.method]
+
+    @property
+    def name(self) -> str:
+        return self.run_name or self.method
+
+    def to_dict(self) -> dict:
+        """Plain dict: top-level fields plus one nested dict per method section."""
+        out = {
+            f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "method_options"
+        }
+        for name, opts in self.method_options.items():
+            out[name] = dataclasses.asdict(opts)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "<dict>") -> "TrainConfig":
+        """Build from a dict shaped like the YAML file (unknown keys raise ConfigError)."""
+        from train.methods import METHODS
+
+        data = dict(data or {})
+        for key in [k for k in data if isinstance(k, str) and "." in k]:  # flat "ease.key" (e.g. from tune)
+            section, _, sub = key.partition(".")
+            value = data.pop(key)
+            sec = data.get(section)
+            if not isinstance(sec, dict):
+                if sec is not None or section not in METHODS:
+                    raise ConfigError(f"{source}: unknown key {key!r}; sections: {sorted(METHODS)}")
+                sec = data[section] = {}
+            sec[sub] = value
+        sections = {k: data.pop(k) for k in list(data) if k in METHODS}
+        for name, sec in sections.items():
+            if sec is None:
+                sections[name] = {}
+            elif not isinstance(sec, dict):
+                raise ConfigError(f"{source}: section {name!r} must be a mapping, got {type(sec).__name__}")
+        data.pop("method_options", None)
+        cfg = _build_dataclass(cls, data, "top level", source, extra_valid=sorted(METHODS))
+        cfg.method_options = {
+            name: _build_dataclass(
+                METHODS[name].Options, sections.get(name, {}), f"section {name!r}", source, prefix=f"{name}."
+            )
+            for name in METHODS
+        }
+        return cfg
+
+    def with_overrides(self, overrides: list[str] | tuple[str, ...], source: str = "overrides") -> "TrainConfig":
+        data = self.to_dict()
+        apply_overrides(data, overrides)
+        return TrainConfig.from_dict(data, source=source)
+
+    def validate(self) -> "TrainConfig":
+        """Check values (not just types); raises ConfigError. Returns self."""
+        from train.methods import METHODS
+
+        def bad(msg: str) -> ConfigError:
+            return ConfigError(f"invalid config: {msg}")
+
+        if self.method not in METHODS:
+            raise bad(f"method {self.method!r} is not one of {sorted(METHODS)}")
+        if self.pooling not in POOLINGS:
+            raise bad(f"pooling {self.pooling!r} is not one of {list(POOLINGS)}")
+        if self.mixed_precision not in MIXED_PRECISION:
+            raise bad(f"mixed_precision {self.mixed_precision!r} is not one of {list(MIXED_PRECISION)}")
+        if self.mixed_precision == "fp16" and not self.use_gpu:
+            raise bad("mixed_precision=fp16 needs use_gpu=true (use bf16 on CPU)")
+        if not self.data:
+            raise bad("data is empty: give the ingest output folder (data=PATH or --data PATH)")
+        if not self.model:
+            raise bad("model is empty")
+        for key in ("max_len", "epochs", "batch_size"):
+            if getattr(self, key) < 1:
+                raise bad(f"{key} must be >= 1, got {getattr(self, key)}")
+        for key in ("lr", "temperature"):
+            if not getattr(self, key) > 0:
+                raise bad(f"{key} must be > 0, got {getattr(self, key)}")
+        if self.num_workers < 0:
+            raise bad(f"num_workers must be >= 0, got {self.num_workers}")
+        world = max(self.num_workers, 1)
+        if self.batch_size % world:
+            raise bad(f"batch_size={self.batch_size} (global) is not divisible by num_workers={world}")
+        if self.batch_size // world < 2:
+            raise bad("each worker needs a local batch of at least 2 (in-batch negatives)")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise bad(f"max_steps must be >= 1 or null, got {self.max_steps}")
+        if self.dropout is not None and not 0 <= self.dropout < 1:
+            raise bad(f"dropout must be in [0, 1), got {self.dropout}")
+        for key in ("checkpoint_every_steps", "warmup_steps", "shuffle_buffer", "max_failures", "log_every_steps"):
+            if getattr(self, key) < 0:
+                raise bad(f"{key} must be >= 0")
+        if self.keep_checkpoints < 1:
+            raise bad("keep_checkpoints must be >= 1")
+        if self.cpus_per_worker is not None and self.cpus_per_worker <= 0:
+            raise bad("cpus_per_worker must be > 0 or null")
+        if not self.evaluator_timeout_s > 0:
+            raise bad("evaluator_timeout_s must be > 0")
+        if self.dev_sts is not None and not Path(self.dev_sts).exists():
+            raise bad(f"dev_sts {self.dev_sts!r} does not exist")
+        METHODS[self.method].validate_options(self.options, self)
+        return self
+
+
+def load_config(yaml_path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Read a YAML config and apply ``key=value`` / ``section.key=value`` overrides.
+
+    Override values are parsed as YAML scalars (``true``, ``null``, ``3``,
+    ``1e-5``). Raises ConfigError naming the key and the file on an unknown
+    key or a wrong type; values are checked by :meth:`TrainConfig.validate`
+    (called by ``build_trainer``), not here, so a config may be completed by
+    overrides later.
+    """
+    source = str(yaml_path) if yaml_path else "<defaults>"
+    data: dict = {}
+    if yaml_path:
+        path = Path(yaml_path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML: {e}") from e
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    TrainConfig.from_dict(copy.deepcopy(data), source=source)  # report file errors against the file
+    if overrides:
+        apply_overrides(data, overrides)
+        source = f"{source} + overrides {list(overrides)}"
+    return TrainConfig.from_dict(data, source=source)
+
+
+def apply_overrides(data: dict, overrides) -> dict:
+    """Apply ``key=value`` / ``section.key=value`` strings to a YAML-shaped dict in place."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not key=value")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        try:
+            value = yaml.safe_load(raw) if raw.strip() != "" else ""
+        except yaml.YAMLError:
+            value = raw
+        parts = key.split(".")
+        if len(parts) == 1:
+            data[key] = value
+        elif len(parts) == 2:
+            sec = data.setdefault(parts[0], {})
+            if sec is None:
+                sec = data[parts[0]] = {}
+            if not isinstance(sec, dict):
+                raise ConfigError(f"override {item!r}: {parts[0]!r} is not a section")
+            sec[parts[1]] = value
+        else:
+            raise ConfigError(f"override {item!r}: keys are 'key' or 'section.key'")
+    return data
+
+
+# ---------------------------------------------------------------- type checks
+
+
+def _build_dataclass(cls, values: dict, where: str, source: str, *, prefix: str = "", extra_valid=()):
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.name != "method_options"]
+    kwargs = {}
+    for key, value in values.items():
+        if key not in names:
+            valid = ", ".join(names + [f"{s} (section)" for s in extra_valid])
+            raise ConfigError(f"{source}: unknown key {prefix + str(key)!r} ({where}); valid keys: {valid}")
+        kwargs[key] = _coerce(value, hints[key], f"{prefix}{key}", source)
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):  # numpy scalars (tune samples)
+        value = value.item()
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union:
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], key, source)
+
+    def wrong() -> ConfigError:
+        return ConfigError(
+            f"{source}: key {key!r} expects {getattr(tp, '__name__', tp)}, got {value!r} ({type(value).__name__})"
+        )
+
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise wrong()
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise wrong()
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # PyYAML reads "3e-5" (no dot) as a string
+            try:
+                out = float(value)
+            except ValueError:
+                raise wrong() from None
+            if math.isfinite(out):
+                return out
+        raise wrong()
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise wrong()
+    if tp is dict or origin is dict:
+        if isinstance(value, dict):
+            return value
+        raise wrong()
+    return value

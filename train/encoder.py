@@ -1,0 +1,121 @@
+"""The sentence encoder: any Hugging Face model + a pooling, saved as a SentenceTransformer.
+
+Poolings (SimCSE's names in brackets):
+
+* ``cls``     [cls]: CLS vector -> Linear(d, d) + tanh, at train AND inference time;
+* ``cls_mlp`` [cls + mlp_only_train]: the MLP is applied while training only;
+  inference uses the raw CLS vector (SimCSE-unsup and EASE-monolingual recipe);
+* ``mean``    [avg]: attention-masked mean of the last layer.
+
+The HF pooler (BERT's NSP head) is removed: SimCSE does not use it, and an
+unused parameter would break DDP.
+
+``forward`` gives the train-time embedding (MLP for cls and cls_mlp), ``encode``
+the inference embedding; ``save_sentence_transformer(path)`` writes a folder
+that ``SentenceTransformer(path)`` loads and that gives the same embeddings as
+``encode``: Transformer (max_seq_length = max_len) + Pooling(cls|mean) + for
+``cls`` a Dense(d, d, tanh) module holding the trained MLP.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import nn
+
+# BERT/RoBERTa/MPNet/... and DistilBERT names of the encoder's dropout probabilities
+DROPOUT_ATTRS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout")
+
+
+class Encoder(nn.Module):
+    def __init__(self, model: str, pooling: str = "cls_mlp", max_len: int = 32, dropout: float | None = None):
+        super().__init__()
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        if pooling not in ("cls", "cls_mlp", "mean"):
+            raise ValueError(f"pooling {pooling!r} is not one of cls, cls_mlp, mean")
+        config = AutoConfig.from_pretrained(model)
+        if dropout is not None:
+            for attr in DROPOUT_ATTRS:
+                if isinstance(getattr(config, attr, None), float):
+                    setattr(config, attr, dropout)
+        self.name_or_path = model
+        self.pooling = pooling
+        self.max_len = max_len
+        self.model = AutoModel.from_pretrained(model, config=config)
+        if getattr(self.model, "pooler", None) is not None:
+            self.model.pooler = None
+        self.tokenizer = AutoTokenizer.from_pretrained(model)
+        d = self.hidden_size
+        self.mlp = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if pooling in ("cls", "cls_mlp") else None
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_len, return_tensors="pt"))
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None, *, inference: bool | None = None) -> torch.Tensor:
+        """Sentence embeddings (B, d). ``inference`` defaults to ``not self.training``."""
+        if inference is None:
+            inference = not self.training
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        hidden = self.model(**kwargs).last_hidden_state
+        if self.pooling == "mean":
+            m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        cls = hidden[:, 0]
+        if self.pooling == "cls" or (self.pooling == "cls_mlp" and not inference):
+            return self.mlp(cls)
+        return cls
+
+    @torch.no_grad()
+    def encode(self, texts: list[str], batch_size: int = 64) -> torch.Tensor:
+        """Inference embeddings (eval mode, inference pooling) on CPU as float32."""
+        was_training = self.training
+        self.eval()
+        try:
+            out = []
+            for i in range(0, len(texts), batch_size):
+                inputs = {k: v.to(self.device) for k, v in self.tokenize(list(texts[i : i + batch_size])).items()}
+                out.append(self(**inputs, inference=True).float().cpu())
+            return torch.cat(out) if out else torch.empty(0, self.hidden_size)
+        finally:
+            self.train(was_training)
+
+    def save_sentence_transformer(self, path: str | Path) -> Path:
+        """Write a SentenceTransformer folder that reproduces ``encode``."""
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
+
+        path = Path(path)
+        d = self.hidden_size
+        with tempfile.TemporaryDirectory() as tmp:
+            self.model.save_pretrained(tmp)
+            self.tokenizer.save_pretrained(tmp)
+            modules = [
+                Transformer(tmp, max_seq_length=self.max_len),
+                Pooling(d, "mean" if self.pooling == "mean" else "cls"),
+            ]
+            if self.pooling == "cls":
+                lin = self.mlp[0]
+                modules.append(
+                    Dense(
+                        d,
+                        d,
+                        activation_function=nn.Tanh(),
+                        init_weight=lin.weight.detach().float().cpu().clone(),
+                        init_bias=lin.bias.detach().float().cpu().clone(),
+                    )
+                )
+            SentenceTransformer(modules=modules, device="cpu").save(str(path))
+        return path

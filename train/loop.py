@@ -1,0 +1,344 @@
+"""The one training loop every method runs in (Ray Train V2 ``train_loop_per_worker``).
+
+Read top to bottom, a worker:
+
+1. rebuilds the ``TrainConfig`` from ``config`` (``TrainConfig.to_dict()``
+   plus the driver's private keys ``_num_rows``, ``_data_info``, ``_set_paths``,
+   ``_local_checkpoint_root``);
+2. builds encoder + method heads (``Trainee``); restores them from
+   ``ray.train.get_checkpoint()`` if there is one, else rank 0 loads
+   pretrained heads (e.g. EASE's Wikipedia2Vec vectors);
+3. ``prepare_model`` (device + DDP), AdamW (no decay on bias/LayerNorm) with a
+   linear warmup/decay schedule; restores optimizer/scheduler/step/epoch;
+4. for each epoch iterates its shard of the Ray dataset in batches of
+   ``batch_size // world`` (``drop_last=True`` so every worker's all-gather has
+   the same shape), tokenizes in the loop (``method.collate``), and takes a step
+   (optional ``torch.autocast``; fp16 uses a GradScaler);
+5. every ``checkpoint_every_steps`` steps, at the end of each epoch and at the
+   last step: rank 0 writes ``state.pt``, ``metrics.json`` and the model as a SentenceTransformer
+   folder (``model/``, with the method's extra heads beside it), scores it
+   (``dev_spearman`` on ``dev_sts``; the tune ``evaluator`` actor), and every
+   rank calls ``ray.train.report(metrics, checkpoint, checkpoint_dir_name="step-0000125")``.
+
+Resume (decision): a checkpoint stores the epoch to resume and how many batches
+of it were done. A resumed worker restarts that epoch's iterator and discards
+(reads without training on) that many batches, so the step count, the LR
+schedule and the number of examples seen are exactly those of an
+uninterrupted run. Ray Data's streaming split does not promise the same order
+in a new run, so the skipped rows are the same *number*, not necessarily the
+same rows; SimCSE/EASE train one epoch, where restarting the epoch would
+repeat everything. Dropout RNG is not restored (reseeded from seed, rank, step).
+
+Config keys (``train_loop_config``): every ``TrainConfig`` field at top level
+(``lr``, ``batch_size``, ``temperature``, ``evaluator``, ``evaluator_namespace``,
+...), one dict per method section (``ease: {...}``), and ``_num_rows`` (rows of
+the training set), ``_data_info`` (``Method.data_info``), ``_set_paths``
+({set kind: folder}), ``_local_checkpoint_root`` (local mode only: where checkpoints are
+written, since Ray does not copy them there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from train.config import TrainConfig
+from train.encoder import Encoder
+from train.methods import get_method
+
+STATE_FILE = "state.pt"
+METRICS_FILE = "metrics.json"
+MODEL_DIR = "model"
+_NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
+
+
+class Trainee(nn.Module):
+    """Encoder + method heads as one module, so DDP sees (and syncs) all trained parameters."""
+
+    def __init__(self, encoder: Encoder, method: nn.Module):
+        super().__init__()
+        self.encoder = encoder
+        self.method = method
+
+    def forward(self, batch: dict[str, torch.Tensor]):
+        return self.method.loss(self.encoder, batch)
+
+
+def build_trainee(cfg: TrainConfig, data_info: dict) -> Trainee:
+    encoder = Encoder(cfg.model, cfg.pooling, cfg.max_len, cfg.dropout)
+    method = get_method(cfg.method)(
+        cfg.options, hidden_size=encoder.hidden_size, temperature=cfg.temperature, data_info=data_info
+    )
+    return Trainee(encoder, method)
+
+
+def train_loop_per_worker(config: dict) -> dict:
+    import ray.train
+    import ray.train.torch
+
+    # 1. config and world -------------------------------------------------
+    cfg = TrainConfig.from_dict({k: v for k, v in config.items() if not k.startswith("_")}, "train_loop_config")
+    num_rows = int(config["_num_rows"])
+    data_info = config.get("_data_info", {})
+    set_paths = config.get("_set_paths", {})
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    device = ray.train.torch.get_device()
+    local_bs = cfg.batch_size // world
+    steps_per_epoch = (num_rows // world) // local_bs
+    if steps_per_epoch < 1:
+        raise ValueError(f"{num_rows} rows give no full batch of {cfg.batch_size} over {world} workers")
+    total_steps = cfg.epochs * steps_per_epoch
+    if cfg.max_steps:
+        total_steps = min(total_steps, cfg.max_steps)
+
+    # 2. model, restored or freshly initialised ----------------------------
+    torch.manual_seed(cfg.seed)
+    trainee = build_trainee(cfg, data_info)
+    state = None
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as d:
+            state = torch.load(Path(d) / STATE_FILE, map_location="cpu", weights_only=False)
+        trainee.load_state_dict(state["model"])
+    elif rank == 0:
+        trainee.method.init_pretrained(set_paths)  # DDP broadcasts rank 0's parameters
+    torch.manual_seed(cfg.seed + 7919 * rank + (state["step"] if state else 0))  # distinct dropout per worker
+    model = ray.train.torch.prepare_model(trainee)
+
+    # 3. optimizer, schedule, progress --------------------------------------
+    from transformers import get_linear_schedule_with_warmup
+
+    optimizer = torch.optim.AdamW(param_groups(trainee, cfg.weight_decay), lr=cfg.lr)
+    scheduler = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, total_steps)
+    scaler = torch.amp.GradScaler("cuda") if cfg.mixed_precision == "fp16" else None
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.mixed_precision)
+
+    def autocast():
+        if amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=device.type, dtype=amp_dtype)
+
+    step, epoch, skip = 0, 0, 0
+    if state:
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        if scaler is not None and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
+        step, epoch, skip = state["step"], state["resume_epoch"], state["resume_skip"]
+    start_step = step
+    if rank == 0:
+        where = f"resumed at step {step} (epoch {epoch}, skipping {skip} batches)" if state else "fresh start"
+        print(
+            f"[train] {cfg.method} on {world} worker(s): global batch {cfg.batch_size} ({local_bs}/worker), "
+            f"{steps_per_epoch} steps/epoch, {total_steps} steps in all; {where}",
+            flush=True,
+        )
+    dev = None
+    if cfg.dev_sts and rank == 0:
+        from train.sts_dev import load_sts
+
+        dev = load_sts(cfg.dev_sts)
+    meter = Meter(examples_per_step=local_bs * world)
+    reporter = Reporter(
+        cfg,
+        rank,
+        trainee,
+        optimizer,
+        scheduler,
+        scaler,
+        dev,
+        start_step,
+        local_root=config.get("_local_checkpoint_root"),
+    )
+
+    # 4. the loop -----------------------------------------------------------
+    shard = ray.train.get_dataset_shard("train")
+    last_reported = step
+    while epoch < cfg.epochs and step < total_steps:
+        batches = shard.iter_batches(
+            batch_size=local_bs,
+            drop_last=True,
+            batch_format="numpy",
+            local_shuffle_buffer_size=cfg.shuffle_buffer or None,
+            local_shuffle_seed=(cfg.seed + epoch) if cfg.shuffle_buffer else None,
+        )
+        done = 0
+        for i, batch in enumerate(batches):
+            if i >= steps_per_epoch or step >= total_steps:
+                break
+            if i < skip:  # resumed mid-epoch: these were trained on before
+                done = i + 1
+                continue
+            inputs = {
+                k: v.to(device, non_blocking=True) for k, v in trainee.method.collate(batch, trainee.encoder).items()
+            }
+            with autocast():
+                loss, parts = model(inputs)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"loss is {loss.item()} at step {step + 1}")
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+            else:
+                loss.backward()
+            if cfg.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(trainee.parameters(), cfg.max_grad_norm)
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step, done = step + 1, i + 1
+            meter.add(float(loss.detach()), parts)
+            if rank == 0 and cfg.log_every_steps and step % cfg.log_every_steps == 0:
+                print(f"[train] step {step}/{total_steps} loss {meter.peek():.4f}", flush=True)
+            if (cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0) or step >= total_steps:
+                resume = (epoch + 1, 0) if done >= steps_per_epoch else (epoch, done)
+                reporter.report(step, epoch, resume, meter)
+                last_reported = step
+        if step != last_reported:  # end of epoch
+            reporter.report(step, epoch, (epoch + 1, 0), meter)
+            last_reported = step
+        epoch, skip = epoch + 1, 0
+    return reporter.last_metrics
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def param_groups(module: nn.Module, weight_decay: float) -> list[dict]:
+    decay, no_decay = [], []
+    for name, p in module.named_parameters():
+        if p.requires_grad:
+            (no_decay if any(k in name for k in _NO_DECAY) else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+class Meter:
+    """Running means of the loss (and the method's parts) and examples/s since the last report."""
+
+    def __init__(self, examples_per_step: int):
+        self.examples_per_step = examples_per_step
+        self.reset()
+
+    def reset(self) -> None:
+        self.n, self.loss, self.parts, self.t0 = 0, 0.0, {}, time.perf_counter()
+
+    def add(self, loss: float, parts: dict) -> None:
+        self.n += 1
+        self.loss += loss
+        for k, v in parts.items():
+            self.parts[k] = self.parts.get(k, 0.0) + float(v)
+
+    def peek(self) -> float:
+        return self.loss / max(self.n, 1)
+
+    def summary(self) -> dict:
+        dt = max(time.perf_counter() - self.t0, 1e-9)
+        out = {"loss": self.peek() if self.n else math.nan, "examples_per_s": self.n * self.examples_per_step / dt}
+        out.update({k: v / max(self.n, 1) for k, v in self.parts.items()})
+        return out
+
+
+class Reporter:
+    """Checkpoint (rank 0) + score + ``ray.train.report`` (all ranks)."""
+
+    def __init__(self, cfg, rank, trainee, optimizer, scheduler, scaler, dev, start_step, local_root=None):
+        self.cfg, self.rank, self.trainee = cfg, rank, trainee
+        self.local_root = local_root
+        self.optimizer, self.scheduler, self.scaler = optimizer, scheduler, scaler
+        self.dev, self.start_step = dev, start_step
+        self.last_metrics: dict = {}
+
+    def _staging(self, step: int):
+        """Where rank 0 writes the checkpoint before ``report`` uploads it: a temporary folder,
+        except in local mode (num_workers=0), where Ray keeps the checkpoint where it is, so it
+        is written straight to ``{storage}/{name}/step-…`` (``_local_checkpoint_root``)."""
+        root = self.local_root
+        if not root:
+            return tempfile.TemporaryDirectory(prefix="structcse-ckpt-")
+        path = Path(root) / f"step-{step:07d}"
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        return contextlib.nullcontext(str(path))
+
+    def report(self, step: int, epoch: int, resume: tuple[int, int], meter: Meter) -> None:
+        import ray.train
+
+        metrics = {
+            **meter.summary(),
+            "step": step,
+            "epoch": epoch,
+            "lr": self.scheduler.get_last_lr()[0],
+            "start_step": self.start_step,
+        }
+        with self._staging(step) as tmp:
+            checkpoint = None
+            if self.rank == 0:
+                torch.save(
+                    {
+                        "model": self.trainee.state_dict(),
+                        "optimizer": self.optimizer.state_dict(),
+                        "scheduler": self.scheduler.state_dict(),
+                        "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+                        "step": step,
+                        "epoch": epoch,
+                        "resume_epoch": resume[0],
+                        "resume_skip": resume[1],
+                        "config": self.cfg.to_dict(),
+                    },
+                    Path(tmp) / STATE_FILE,
+                )
+                model_dir = Path(tmp) / MODEL_DIR
+                self.trainee.encoder.save_sentence_transformer(model_dir)
+                self.trainee.method.save_heads(model_dir)
+                if self.dev is not None:
+                    from train.sts_dev import sts_spearman
+
+                    metrics["dev_spearman"] = sts_spearman(self.trainee.encoder, self.dev)
+                if self.cfg.evaluator:
+                    metrics.update(ask_evaluator(self.cfg, model_dir))
+                (Path(tmp) / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str))
+                checkpoint = ray.train.Checkpoint.from_directory(tmp)
+                extra = "".join(f" {k} {metrics[k]:.4f}" for k in ("dev_spearman",) if k in metrics)
+                print(
+                    f"[train] step {step} epoch {epoch} loss {metrics['loss']:.4f} "
+                    f"{metrics['examples_per_s']:.1f} examples/s{extra}",
+                    flush=True,
+                )
+            ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=f"step-{step:07d}")
+        self.last_metrics = metrics
+        meter.reset()
+
+
+def ask_evaluator(cfg: TrainConfig, model_dir: Path) -> dict:
+    """Score a checkpoint's model with the named evaluator actor (tune's hook), waiting at most
+    ``evaluator_timeout_s``. A timeout is not fatal: it is reported as ``evaluator_error``.
+
+    The path is the checkpoint's local staging folder on rank 0's node, so the
+    actor must be able to read it (same node, or a node-local actor).
+    """
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    actor = ray.get_actor(cfg.evaluator, namespace=cfg.evaluator_namespace)
+    try:
+        scores = ray.get(actor.score.remote(str(model_dir)), timeout=cfg.evaluator_timeout_s)
+    except GetTimeoutError:
+        print(f"[train] evaluator {cfg.evaluator!r} gave no score within {cfg.evaluator_timeout_s}s", flush=True)
+        return {"evaluator_error": f"timeout after {cfg.evaluator_timeout_s}s"}
+    if not isinstance(scores, dict):
+        raise TypeError(f"evaluator {cfg.evaluator!r}.score returned {type(scores).__name__}, expected dict")
+    return scores

@@ -1,0 +1,55 @@
+"""Unsupervised SimCSE (Gao, Yao & Chen, EMNLP 2021, arXiv 2104.08821).
+
+Reads: the ``sentences`` set, column ``sentence``.
+Batch: B sentences, tokenized; the encoder sees [x; x] (2B rows) in one
+forward pass, so the two copies of a sentence differ only by their dropout
+masks (p = ``dropout``, 0.1).
+Heads: none (the CLS MLP belongs to the encoder's pooling; the paper's
+recipe is ``pooling: cls_mlp``, i.e. MLP at train time only).
+Loss: InfoNCE with τ = ``temperature`` (0.05):
+    L_i = -log( e^{cos(h_i, h_i⁺)/τ} / Σ_j e^{cos(h_i, h_j⁺)/τ} )
+where j runs over the positives of the GLOBAL batch: z2 is all-gathered with
+gradient across workers and labels are offset by rank·B
+(``train.distributed``).
+
+Siblings: EASE (``ease.py``) adds an entity loss to exactly this loss; every
+supervised method is this loss with other positives / hard negatives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from train.distributed import gather_with_grad, local_labels
+from train.methods import register
+from train.methods.base import Method, double, tokenize
+from train.methods.contrastive import info_nce
+
+
+def simcse_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
+    """InfoNCE of local anchors ``z1`` (B, d) against the gathered positives ``z2`` of all workers."""
+    candidates = gather_with_grad(z2)
+    labels = local_labels(z1.shape[0], z1.device)
+    return info_nce(z1, candidates, labels, temperature)
+
+
+@register("simcse_unsup")
+class SimCSEUnsup(Method):
+    train_set = "sentences"
+    sets = {"sentences": ["sentence"]}
+
+    @dataclasses.dataclass
+    class Options:
+        pass
+
+    def collate(self, batch, encoder):
+        return tokenize(encoder, batch["sentence"])
+
+    def loss(self, encoder, batch):
+        n = batch["input_ids"].shape[0]
+        z = encoder(**double(batch))
+        z1, z2 = z[:n], z[n:]
+        loss = simcse_loss(z1, z2, self.temperature)
+        return loss, {"loss_simcse": float(loss.detach())}

@@ -1,0 +1,249 @@
+"""Entry points: ``build_trainer(cfg)`` -> TorchTrainer, ``run(cfg)`` -> TrainOutcome.
+
+Before anything is allocated (no Ray worker, no dataset, no model weights):
+the config is validated, every set the method reads is checked against
+``ingest.schemas`` (a missing column is a SchemaError naming set and column),
+and the model's config is loaded (a bad path/name is a ConfigError).
+
+Layout of a run (``{storage_path}/{run_name}/``)::
+
+    checkpoint_manager_snapshot.json   Ray Train's; same storage+name => resume
+    step-0000125/                      one folder per report
+        state.pt                       model + heads + optimizer + scheduler + step/epoch
+        metrics.json                   the metrics reported with it
+        model/                         SentenceTransformer folder (+ method heads)
+    model/                             the final model: best (checkpoint_metric) or latest
+        modules.json, config.json, model.safetensors, tokenizer..., 1_Pooling/[, 2_Dense/]
+        structcse_method.json          method, options, sizes
+        structcse_heads.pt             the method's extra parameters (EASE: entity table + projection)
+    train_summary.json                 metrics, chosen checkpoint, config
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ingest.schemas import check_set
+from train.config import ConfigError, TrainConfig
+from train.methods import get_method
+from train.methods.base import set_files
+
+
+@dataclass
+class TrainOutcome:
+    model_path: str  # the final SentenceTransformer folder
+    metrics: dict = field(default_factory=dict)  # metrics of the chosen checkpoint
+    checkpoint_path: str | None = None  # the chosen checkpoint folder
+
+
+def resolve_sets(cfg: TrainConfig) -> dict[str, Path]:
+    """{set kind: folder} for every set the method reads.
+
+    ``cfg.data`` is an ingest output folder (``data/<kind>/``) or a set folder
+    itself: then it is the method's training set and its siblings
+    (``data/../<kind>``) are the other sets.
+    """
+    method = get_method(cfg.method)
+    data = Path(cfg.data).expanduser()
+    out = {}
+    for kind in method.sets:
+        if (data / kind).is_dir():
+            out[kind] = data / kind
+        elif kind == method.train_set and data.is_dir() and any(data.glob("*.parquet")):
+            out[kind] = data
+        elif kind == method.train_set and data.is_file():
+            out[kind] = data
+        else:
+            out[kind] = data.parent / kind if any(data.glob("*.parquet")) else data / kind
+    return out
+
+
+def preflight(cfg: TrainConfig) -> tuple[dict[str, Path], dict, int]:
+    """Validate config, sets and model before any allocation. Returns (set_paths, data_info, num_rows)."""
+    import pyarrow.dataset as pads
+
+    cfg.validate()
+    method = get_method(cfg.method)
+    set_paths = resolve_sets(cfg)
+    for kind, columns in method.sets.items():
+        check_set(set_paths[kind], kind, required=columns)
+    try:
+        from transformers import AutoConfig
+
+        AutoConfig.from_pretrained(cfg.model)
+    except Exception as e:  # noqa: BLE001 - any failure here means "this model cannot be loaded"
+        raise ConfigError(f"model {cfg.model!r}: cannot load its config ({type(e).__name__}: {e})") from e
+    num_rows = pads.dataset(set_files(set_paths[method.train_set]), format="parquet").count_rows()
+    world = max(cfg.num_workers, 1)
+    if (num_rows // world) // (cfg.batch_size // world) < 1:
+        raise ConfigError(
+            f"set {method.train_set!r} at {set_paths[method.train_set]} has {num_rows} rows: "
+            f"not one full global batch of {cfg.batch_size}"
+        )
+    return set_paths, method.data_info(cfg, set_paths), num_rows
+
+
+def _ensure_ray() -> None:
+    import ray
+
+    if not ray.is_initialized():
+        ray.init()  # a laptop starts a local Ray; under `ray job submit` this connects to the cluster
+
+
+def _storage(cfg: TrainConfig) -> str:
+    s = cfg.storage_path
+    return s if "://" in s else str(Path(s).expanduser().resolve())
+
+
+def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None):
+    """A ``TorchTrainer`` for ``cfg`` (validated and preflighted first).
+
+    ``callbacks`` are Ray Train ``UserCallback``s (e.g. tune's
+    ``TuneReportCallback``); ``run_config`` replaces the one built from ``cfg``.
+    """
+    set_paths, data_info, num_rows = preflight(cfg)
+    _ensure_ray()
+    import ray.data
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    from train.loop import train_loop_per_worker
+
+    method = get_method(cfg.method)
+    ds = ray.data.read_parquet(str(set_paths[method.train_set].resolve())).select_columns(method.sets[method.train_set])
+    loop_config = _absolute_paths(cfg).to_dict()
+    loop_config.update(
+        _num_rows=num_rows,
+        _data_info=data_info,
+        _set_paths={k: str(v.resolve()) for k, v in set_paths.items()},
+    )
+    if cfg.num_workers == 0 and "://" not in _storage(cfg):  # local mode: Ray leaves checkpoints where written
+        loop_config["_local_checkpoint_root"] = f"{_storage(cfg).rstrip('/')}/{cfg.name}"
+    metric = checkpoint_metric(cfg)
+    if run_config is None:
+        run_config = RunConfig(
+            name=cfg.name,
+            storage_path=_storage(cfg),
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=cfg.keep_checkpoints,
+                checkpoint_score_attribute=metric,
+                checkpoint_score_order="max",
+            ),
+            failure_config=FailureConfig(max_failures=cfg.max_failures),
+            callbacks=list(callbacks) or None,
+        )
+    scaling = {"num_workers": cfg.num_workers, "use_gpu": cfg.use_gpu}
+    if cfg.cpus_per_worker is not None and cfg.num_workers > 0:
+        scaling["resources_per_worker"] = {"CPU": cfg.cpus_per_worker, **({"GPU": 1} if cfg.use_gpu else {})}
+    return TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config=loop_config,
+        scaling_config=ScalingConfig(**scaling),
+        torch_config=TorchConfig(backend=None if cfg.use_gpu else "gloo"),
+        run_config=run_config,
+        datasets={"train": ds},
+    )
+
+
+def _absolute_paths(cfg: TrainConfig) -> TrainConfig:
+    """A copy of ``cfg`` whose local paths (model folder, data, dev_sts, method options that name
+    existing files) are absolute: Ray workers do not share the driver's working directory."""
+    import dataclasses
+
+    def fix(value):
+        if isinstance(value, str) and value and "://" not in value and Path(value).expanduser().exists():
+            return str(Path(value).expanduser().resolve())
+        return value
+
+    data = cfg.to_dict()
+    for key in ("model", "data", "dev_sts"):
+        data[key] = fix(data[key])
+    for name, opts in cfg.method_options.items():
+        data[name] = {f.name: fix(getattr(opts, f.name)) for f in dataclasses.fields(opts)}
+    return TrainConfig.from_dict(data, "resolved config")
+
+
+def checkpoint_metric(cfg: TrainConfig) -> str | None:
+    return cfg.checkpoint_metric or ("dev_spearman" if cfg.dev_sts else None)
+
+
+def run(cfg: TrainConfig, callbacks=()) -> TrainOutcome:
+    """Train (or resume) ``cfg``; write ``{storage}/{name}/model`` and ``train_summary.json``."""
+    t0 = time.time()
+    trainer = build_trainer(cfg, callbacks=callbacks)
+    result = trainer.fit()
+    metric = checkpoint_metric(cfg)
+    run_dir = _run_dir(cfg, result)
+    chosen, metrics = result.checkpoint, dict(result.metrics or {})
+    candidates = list(result.best_checkpoints or [])
+    if cfg.num_workers == 0 and "://" not in run_dir:  # local mode: Ray keeps no checkpoint history
+        candidates = _local_checkpoints(run_dir)
+    if metric:
+        scored = [(c, m) for c, m in candidates if m.get(metric) is not None]
+        if scored:
+            chosen, metrics = max(scored, key=lambda cm: cm[1][metric])
+            metrics = dict(metrics)
+    if chosen is None:
+        raise RuntimeError(f"run {cfg.name!r} finished without a checkpoint")
+    final = f"{run_dir}/model"
+    with chosen.as_directory() as d:
+        _copy_dir(Path(d) / "model", final)
+        if not metrics and (Path(d) / "metrics.json").is_file():  # e.g. a re-run with nothing left to do
+            metrics = json.loads((Path(d) / "metrics.json").read_text())
+    summary = {
+        "run_name": cfg.name,
+        "method": cfg.method,
+        "model_path": final,
+        "checkpoint_path": chosen.path,
+        "selected_by": metric or "latest",
+        "metrics": metrics,
+        "last_metrics": dict(result.metrics or {}),
+        "wall_s": round(time.time() - t0, 2),
+        "config": cfg.to_dict(),
+    }
+    _write_text(f"{run_dir}/train_summary.json", json.dumps(summary, indent=2, sort_keys=True, default=str))
+    return TrainOutcome(model_path=final, metrics=metrics, checkpoint_path=chosen.path)
+
+
+def _local_checkpoints(run_dir: str) -> list:
+    from ray.train import Checkpoint
+
+    out = []
+    for d in sorted(Path(run_dir).glob("step-*")):
+        if (d / "metrics.json").is_file():
+            out.append((Checkpoint.from_directory(str(d)), json.loads((d / "metrics.json").read_text())))
+    return out
+
+
+def _run_dir(cfg: TrainConfig, result) -> str:
+    if result.path:
+        return str(result.path).rstrip("/")
+    return f"{_storage(cfg).rstrip('/')}/{cfg.name}"  # local mode (num_workers=0) has no Result.path
+
+
+def _copy_dir(src: Path, dst: str) -> None:
+    if "://" in dst:
+        import pyarrow.fs
+
+        pyarrow.fs.copy_files(str(src), dst)
+        return
+    dst_path = Path(dst)
+    if dst_path.exists():
+        shutil.rmtree(dst_path)
+    shutil.copytree(src, dst_path)
+
+
+def _write_text(path: str, text: str) -> None:
+    if "://" in path:
+        import pyarrow.fs
+
+        fs, p = pyarrow.fs.FileSystem.from_uri(path)
+        with fs.open_output_stream(p) as f:
+            f.write(text.encode())
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(text)
