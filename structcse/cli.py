@@ -21,7 +21,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 # minutes on 2 CPU cores: a higher learning rate, a few epochs, frequent reports,
 # and mean pooling (the CLS vector of an untrained model carries nothing yet).
 DEMO_TRAINING = [
-    "pooling=mean", "epochs=3", "batch_size=32", "lr=5e-4", "warmup_steps=0", "num_workers=1", "cpus_per_worker=1",
+    "pooling=mean", "epochs=3", "batch_size=32", "lr=5e-4", "warmup_steps=0", "num_workers=1", "cpus_per_worker=0.5",
     "checkpoint_every_steps=40", "log_every_steps=20", "keep_checkpoints=1",
 ]
 DEMO_TUNE = {

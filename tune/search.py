@@ -24,6 +24,11 @@ from eval.evaluator import start_evaluator, stop_evaluator
 from train.config import ConfigError, TrainConfig
 from train.run import build_trainer
 
+# A trial's driver only builds and waits on its TorchTrainer: it reserves no
+# CPU (the Train workers and Ray Data's tasks need them), only a little memory,
+# so a bundle exists for Tune to place.
+TRIAL_DRIVER_RESOURCES = {"cpu": 0, "memory": 256 * 1024**2}
+
 SAMPLERS = {
     "loguniform": lambda lo, hi: tune.loguniform(lo, hi),
     "uniform": lambda lo, hi: tune.uniform(lo, hi),
@@ -115,7 +120,7 @@ def run_search(base: TrainConfig, settings: TuneSettings, dev_sts: str, log=prin
     started = time.time()
     try:
         tuner = tune.Tuner(
-            tune.with_resources(trial_driver, {"cpu": 0}),
+            tune.with_resources(trial_driver, TRIAL_DRIVER_RESOURCES),
             param_space={
                 **build_search_space(settings.search_space),
                 "base": base.to_dict(),

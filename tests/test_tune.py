@@ -1,0 +1,48 @@
+"""Ray Tune with ASHA on the demo world: the evaluation actor's dev score drives the search."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from train.config import ConfigError, TrainConfig
+from tune.search import TuneSettings, build_search_space, load_tune_settings, run_search
+
+
+def test_search_over_demo_world(demo_world, demo_sets, demo_tiny_bert, tmp_path):
+    out, _ = demo_sets
+    base = TrainConfig.from_dict(
+        {"method": "simcse_unsup", "model": str(demo_tiny_bert), "data": str(out), "pooling": "mean",
+         "batch_size": 16, "max_steps": 12, "checkpoint_every_steps": 4, "cpus_per_worker": 0.5,
+         "log_every_steps": 0}
+    )
+    settings = TuneSettings(
+        search_space={"lr": {"loguniform": [1e-4, 1e-3]}, "temperature": {"choice": [0.05, 0.1]}},
+        num_samples=3, max_concurrent_trials=1, grace_period=1, reduction_factor=2, max_t=3,
+        name="tune-test", storage_path=str(tmp_path / "runs"),
+    )
+    best_config, best_metrics, results = run_search(base, settings, str(demo_world.sts_dir))
+    assert len(results) == 3 and not results.errors
+    scores = [r.metrics["dev_spearman"] for r in results]
+    assert all(-1 <= s <= 1 for s in scores)
+    assert best_metrics["dev_spearman"] == max(scores)
+    assert set(best_config) == {"lr", "temperature"}
+    # the best trial's checkpoint holds a model the evaluation actor scored
+    assert (Path(best_metrics["checkpoint_path"]) / "model" / "modules.json").is_file()
+    trial_runs = sorted((tmp_path / "runs" / "tune-test" / "trials").glob("train-*"))
+    assert len(trial_runs) == 3
+
+
+def test_search_space_and_settings_errors(tmp_path):
+    with pytest.raises(ConfigError, match="learning_rate"):
+        build_search_space({"learning_rate": {"loguniform": [1e-5, 1e-3]}})
+    with pytest.raises(ConfigError, match="must be one of"):
+        build_search_space({"lr": {"normal": [0, 1]}})
+    bad = tmp_path / "tune.yaml"
+    bad.write_text(json.dumps({"num_samples": 2, "schedular": "asha"}))
+    with pytest.raises(ConfigError, match="schedular"):
+        load_tune_settings(bad)
+    good = Path(__file__).resolve().parents[1] / "configs" / "tune.yaml"
+    assert load_tune_settings(good).metric == "dev_spearman"
