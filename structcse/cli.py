@@ -65,7 +65,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     world = generate_demo_world(out / "world", seed=seed)
 
     if not ray.is_initialized():
-        ray.init(num_cpus=min(os.cpu_count() or 2, 4), include_dashboard=False, configure_logging=False)
+        ray.init(configure_logging=False)
     log(f"[2/{steps}] ingest with Ray Data -> {out / 'sets'}")
     manifest = run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
                                        out=str(out / "sets"), seed=seed), log=log)

@@ -28,7 +28,7 @@ def ray_session():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=True, configure_logging=False)
+        ray.init(num_cpus=2, configure_logging=False)  # the dashboard serves the State API that frees a stopped trial's placement group
     yield ray
     ray.shutdown()
 
