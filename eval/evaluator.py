@@ -55,7 +55,7 @@ def start_evaluator(folder: str | Path, split: str, name: str, namespace: str, n
         name=name, namespace=namespace, lifetime="detached", get_if_exists=True,
         num_cpus=num_cpus, num_gpus=num_gpus,
     ).remote(folder, split, batch_size)
-    ray.get(actor.ready.remote())
+    ray.get(actor.ready.remote(), timeout=600)  # reading a dev set takes seconds; a hang must not be silent
     return actor
 
 

@@ -68,7 +68,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         ray.init(configure_logging=False)
     log(f"[2/{steps}] ingest with Ray Data -> {out / 'sets'}")
     manifest = run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
-                                       out=str(out / "sets"), seed=seed), log=log)
+                                       out=str(out / "sets"), seed=seed, streams_per_shard=1), log=log)
 
     log(f"[3/{steps}] tiny BERT with a WordPiece vocabulary trained on the ingested sentences -> {out / 'models/base'}")
     sentences = pads.dataset(sorted((out / "sets" / "sentences").glob("*.parquet"))).to_table(columns=["sentence"])
@@ -89,10 +89,13 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
             f"{DEMO_TUNE['num_samples']} trials scored by an evaluation actor")
         base = training_config("simcse_unsup", [*DEMO_TRAINING, *common, *DEMO_TUNE_TRAINING, "dev_sts=null"])
         settings = TuneSettings(**DEMO_TUNE, name="tune", storage_path=str(out / "runs"), seed=seed)
-        best_config, best_metrics, _ = run_search(base, settings, str(world.sts_dir), log=log)
-        if best_metrics.get("checkpoint_path"):
-            models[f"simcse_unsup tuned ({', '.join(f'{k}={v:.3g}' for k, v in sorted(best_config.items()))})"] = (
-                str(Path(best_metrics["checkpoint_path"]) / "model"))
+        best_config, _, _ = run_search(base, settings, str(world.sts_dir), log=log)
+        best = [f"{k}={v}" for k, v in sorted(best_config.items())]
+        log(f"retrain simcse_unsup with the best trial's config on the full demo schedule: {best}")
+        outcome = train_run(training_config("simcse_unsup", [*DEMO_TRAINING, *common, *best,
+                                                             "run_name=simcse_unsup_tuned"]))
+        models[f"simcse_unsup tuned ({', '.join(f'{k}={v:.3g}' for k, v in sorted(best_config.items()))})"] = (
+            outcome.model_path)
 
     log("evaluating every model on the demo world's STS pairs")
     rows = []
