@@ -25,20 +25,22 @@ def build_tiny_bert(
     max_position_embeddings: int = 128,
     seed: int = 0,
 ) -> Path:
-    """Train a lowercase WordPiece vocabulary on ``texts`` and save a randomly
-    initialised ``BertModel`` with its tokenizer to ``out_dir``."""
+    """Build a lowercase WordPiece vocabulary from ``texts`` and save a randomly
+    initialised ``BertModel`` with its tokenizer to ``out_dir``. Same texts and
+    seed give the same files."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS)
-    tokenizer.train_from_iterator((t for t in texts if t), trainer=trainer)
+    normalizer = normalizers.BertNormalizer(lowercase=True)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer = Tokenizer(models.WordPiece(wordpiece_vocabulary(texts, normalizer, pre_tokenizer, vocab_size),
+                                           unk_token="[UNK]"))
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizer
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -60,3 +62,29 @@ def build_tiny_bert(
     )
     BertModel(config).save_pretrained(out)
     return out
+
+
+def wordpiece_vocabulary(texts: Iterable[str], normalizer, pre_tokenizer, vocab_size: int) -> dict[str, int]:
+    """Special tokens, every character (alone and as a ``##`` continuation),
+    then the most frequent words, ties broken alphabetically.
+
+    Built by hand rather than with ``tokenizers``' WordPiece trainer, whose
+    tie-breaking follows per-process hash seeds: the same corpus gave a
+    different vocabulary in another process, and so a different model.
+    """
+    from collections import Counter
+
+    words: Counter = Counter()
+    for text in texts:
+        if text:
+            words.update(word for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+    chars = sorted({c for word in words for c in word})
+    tokens = [*SPECIAL_TOKENS, *chars, *(f"##{c}" for c in chars)]
+    known = set(tokens)
+    for word, _ in sorted(words.items(), key=lambda wc: (-wc[1], wc[0])):
+        if len(tokens) >= vocab_size:
+            break
+        if word not in known:
+            tokens.append(word)
+            known.add(word)
+    return {token: index for index, token in enumerate(tokens)}
