@@ -54,7 +54,6 @@ def test_demo_world_entity_pairs_follow_ease_rules(demo_sets):
         assert set(positive["types"]) & set(negative["types"]), "hard negative must share a P31 type"
         assert row["negative_qid"] not in linked_on_page[row["page_id"]]
         assert positive["link_count"] > threshold
-        assert row["positive_title"] in row["sentence"] or row["sentence"]  # anchor text may differ
     assert manifest["dropped_links"], "links that make no pair are counted"
 
 
