@@ -54,10 +54,25 @@ ENTITIES = pa.schema(
     ]
 )
 
+# What ingest keeps of a Wikidata dump, written once so later jobs join
+# against it instead of re-reading the dump: per item, the labels in the
+# configured languages, the sitelinks of the configured wikis and the
+# configured properties' values (deprecated ranks and non-value snaks
+# skipped; an item value is its QID, other values their main literal).
+WIKIDATA = pa.schema(
+    [
+        pa.field("qid", pa.string(), nullable=False),
+        pa.field("labels", pa.list_(pa.struct([("language", pa.string()), ("value", pa.string())]))),
+        pa.field("sitelinks", pa.list_(pa.struct([("wiki", pa.string()), ("title", pa.string())]))),
+        pa.field("claims", pa.list_(pa.struct([("property", pa.string()), ("value", pa.string())]))),
+    ]
+)
+
 SCHEMAS: dict[str, pa.Schema] = {
     "sentences": SENTENCES,
     "entity_pairs": ENTITY_PAIRS,
     "entities": ENTITIES,
+    "wikidata": WIKIDATA,
 }
 
 
