@@ -3,41 +3,82 @@
 import argparse
 import sys
 
+from ingest import wikidata
 from ingest.multistream import DumpFormatError
 from ingest.pipeline import IngestConfig, run_ingest
+from ingest.schemas import SchemaError
 
 
-def parse_args(argv=None) -> IngestConfig:
+def _size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    text = text.strip().lower().rstrip("b").rstrip("i")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ingest",
-        description="Read a Wikipedia dump (multistream .xml.bz2 with its index, or plain .xml/.xml.bz2, "
-        "or a folder of them) and a Wikidata JSON dump with Ray Data, and write the parquet sets "
-        "`sentences` (SimCSE) and `entity_pairs` + `entities` (EASE), each with a manifest.json.",
+        description="Read Wikipedia dumps (multistream .xml.bz2 with its index, or plain .xml/.xml.bz2, any "
+        "number of files or folders, any wikis) and Wikidata JSON dumps with Ray, and write the parquet sets "
+        "`sentences` (SimCSE), `wikidata` (labels, sitelinks, claims) and `entity_pairs` + `entities` (EASE), "
+        "each with a manifest.json that accounts for every page and every Wikidata line.",
     )
     parser.add_argument("--wikipedia", nargs="+", required=True, metavar="PATH",
                         help="dump file(s) or folder(s); a -multistream-index.txt.bz2 beside a dump is used")
     parser.add_argument("--wikidata", nargs="*", default=[], metavar="PATH",
-                        help="Wikidata JSON dump(s) (.json, .json.bz2, .json.gz); without one only `sentences` is built")
+                        help="Wikidata JSON dump(s) (.json, .json.bz2, .json.gz)")
+    parser.add_argument("--wikidata-set", metavar="DIR",
+                        help="a `wikidata` set written by an earlier run, joined instead of re-reading a dump")
     parser.add_argument("--out", required=True, help="output folder (local path or fsspec URI)")
-    parser.add_argument("--streams-per-shard", type=int, default=4, help="bz2 streams (100 pages each) per task")
+    parser.add_argument("--wikis", nargs="+", metavar="WIKI",
+                        help="sitelinks to keep (default: the wikis of the given dumps); multilingual EASE: "
+                        "--wikis " + " ".join(wikidata.MULTILINGUAL_EASE_WIKIS))
+    parser.add_argument("--languages", nargs="+", default=list(wikidata.DEFAULT_LANGUAGES), metavar="LANG",
+                        help="Wikidata label languages to keep")
+    parser.add_argument("--properties", nargs="+", default=list(wikidata.DEFAULT_PROPERTIES), metavar="PID",
+                        help="Wikidata properties to keep")
+    parser.add_argument("--shard-bytes", type=_size, default="32M",
+                        help="compressed Wikipedia bytes per task (default 32M)")
+    parser.add_argument("--wikidata-range-bytes", type=_size, default="256M",
+                        help="Wikidata bytes per task (default 256M)")
     parser.add_argument("--entity-link-threshold", type=int, default=2,
                         help="keep entities linked more than N times (EASE used 10 on full Wikipedia)")
+    parser.add_argument("--max-pairs-per-entity", type=int, default=1000)
+    parser.add_argument("--negative-candidates", type=int, default=8)
     parser.add_argument("--min-sentence-chars", type=int, default=20)
     parser.add_argument("--max-sentence-chars", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=42, help="seed of the hard-negative sampling")
-    args = parser.parse_args(argv)
-    return IngestConfig(
-        wikipedia=args.wikipedia, wikidata=args.wikidata, out=args.out,
-        streams_per_shard=args.streams_per_shard, entity_link_threshold=args.entity_link_threshold,
+    parser.add_argument("--seed", type=int, default=42, help="seed of the cap sample and the hard negatives")
+    parser.add_argument("--no-resume", action="store_true", help="redo units a previous run finished")
+    parser.add_argument("--num-cpus", type=int,
+                        help="start a local Ray with this many CPUs (default: connect to RAY_ADDRESS or start one "
+                        "with all CPUs)")
+    return parser
+
+
+def parse_args(argv=None) -> tuple[IngestConfig, argparse.Namespace]:
+    args = build_parser().parse_args(argv)
+    cfg = IngestConfig(
+        wikipedia=args.wikipedia, wikidata=args.wikidata, wikidata_set=args.wikidata_set, out=args.out,
+        wikis=args.wikis, languages=args.languages, properties=args.properties, shard_bytes=args.shard_bytes,
+        wikidata_range_bytes=args.wikidata_range_bytes, entity_link_threshold=args.entity_link_threshold,
+        max_pairs_per_entity=args.max_pairs_per_entity, negative_candidates=args.negative_candidates,
         min_sentence_chars=args.min_sentence_chars, max_sentence_chars=args.max_sentence_chars, seed=args.seed,
+        resume=not args.no_resume,
     )
+    return cfg, args
 
 
 def main(argv=None) -> int:
-    cfg = parse_args(argv)
+    cfg, args = parse_args(argv)
+    if args.num_cpus:
+        import ray
+
+        ray.init(num_cpus=args.num_cpus)
     try:
         run_ingest(cfg)
-    except (FileNotFoundError, DumpFormatError) as e:
+    except (FileNotFoundError, DumpFormatError, SchemaError) as e:
         print(f"ingest: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -3,17 +3,36 @@
 ``generate_demo_world(out_dir, seed, scale)`` writes, deterministically from
 ``seed`` (same seed, same bytes):
 
-- ``wikipedia/demowiki-20260101-pages-articles-multistream.xml.bz2`` and its
-  ``…-multistream-index.txt.bz2``: a MediaWiki export-0.11 dump made of one
-  bz2 stream for the ``<siteinfo>`` header, one per 100 ``<page>`` elements
-  and one for ``</mediawiki>``; the index has one ``offset:page_id:title``
-  line per page;
-- ``wikidata/demowiki-20260101-all.json.bz2``: the Wikidata JSON dump of the
-  same world, one entity per line inside ``[`` … ``]``;
+- ``wikipedia/enwiki-20260101-pages-articles-multistream.xml.bz2`` and its
+  ``…-multistream-index.txt.bz2``: the English wiki (``<dbname>enwiki``), a
+  MediaWiki export-0.11 dump made of one bz2 stream for the ``<siteinfo>``
+  header, one per 100 ``<page>`` elements and one for ``</mediawiki>``; the
+  index has one ``offset:page_id:title`` line per page;
+- ``wikipedia/dewiki-20260101-pages-articles-multistream.xml.bz2`` and its
+  index: a small German wiki (``<dbname>dewiki``, German namespace names,
+  standard namespace numbers) in the same layout, with 20 pages per stream so
+  that it has several page streams. It has short template-written German
+  articles about a deterministic subset of the world (at scale 1, about 40:
+  some countries with their cities, companies with their industries,
+  founders and chief executives, and the people without an English article)
+  plus redirects (official country names, English names of renamed cities and
+  companies). Some German titles differ from the English ones (with seed 0:
+  ``Milyganien`` for ``Milygania``, ``Quinvelfurt`` for ``Quinvelford``,
+  ``Rümbra`` for ``Rumbra``, ``Bergbau`` for ``Mining``, ``Zokano-Gruppe``
+  for ``Zokano Group``, ``Lydenez Yards (Unternehmen)``); people keep their
+  names. Every sentence of a German article is at least 30 characters long
+  and links to another German article, and some links go through redirects;
+- ``wikidata/wikidata-20260101-all.json.bz2``: the Wikidata JSON dump of the
+  same world, one entity per line inside ``[`` … ``]``; items have an
+  ``enwiki`` sitelink when they have an English article and a ``dewiki``
+  sitelink (and the German title, without a ``(…)`` qualifier, as ``de``
+  label) when they have a German one, so titles of both wikis resolve to the
+  same QID;
 - ``sts/sts-dev.csv`` and ``sts/sts-test.csv``: graded sentence pairs about
   the world in the SentEval STS-Benchmark layout;
 - ``world.json``: paths, seed, counts and the ground truth (entities,
-  redirects, the pages with deliberate defects).
+  redirects, the pages with deliberate defects, ``dewiki_titles`` as
+  ``{qid: German title}`` and ``dewiki_redirects`` as ``{source: target}``).
 
 The world has countries, cities, industries, companies and people. Articles
 are real wikitext (infoboxes with nested templates, refs, tables, files,
@@ -21,7 +40,12 @@ comments, categories, link trails, links through redirects) and the Wikidata
 items carry the matching claims (P31, P17, P452, P112, P169, P27, …), with a
 few edge cases ingest must handle: redirects, non-article namespaces, broken
 markup, a near-empty stub, ``novalue``/``somevalue`` snaks, a deprecated P31,
-items without an enwiki sitelink and property entities.
+items without an enwiki sitelink (people with only a German article) and
+property entities.
+
+The German wiki is drawn with its own random generator (seeded from
+``seed``): the English dump, the STS pairs and the Wikidata statements do not
+depend on it, only the items' ``dewiki`` sitelinks and ``de`` labels do.
 """
 
 from __future__ import annotations
@@ -41,9 +65,12 @@ from xml.sax.saxutils import escape
 DUMP_DATE = "20260101"
 TIMESTAMP = "2026-01-01T00:00:00Z"
 PAGES_PER_STREAM = 100
-WIKIPEDIA_DUMP = f"wikipedia/demowiki-{DUMP_DATE}-pages-articles-multistream.xml.bz2"
-WIKIPEDIA_INDEX = f"wikipedia/demowiki-{DUMP_DATE}-pages-articles-multistream-index.txt.bz2"
-WIKIDATA_DUMP = f"wikidata/demowiki-{DUMP_DATE}-all.json.bz2"
+DEWIKI_PAGES_PER_STREAM = 20
+WIKIPEDIA_DUMP = f"wikipedia/enwiki-{DUMP_DATE}-pages-articles-multistream.xml.bz2"
+WIKIPEDIA_INDEX = f"wikipedia/enwiki-{DUMP_DATE}-pages-articles-multistream-index.txt.bz2"
+DEWIKI_DUMP = f"wikipedia/dewiki-{DUMP_DATE}-pages-articles-multistream.xml.bz2"
+DEWIKI_INDEX = f"wikipedia/dewiki-{DUMP_DATE}-pages-articles-multistream-index.txt.bz2"
+WIKIDATA_DUMP = f"wikidata/wikidata-{DUMP_DATE}-all.json.bz2"
 STS_DIR = "sts"
 WORLD_FILE = "world.json"
 
@@ -1072,6 +1099,303 @@ def _pages(rng: random.Random, world: _World) -> tuple[list[_Page], dict]:
     return pages, specials
 
 
+# ---------------------------------------------------------------- the German wiki
+
+
+OFFICIAL_FORMS_DE = {"Republic of {}": "Republik {}", "Kingdom of {}": "Königreich {}",
+                     "Federal Republic of {}": "Bundesrepublik {}", "Grand Duchy of {}": "Großherzogtum {}",
+                     "United Provinces of {}": "Vereinigte Provinzen von {}"}
+REGIONS_DE = {"the Northern Reach": "im Nordreich", "the Amber Coast": "an der Bernsteinküste",
+              "the Sarn Basin": "im Sarnbecken", "the Eastern Marches": "in den Ostmarken",
+              "the Halcyon Archipelago": "im Halkyonischen Archipel"}
+CITY_SUFFIXES_DE = (("port", "hafen"), ("ford", "furt"), ("stad", "stadt"), ("vik", "wik"))
+CITY_KINDS_DE = {"port": "Hafenstadt", "industrial": "Industriestadt", "historic": "historische Stadt",
+                 "cathedral": "Domstadt", "market": "Marktstadt"}
+UMLAUTS = {"a": "ä", "o": "ö", "u": "ü"}
+COMPANY_SUFFIXES_DE = ((" Group", "-Gruppe"), (" Holdings", " Holding"))
+COMPANY_QUALIFIER_DE = " (Unternehmen)"
+OCCUPATIONS_DE = {"entrepreneur": ("Unternehmer", "Unternehmerin"), "engineer": ("Ingenieur", "Ingenieurin"),
+                  "business executive": ("Manager", "Managerin"), "economist": ("Ökonom", "Ökonomin"),
+                  "investor": ("Investor", "Investorin"), "chemist": ("Chemiker", "Chemikerin")}
+SUBJECTS_DE = {"economics": "Volkswirtschaftslehre", "engineering": "Ingenieurwissenschaften",
+               "chemistry": "Chemie", "law": "Rechtswissenschaft",
+               "business administration": "Betriebswirtschaftslehre", "physics": "Physik",
+               "computer science": "Informatik"}
+
+
+def _de_number(text: str) -> str:
+    """``1,230,000`` → ``1.230.000``; ``12.3 million`` → ``12,3 Millionen``."""
+    if text.endswith(" million"):
+        return text.split()[0].replace(".", ",") + " Millionen"
+    return text.replace(",", ".")
+
+
+def _de_join(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " und " + words[-1]
+
+
+@dataclass
+class _DeWiki:
+    """The German wiki: which entities it covers, their titles, labels and the redirects."""
+
+    entities: list  # in world order: countries, cities, industries, companies, people (ghosts last)
+    titles: dict  # id(entity) -> German title
+    labels: dict  # id(entity) -> German label (the title without a "(…)" qualifier)
+    redirects: dict  # redirect title -> target title
+    official: dict  # id(country) -> German official name (a redirect to the country)
+
+    def has(self, entity) -> bool:
+        return id(entity) in self.titles
+
+    def title(self, entity) -> str:
+        return self.titles[id(entity)]
+
+    def label(self, entity) -> str:
+        return self.labels[id(entity)]
+
+
+def _dewiki_subset(world: _World, scale: int) -> list:
+    """A deterministic subset of the world for the German wiki: the first countries, companies of those
+    countries (and the companies founded by people without an English article), their founders and chief
+    executives from those countries, the people without an English article, the countries all of these are
+    from, the cities of those countries and the industries of the companies."""
+    countries = list(world.countries[: 4 * scale])
+    companies = []
+    for ghost in world.ghosts:
+        companies += [c for c in ghost.founded if c not in companies]
+    others = [c for c in world.companies if c.country in countries and c not in companies]
+    companies += others[: 8 * scale - len(companies)]
+    people = []
+    for company in companies:
+        for person in [*company.founders, company.ceo]:
+            if person is not None and person.has_article and person.country in countries and person not in people:
+                people.append(person)
+    people += list(world.ghosts)
+    for entity in [*companies, *people]:
+        if entity.country not in countries:
+            countries.append(entity.country)
+    countries = [c for c in world.countries if c in countries]
+    cities = [city for city in world.cities if city.country in countries]
+    industries = [i for i in world.industries if any(c.industry is i for c in companies)]
+    companies = [c for c in world.companies if c in companies]
+    people = [p for p in world.people if p in people] + [g for g in world.ghosts if g in people]
+    return [*countries, *cities, *industries, *companies, *people]
+
+
+def _de_city_name(rng: random.Random, title: str) -> str:
+    for ending, de_ending in CITY_SUFFIXES_DE:
+        if title.endswith(ending) and len(title) > len(ending):
+            return title[: -len(ending)] + de_ending
+    if rng.random() < 0.4:
+        for position, char in enumerate(title[1:-1], start=1):
+            if char in UMLAUTS:
+                return title[:position] + UMLAUTS[char] + title[position + 1:]
+    return title
+
+
+def _de_company_name(rng: random.Random, title: str) -> str:
+    for ending, de_ending in COMPANY_SUFFIXES_DE:
+        if title.endswith(ending):
+            return title[: -len(ending)] + de_ending
+    if rng.random() < 0.35 and ":" not in title and "&" not in title:
+        return title + COMPANY_QUALIFIER_DE
+    return title
+
+
+def _make_dewiki(rng: random.Random, world: _World, scale: int) -> _DeWiki:
+    entities = _dewiki_subset(world, scale)
+    taken: set[str] = set()
+    titles, labels, official = {}, {}, {}
+
+    def claim(title: str, qualifier: str) -> str:
+        if title.casefold() in taken:
+            title += qualifier
+        taken.add(title.casefold())
+        return title
+
+    for entity in entities:
+        if isinstance(entity, _Country):
+            title = claim(entity.de_label, " (Staat)")
+        elif isinstance(entity, _City):
+            title = claim(_de_city_name(rng, entity.title), " (Stadt)")
+        elif isinstance(entity, _Industry):
+            title = claim(entity.spec.de, " (Wirtschaftszweig)")
+        elif isinstance(entity, _Company):
+            title = claim(_de_company_name(rng, entity.title), COMPANY_QUALIFIER_DE)
+        else:
+            title = claim(entity.title, " (Unternehmer)")
+        titles[id(entity)] = title
+        labels[id(entity)] = entity.de_label if isinstance(entity, _Country) else re.sub(r" \([^()]*\)$", "", title)
+    companies = [e for e in entities if isinstance(e, _Company)]
+    if all(titles[id(c)] == c.title for c in companies):  # at least one company title differs, whatever the seed
+        titles[id(companies[0])] = claim(companies[0].title + COMPANY_QUALIFIER_DE, "")
+    redirects = {}
+    for entity in entities:
+        title = titles[id(entity)]
+        if isinstance(entity, _Country):
+            form = next(f for f in OFFICIAL_FORMS if f.format(entity.title) == entity.official)
+            source = OFFICIAL_FORMS_DE[form].format(labels[id(entity)])
+            official[id(entity)] = source
+        elif isinstance(entity, (_City, _Company)) and title != entity.title:
+            source = entity.title  # the English name
+        else:
+            continue
+        if source.casefold() not in taken:
+            taken.add(source.casefold())
+            redirects[source] = title
+    return _DeWiki(entities, titles, labels, redirects, {k: v for k, v in official.items() if v in redirects})
+
+
+class _DeWriter:
+    """Writes the German articles: every sentence links to another German article."""
+
+    def __init__(self, rng: random.Random, de: _DeWiki):
+        self.rng = rng
+        self.de = de
+        self.aliases: dict[str, list[str]] = {}
+        for source, target in sorted(de.redirects.items()):
+            self.aliases.setdefault(target, []).append(source)
+
+    def link(self, entity: _Entity, text: str | None = None) -> str:
+        title = self.de.title(entity)
+        text = self.de.label(entity) if text is None else text
+        if title in self.aliases and self.rng.random() < 0.2:
+            alias = self.rng.choice(self.aliases[title])
+            return f"[[{alias}]]" if alias == text else f"[[{alias}|{text}]]"
+        return f"[[{title}]]" if text == title else f"[[{title}|{text}]]"
+
+    def via_official_name(self, country: _Country) -> str:
+        """A link through the redirect from the country's German official name."""
+        source = self.de.official.get(id(country))
+        return f"[[{source}|{self.de.label(country)}]]" if source else self.link(country)
+
+    def links(self, entities: list) -> str:
+        return _de_join([self.link(e) for e in entities])
+
+    def cite(self, entity: _Entity) -> str:
+        return (f"<ref>{{{{Internetquelle |url=https://www.{_slug(entity.title)}.example/ueber-uns "
+                f"|titel={self.de.label(entity)}: Über uns |abruf=2026-01-01}}}}</ref>")
+
+    def article(self, entity: _Entity) -> str:
+        return {"company": self.company, "person": self.person, "country": self.country,
+                "city": self.city, "industry": self.industry}[entity.kind](entity)
+
+    def country(self, c: _Country) -> str:
+        name = self.de.label(c)
+        capital = c.cities[0]
+        official = self.de.official.get(id(c), OFFICIAL_FORMS_DE["Republic of {}"].format(name))
+        lead = [(f"'''{name}''' (amtlich ''{official}'') ist ein Staat {REGIONS_DE[c.region]} "
+                 f"mit der Hauptstadt {self.link(capital)}.")]
+        neighbours = [n for n in c.neighbours if self.de.has(n)]
+        if neighbours:
+            lead.append(f"{name} hat gemeinsame Grenzen mit {self.links(neighbours)}.")
+        lead.append(f"In {name} leben etwa {_de_number(c.population)} Menschen, viele davon in der Hauptstadt "
+                    f"{self.link(capital)}.")
+        economy = []
+        companies = [x for x in c.companies if self.de.has(x)][:3]
+        if companies:
+            verb = "gehört" if len(companies) == 1 else "gehören"
+            economy.append(f"Zu den bekannten Unternehmen des Landes {verb} {self.links(companies)}.")
+        for city in c.cities[1:]:
+            economy.append(f"Eine weitere große Stadt des Landes ist {self.link(city)}.")
+        infobox = _infobox("Infobox Staat", [("DEUTSCHER-NAME", name), ("AMTLICHER-NAME", official),
+                                             ("HAUPTSTADT", self.link(capital)),
+                                             ("EINWOHNERZAHL", _de_number(c.population))])
+        sections = [("Wirtschaft und Städte", [" ".join(economy)])]
+        return _layout([infobox, " ".join(lead)], sections, [f"[[Kategorie:Staat {REGIONS_DE[c.region]}]]"])
+
+    def city(self, c: _City) -> str:
+        name = self.de.label(c)
+        lead = [(f"'''{name}''' ist eine {CITY_KINDS_DE[c.adjective]} in {self.link(c.country)} "
+                 f"mit rund {_de_number(c.population)} Einwohnern.")]
+        if c.is_capital:
+            lead.append(f"{name} ist die Hauptstadt und der Regierungssitz von {self.via_official_name(c.country)}.")
+        history = [f"Die Stadt wurde im Jahr {c.founded} gegründet und gehört heute zu {self.link(c.country)}."]
+        companies = [x for x in c.companies if self.de.has(x)][:3]
+        if companies:
+            verb = "gehört" if len(companies) == 1 else "gehören"
+            history.append(f"Zu den in {name} ansässigen Unternehmen {verb} {self.links(companies)}.")
+        country = self.de.label(c.country)
+        return _layout([" ".join(lead)], [("Geschichte und Wirtschaft", [" ".join(history)])],
+                       [f"[[Kategorie:Ort in {country}]]"])
+
+    def industry(self, i: _Industry) -> str:
+        companies = [x for x in i.companies if self.de.has(x)]
+        countries = []
+        for company in companies:
+            if company.country not in countries:
+                countries.append(company.country)
+        lead = (f"'''{self.de.label(i)}''' ist ein Wirtschaftszweig, der besonders in "
+                f"{self.links(countries[:2])} eine große Rolle spielt.")
+        verb = "gehört" if len(companies[:3]) == 1 else "gehören"
+        body = f"Zu den bekannten Unternehmen der Branche {verb} {self.links(companies[:3])}."
+        return _layout([lead], [("Unternehmen", [body])], ["[[Kategorie:Wirtschaftszweig]]"])
+
+    def company(self, c: _Company) -> str:
+        name = self.de.label(c)
+        founders = [self.link(p) if self.de.has(p) else p.title for p in c.founders]
+        infobox = _infobox("Infobox Unternehmen", [
+            ("Name", name), ("Gründungsdatum", str(c.founded)),
+            ("Sitz", f"{self.link(c.city)}, {self.link(c.country)}"),
+            ("Leitung", self.link(c.ceo) if c.ceo and self.de.has(c.ceo) else ""),
+            ("Mitarbeiterzahl", _de_number(c.employees)), ("Branche", self.link(c.industry)),
+        ])
+        lead = [f"'''{name}''' ist ein Unternehmen aus {self.link(c.country)} mit Sitz in {self.link(c.city)}."
+                + self.cite(c),
+                (f"{name} ist in der Branche {self.link(c.industry)} tätig und beschäftigt rund "
+                 f"{_de_number(c.employees)} Mitarbeiter.")]
+        history = [f"Das Unternehmen wurde {c.founded} von {_de_join(founders)} in {self.link(c.city)} gegründet."]
+        if c.acquired and self.de.has(c.acquired[0]):
+            history.append(f"Im Jahr {c.acquired[1]} übernahm {name} das Unternehmen {self.link(c.acquired[0])}.")
+        leadership = []
+        if c.ceo and self.de.has(c.ceo):
+            role = "Vorstandsvorsitzende" if c.ceo.female else "Vorstandsvorsitzender"
+            leadership.append(f"Seit {c.ceo_since} ist {self.link(c.ceo)} {role} von {name}.")
+        rivals = [r for r in c.rivals if self.de.has(r)]
+        if rivals:
+            verb = "zählt" if len(rivals) == 1 else "zählen"
+            leadership.append(f"Zu den Wettbewerbern von {name} {verb} {self.links(rivals)}.")
+        sections = [("Geschichte", [" ".join(history)]), ("Leitung und Wettbewerb", [" ".join(leadership)]),
+                    ("Einzelnachweise", ["<references />"])]
+        categories = [f"[[Kategorie:Unternehmen ({self.de.label(c.country)})]]",
+                      f"[[Kategorie:Gegründet {c.founded}]]"]
+        return _layout([infobox, " ".join(lead)], sections, categories)
+
+    def person(self, p: _Person) -> str:
+        verb = "war" if p.death_year else "ist"
+        article = "eine" if p.female else "ein"
+        occupation = OCCUPATIONS_DE[p.occupation][p.female]
+        pronoun = "Sie" if p.female else "Er"
+        life = f"* {p.birth_year} in {self.link(p.birth_city)}" + (f"; † {p.death_year}" if p.death_year else "")
+        lead = f"'''{p.title}''' ({life}) {verb} {article} {occupation} aus {self.link(p.country)}."
+        university = self.link(p.university_city)
+        career = [f"{pronoun} studierte {SUBJECTS_DE[p.subject]} an der Universität in {university}."]
+        career += [f"{p.surname} gründete {c.founded} das Unternehmen {self.link(c)}."
+                   for c in p.founded if self.de.has(c)]
+        if p.ceo_of and self.de.has(p.ceo_of):
+            role = "Vorstandsvorsitzende" if p.female else "Vorstandsvorsitzender"
+            tense = "wurde" if p.death_year else "ist"
+            since = "Ab" if p.death_year else "Seit"
+            career.append(f"{since} {p.ceo_of.ceo_since} {tense} {p.surname} {role} von {self.link(p.ceo_of)}.")
+        tail = [f"{{{{SORTIERUNG:{p.surname}, {p.first}}}}}", f"[[Kategorie:Geboren {p.birth_year}]]",
+                f"[[Kategorie:Gestorben {p.death_year}]]" if p.death_year else "",
+                "[[Kategorie:Frau]]" if p.female else "[[Kategorie:Mann]]"]
+        return _layout([lead], [("Leben", [" ".join(career)])], [t for t in tail if t])
+
+
+def _de_redirect_text(rng: random.Random, target: str) -> str:
+    keyword = "#REDIRECT" if rng.random() < 0.2 else "#WEITERLEITUNG"
+    return f"{keyword} [[{target}]]"
+
+
+def _dewiki_pages(rng: random.Random, de: _DeWiki) -> list[_Page]:
+    writer = _DeWriter(rng, de)
+    pages = [_Page(de.title(e), 0, writer.article(e), None) for e in de.entities]
+    pages += [_Page(source, 0, _de_redirect_text(rng, target), target) for source, target in de.redirects.items()]
+    rng.shuffle(pages)
+    return pages
+
+
 # ---------------------------------------------------------------- Wikipedia multistream dump
 
 
@@ -1081,20 +1405,45 @@ NAMESPACES = ((-2, "Media"), (-1, "Special"), (0, ""), (1, "Talk"), (2, "User"),
               (14, "Category"), (15, "Category talk"), (100, "Portal"), (101, "Portal talk"), (118, "Draft"),
               (119, "Draft talk"), (710, "TimedText"), (711, "TimedText talk"), (828, "Module"),
               (829, "Module talk"))
+NAMESPACES_DE = ((-2, "Medium"), (-1, "Spezial"), (0, ""), (1, "Diskussion"), (2, "Benutzer"),
+                 (3, "Benutzer Diskussion"), (4, "Demowiki"), (5, "Demowiki Diskussion"), (6, "Datei"),
+                 (7, "Datei Diskussion"), (8, "MediaWiki"), (9, "MediaWiki Diskussion"), (10, "Vorlage"),
+                 (11, "Vorlage Diskussion"), (12, "Hilfe"), (13, "Hilfe Diskussion"), (14, "Kategorie"),
+                 (15, "Kategorie Diskussion"), (100, "Portal"), (101, "Portal Diskussion"), (710, "TimedText"),
+                 (711, "TimedText talk"), (828, "Modul"), (829, "Modul Diskussion"))
+
+
+class _Site(NamedTuple):
+    """What a dump's ``<siteinfo>`` says about its wiki, and where its page ids start."""
+
+    dbname: str
+    lang: str
+    base: str
+    namespaces: tuple
+    pages_per_stream: int
+    first_page_id: int
+    first_revision: int
+
+
+ENWIKI = _Site("enwiki", "en", "https://demo.wikipedia.example/wiki/Main_Page", NAMESPACES, PAGES_PER_STREAM,
+               9, 1_130_000_000)
+DEWIKI = _Site("dewiki", "de", "https://de.demo.wikipedia.example/wiki/Demowiki:Hauptseite", NAMESPACES_DE,
+               DEWIKI_PAGES_PER_STREAM, 20, 250_000_000)
 
 
 def _xml(text: str) -> str:
     return escape(text, {'"': "&quot;"})
 
 
-def _siteinfo() -> str:
+def _siteinfo(site: _Site = ENWIKI) -> str:
     ns = "http://www.mediawiki.org/xml/export-0.11/"
-    lines = [f'<mediawiki xmlns="{ns}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
-             f'xsi:schemaLocation="{ns} http://www.mediawiki.org/xml/export-0.11.xsd" version="0.11" xml:lang="en">',
-             "  <siteinfo>", "    <sitename>Demowiki</sitename>", "    <dbname>demowiki</dbname>",
-             "    <base>https://demo.wikipedia.example/wiki/Main_Page</base>",
+    lines = [(f'<mediawiki xmlns="{ns}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+              f'xsi:schemaLocation="{ns} http://www.mediawiki.org/xml/export-0.11.xsd" version="0.11" '
+              f'xml:lang="{site.lang}">'),
+             "  <siteinfo>", "    <sitename>Demowiki</sitename>", f"    <dbname>{site.dbname}</dbname>",
+             f"    <base>{site.base}</base>",
              "    <generator>MediaWiki 1.46.0-wmf.8</generator>", "    <case>first-letter</case>", "    <namespaces>"]
-    for key, name in NAMESPACES:
+    for key, name in site.namespaces:
         lines.append(f'      <namespace key="{key}" case="first-letter"' + (f">{name}</namespace>" if name else " />"))
     return "\n".join(lines + ["    </namespaces>", "  </siteinfo>", ""])
 
@@ -1134,15 +1483,16 @@ def _page_xml(rng: random.Random, page: _Page, page_id: int, revision: int) -> s
     return "\n".join(lines)
 
 
-def _write_multistream(rng: random.Random, pages: list[_Page], dump_path: Path, index_path: Path) -> None:
-    """Write the dump (header stream, one stream per 100 pages, footer stream) and its index."""
-    streams = [bz2.compress(_siteinfo().encode("utf-8"))]
+def _write_multistream(rng: random.Random, pages: list[_Page], dump_path: Path, index_path: Path,
+                       site: _Site = ENWIKI) -> None:
+    """Write the dump (header stream, one stream per ``site.pages_per_stream`` pages, footer stream) and its index."""
+    streams = [bz2.compress(_siteinfo(site).encode("utf-8"))]
     offset = len(streams[0])
     index_lines = []
-    page_id, revision = 9, 1_130_000_000
-    for start in range(0, len(pages), PAGES_PER_STREAM):
+    page_id, revision = site.first_page_id, site.first_revision
+    for start in range(0, len(pages), site.pages_per_stream):
         chunk = []
-        for page in pages[start:start + PAGES_PER_STREAM]:
+        for page in pages[start:start + site.pages_per_stream]:
             page_id += rng.randint(1, 6)
             revision += rng.randint(1, 900)
             chunk.append(_page_xml(rng, page, page_id, revision))
@@ -1265,7 +1615,14 @@ def _entity_claims(rng: random.Random, entity: _Entity, edge: dict) -> dict:
     return c.claims
 
 
-def _labels(entity: _Entity) -> tuple[dict, dict, list[str]]:
+def _labels(entity: _Entity, de: _DeWiki) -> tuple[dict, dict, list[str]]:
+    labels, descriptions, aliases = _english_labels(entity)
+    if de.has(entity):
+        labels["de"] = de.label(entity)
+    return labels, descriptions, aliases
+
+
+def _english_labels(entity: _Entity) -> tuple[dict, dict, list[str]]:
     if isinstance(entity, _Company):
         return ({"en": entity.title, "de": entity.title},
                 {"en": f"{entity.country.demonym} {entity.industry.spec.kind}", "de": "Unternehmen"},
@@ -1285,16 +1642,16 @@ def _labels(entity: _Entity) -> tuple[dict, dict, list[str]]:
             [entity.spec.sector] if entity.spec.sector != entity.title.lower() else [])
 
 
-def _sitelinks(entity: _Entity) -> dict:
+def _sitelinks(entity: _Entity, de: _DeWiki) -> dict:
     links = {}
-    if isinstance(entity, _Person) and not entity.has_article:
-        links["dewiki"] = {"site": "dewiki", "title": entity.title, "badges": []}
+    if de.has(entity):
+        links["dewiki"] = {"site": "dewiki", "title": de.title(entity), "badges": []}
     if entity.has_article:
         links["enwiki"] = {"site": "enwiki", "title": entity.title, "badges": []}
     return links
 
 
-def _wikidata_entities(rng: random.Random, world: _World) -> list[dict]:
+def _wikidata_entities(rng: random.Random, world: _World, de: _DeWiki) -> list[dict]:
     companies = world.companies
     edge = {"preferred": companies[0], "deprecated": companies[3],
             "novalue": next(c for c in companies if c.ceo is None), "somevalue": world.people[2]}
@@ -1310,9 +1667,9 @@ def _wikidata_entities(rng: random.Random, world: _World) -> list[dict]:
         entities.append(_item(qid, {"en": label, "de": de_label}, {"en": description}, [], {}, {}, revision))
     for entity in sorted([*world.articles(), *world.ghosts], key=lambda e: int(e.qid[1:])):
         revision += rng.randint(1, 5000)
-        labels, descriptions, aliases = _labels(entity)
+        labels, descriptions, aliases = _labels(entity, de)
         entities.append(_item(entity.qid, labels, descriptions, aliases, _entity_claims(rng, entity, edge),
-                              _sitelinks(entity), revision))
+                              _sitelinks(entity, de), revision))
     return entities
 
 
@@ -1477,20 +1834,24 @@ class DemoWorld:
     """Where a generated demo world lies on disk."""
 
     root: Path
-    wikipedia_dump: Path
+    wikipedia_dump: Path  # the English wiki (enwiki)
     wikipedia_index: Path
     wikidata_dump: Path
     sts_dir: Path
-    num_pages: int
+    num_pages: int  # pages of the English wiki
+    dewiki_dump: Path
+    dewiki_index: Path
+    dewiki_num_pages: int
 
     def ground_truth(self) -> dict:
-        """The parsed ``world.json``: seed, counts, entities, redirects, special pages."""
+        """The parsed ``world.json``: seed, counts, entities, redirects, special pages, ``dewiki_titles``
+        (``{qid: German title}``) and ``dewiki_redirects`` (``{source: target}``)."""
         return json.loads((self.root / WORLD_FILE).read_text(encoding="utf-8"))
 
 
 def _paths() -> dict[str, str]:
     return {"wikipedia_dump": WIKIPEDIA_DUMP, "wikipedia_index": WIKIPEDIA_INDEX, "wikidata_dump": WIKIDATA_DUMP,
-            "sts_dir": STS_DIR}
+            "dewiki_dump": DEWIKI_DUMP, "dewiki_index": DEWIKI_INDEX, "sts_dir": STS_DIR}
 
 
 def _entity_record(entity: _Entity) -> dict:
@@ -1514,8 +1875,13 @@ def generate_demo_world(out_dir, seed: int = 0, scale: int = 1) -> DemoWorld:
     rng = random.Random(seed)
     world = _build_world(rng, scale)
     pages, specials = _pages(rng, world)
-    _write_multistream(rng, pages, root / WIKIPEDIA_DUMP, root / WIKIPEDIA_INDEX)
-    entities = _wikidata_entities(rng, world)
+    _write_multistream(rng, pages, root / WIKIPEDIA_DUMP, root / WIKIPEDIA_INDEX, ENWIKI)
+    # The German wiki has its own generator, so the English dump, STS pairs and statements do not depend on it.
+    de_rng = random.Random(f"dewiki-{seed}")
+    de = _make_dewiki(de_rng, world, scale)
+    de_pages = _dewiki_pages(de_rng, de)
+    _write_multistream(de_rng, de_pages, root / DEWIKI_DUMP, root / DEWIKI_INDEX, DEWIKI)
+    entities = _wikidata_entities(rng, world, de)
     _write_wikidata(entities, root / WIKIDATA_DUMP)
     sts_counts = _write_sts(rng, world, root / STS_DIR, 150 * scale)
     redirects = sum(1 for p in pages if p.redirect)
@@ -1525,11 +1891,15 @@ def generate_demo_world(out_dir, seed: int = 0, scale: int = 1) -> DemoWorld:
         "name": "demowiki", "dump_date": DUMP_DATE, "seed": seed, "scale": scale, "paths": _paths(),
         "counts": {"pages": len(pages), "articles": len(pages) - redirects - non_articles, "redirects": redirects,
                    "non_article_pages": non_articles, "entities": len(entities), "article_entities": len(articles),
-                   "sts_dev": sts_counts["dev"], "sts_test": sts_counts["test"]},
+                   "sts_dev": sts_counts["dev"], "sts_test": sts_counts["test"],
+                   "dewiki_pages": len(de_pages), "dewiki_articles": len(de.entities),
+                   "dewiki_redirects": len(de.redirects)},
         "entities": [_entity_record(e) for e in sorted(articles, key=lambda e: int(e.qid[1:]))],
         "entities_without_article": [{"label": g.title, "qid": g.qid, "type": HUMAN} for g in world.ghosts],
         "redirects": dict(sorted(world.redirects.items())),
         "special_pages": specials,
+        "dewiki_titles": {e.qid: de.title(e) for e in sorted(de.entities, key=lambda e: int(e.qid[1:]))},
+        "dewiki_redirects": dict(sorted(de.redirects.items())),
     }
     (root / WORLD_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return load_demo_world(root)
@@ -1542,7 +1912,9 @@ def load_demo_world(out_dir) -> DemoWorld:
     paths = summary["paths"]
     return DemoWorld(root=root, wikipedia_dump=root / paths["wikipedia_dump"],
                      wikipedia_index=root / paths["wikipedia_index"], wikidata_dump=root / paths["wikidata_dump"],
-                     sts_dir=root / paths["sts_dir"], num_pages=summary["counts"]["pages"])
+                     sts_dir=root / paths["sts_dir"], num_pages=summary["counts"]["pages"],
+                     dewiki_dump=root / paths["dewiki_dump"], dewiki_index=root / paths["dewiki_index"],
+                     dewiki_num_pages=summary["counts"]["dewiki_pages"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1553,9 +1925,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=1, help="multiplies the number of entities")
     args = parser.parse_args(argv)
     world = generate_demo_world(args.out, seed=args.seed, scale=args.scale)
-    for name in ("wikipedia_dump", "wikipedia_index", "wikidata_dump", "sts_dir"):
+    for name in ("wikipedia_dump", "wikipedia_index", "dewiki_dump", "dewiki_index", "wikidata_dump", "sts_dir"):
         print(f"{name}: {getattr(world, name)}")
     print(f"num_pages: {world.num_pages}")
+    print(f"dewiki_num_pages: {world.dewiki_num_pages}")
     return 0
 
 

@@ -41,11 +41,16 @@ class WikipediaShard:
 
     shard_id: int
     path: str
+    wiki: str
     streams: list[StreamRange] = field(default_factory=list)  # empty: read the whole file
+
+    @property
+    def compressed_bytes(self) -> int:
+        return sum(s.end - s.start for s in self.streams)
 
     def to_json(self) -> str:
         return json.dumps(
-            {"shard_id": self.shard_id, "path": self.path,
+            {"shard_id": self.shard_id, "path": self.path, "wiki": self.wiki,
              "streams": [[s.start, s.end, list(s.page_ids)] for s in self.streams]}
         )
 
@@ -53,7 +58,38 @@ class WikipediaShard:
     def from_json(cls, text: str) -> "WikipediaShard":
         data = json.loads(text)
         streams = [StreamRange(a, b, tuple(ids)) for a, b, ids in data["streams"]]
-        return cls(data["shard_id"], data["path"], streams)
+        return cls(data["shard_id"], data["path"], data["wiki"], streams)
+
+
+_DBNAME = re.compile(rb"<dbname>([^<]+)</dbname>")
+_WIKI_IN_NAME = re.compile(r"^([a-z0-9_]+wiki(?:books|news|quote|source|versity|voyage)?)-")
+
+
+def wiki_of(path: str, header: bytes | None = None) -> str | None:
+    """The wiki id (``enwiki``, ``dewiki``…) of a dump: the ``<dbname>`` of its
+    header, else the file-name prefix of Wikimedia's naming scheme."""
+    if header:
+        match = _DBNAME.search(header)
+        if match:
+            return match.group(1).decode("utf-8").strip()
+    match = _WIKI_IN_NAME.match(Path(path).name)
+    return match.group(1) if match else None
+
+
+def _read_header(path: str, first_stream_offset: int | None) -> bytes:
+    """The ``<siteinfo>`` header: stream 0 of a multistream dump, or the first
+    64 KiB of a plain dump."""
+    try:
+        with fsspec.open(path, "rb") as f:
+            if first_stream_offset is not None:
+                return bz2.BZ2Decompressor().decompress(f.read(first_stream_offset))
+            head = f.read(4)
+            f.seek(0)
+            if head.startswith(b"BZh"):
+                return bz2.BZ2Decompressor().decompress(f.read(1 << 16))[: 1 << 16]
+            return f.read(1 << 16)
+    except (OSError, EOFError, ValueError):
+        return b""
 
 
 def find_index(dump_path: str) -> str | None:
@@ -97,21 +133,35 @@ def stream_ranges(index_rows: list[tuple[int, int, str]], file_size: int) -> lis
     return [StreamRange(a, b, tuple(pages_by_offset[a])) for a, b in zip(offsets, ends)]
 
 
-def plan_shards(dump_paths: list[str], streams_per_shard: int = 8, first_shard_id: int = 0) -> list[WikipediaShard]:
-    """Split dumps into shards: runs of ``streams_per_shard`` bz2 streams for an
-    indexed multistream dump, one shard per file otherwise."""
+def plan_shards(dump_paths: list[str], shard_bytes: int = 32 << 20, first_shard_id: int = 0,
+                default_wiki: str = "enwiki") -> list[WikipediaShard]:
+    """Split dumps into shards of about ``shard_bytes`` compressed bytes: runs
+    of consecutive bz2 streams for an indexed multistream dump (every stream
+    in exactly one shard), one shard per file otherwise. Shard ids run over
+    all files in order, so the plan (and every output name) is a function of
+    the inputs alone."""
     shards: list[WikipediaShard] = []
     shard_id = first_shard_id
     for path in dump_paths:
         index = find_index(path)
         if index is None:
-            shards.append(WikipediaShard(shard_id, path))
+            wiki = wiki_of(path, _read_header(path, None)) or default_wiki
+            shards.append(WikipediaShard(shard_id, path, wiki))
             shard_id += 1
             continue
         fs, local = fsspec.core.url_to_fs(path)
         ranges = stream_ranges(read_index(index), fs.size(local))
-        for i in range(0, len(ranges), streams_per_shard):
-            shards.append(WikipediaShard(shard_id, path, ranges[i : i + streams_per_shard]))
+        wiki = wiki_of(path, _read_header(path, ranges[0].start if ranges else None)) or default_wiki
+        group: list[StreamRange] = []
+        group_bytes = 0
+        for stream in ranges:
+            group.append(stream)
+            group_bytes += stream.end - stream.start
+            if group_bytes >= shard_bytes:
+                shards.append(WikipediaShard(shard_id, path, wiki, group))
+                shard_id, group, group_bytes = shard_id + 1, [], 0
+        if group:
+            shards.append(WikipediaShard(shard_id, path, wiki, group))
             shard_id += 1
     return shards
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # SimCSE (unsupervised): one sentence per row, with where it came from.
 SENTENCES = pa.schema(
@@ -23,6 +23,7 @@ SENTENCES = pa.schema(
         pa.field("page_id", pa.int64()),
         pa.field("title", pa.string()),
         pa.field("sentence_index", pa.int32()),
+        pa.field("wiki", pa.string()),
     ]
 )
 
@@ -39,6 +40,7 @@ ENTITY_PAIRS = pa.schema(
         pa.field("negative_qid", pa.string(), nullable=False),
         pa.field("negative_title", pa.string(), nullable=False),
         pa.field("negative_entity", pa.int64(), nullable=False),
+        pa.field("wiki", pa.string()),  # the sentence's wiki (multilingual sets mix several)
     ]
 )
 

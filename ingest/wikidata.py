@@ -1,106 +1,668 @@
-"""Wikidata JSON dump: one entity per line inside ``[`` … ``]``.
+"""Wikidata JSON dump, read in parallel, line-aligned byte ranges.
 
-Only what the training sets need is kept per item: the English Wikipedia
-title (``sitelinks.enwiki``), the English label, and the values of a few
-item-valued properties (P31 instance of, P17 country, P452 industry, …).
-Non-``value`` snaks and deprecated statements are skipped. A line that is not
-JSON is a counted skip with its line number, never a crash.
+A dump (``latest-all.json``, ``.json.gz``, ``.json.bz2``) is one JSON array
+with one entity per line: line 1 is ``[``, each entity line ends in ``,``
+(except the last) and the last line is ``]``.
+
+Units of work
+-------------
+``plan_ranges`` cuts every file into ``WikidataRange`` s; ``read_range``
+reads one of them anywhere (a Ray task, a test) and returns rows of
+``schemas.WIKIDATA`` in file order. Every line of a file belongs to exactly
+one range, so concatenating the rows of a file's ranges in ``range_id`` order
+gives exactly the rows of reading the file in one range.
+
+* ``"none"`` (plain ``.json``): ``start``/``end`` are file byte offsets. A
+  range owns the lines that *start* at an offset in ``[start, end)``: the
+  reader seeks to ``start``, skips to the next line start unless
+  ``start == 0`` or the byte before ``start`` is ``\\n``, and reads whole lines
+  while the line start is ``< end`` (the last one may run past ``end``).
+* ``"bz2"``: the same rule on *uncompressed* offsets. The block-offset index
+  of the file is built once with ``indexed_bzip2`` (parallel), pickled into
+  ``index_dir`` under a name derived from the file's path, size and mtime
+  (reused if present, written atomically), and every reader loads it, so a
+  seek costs at most one bz2 block (~900 kB) of decompression. Single-stream
+  (``lbzip2``-style, no stream index) and multi-stream files both work.
+* ``"gz"``: the real dump is ~2,000 gzip members ``cat``-ed together
+  (Wikimedia ``dumpwikibasejson.sh``: a ``[\\n`` member, batch members of
+  entities joined by ``,\\n``, tiny ``,\\n`` members between batches and a
+  ``\\n]\\n`` member). So only *some* member boundaries are line boundaries
+  (a batch ends mid-line, in ``}``; the ``,\\n`` member after it ends the
+  line); the planner checks rather than assumes. ``start``/
+  ``end`` are *compressed* offsets of member starts and a reader decompresses
+  every member in ``[start, end)``. See ``plan_gz`` for how split points are
+  chosen; a gz file with no usable split point (e.g. what ``gzip file.json``
+  makes) is one range.
+
+Rows
+----
+Per item: the labels of the selected languages, the sitelinks of the selected
+wikis (an item with none of them is skipped, counted ``no_sitelink``) and the
+values of the selected properties (deprecated statements and
+``somevalue``/``novalue`` snaks skipped; an item value is its QID, other
+values their main literal). A line that is not JSON, or an object without
+``type``/``id``, is counted ``bad_json`` and quarantined with its offset;
+reading never raises on content, only on a broken container (a truncated or
+corrupt compressed file, a gz range that does not end on a line boundary).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass, field
+import os
+import pickle
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import BinaryIO
 
 import fsspec
-import pyarrow as pa
 
-KEPT_PROPERTIES = ("P31", "P17", "P452", "P27", "P279")
-
-ENTITY_ROWS = pa.schema(
-    [
-        pa.field("qid", pa.string()),
-        pa.field("title", pa.string()),
-        pa.field("label", pa.string()),
-        *[pa.field(p, pa.list_(pa.string())) for p in KEPT_PROPERTIES],
-    ]
+DEFAULT_LANGUAGES = ("en",)
+DEFAULT_WIKIS = ("enwiki",)
+DEFAULT_PROPERTIES = ("P31", "P17", "P452", "P27", "P279")
+# The 18 languages of multilingual EASE (Nishikawa et al. 2022, section 5,
+# footnote 4: "ar, ca, cs, de, en, eo, es, fa, fr, it, ja, ko, nl, pl, pt,
+# ru, sv, tr"), as Wikipedia sitelink keys.
+MULTILINGUAL_EASE_LANGUAGES = (
+    "ar", "ca", "cs", "de", "en", "eo", "es", "fa", "fr",
+    "it", "ja", "ko", "nl", "pl", "pt", "ru", "sv", "tr",
 )
+MULTILINGUAL_EASE_WIKIS = tuple(f"{lang}wiki" for lang in MULTILINGUAL_EASE_LANGUAGES)
+
+COMPRESSIONS = ("none", "gz", "bz2")
+SNIPPET_CHARS = 200
+QUARANTINE_KEEP = 10_000  # entries a WikidataStats keeps; the count covers all
+QUARANTINE_REPORT = 100  # entries as_dict() reports
+
+GZIP_MAGIC = b"\x1f\x8b\x08"
+GZ_VERIFY_BYTES = 4096  # decompressed bytes a candidate member start must yield
+GZ_PROBE_BYTES = 8 << 20  # how far back to look for the member before a split point
+_READ_CHUNK = 1 << 20
+_GZ_OUT_CHUNK = 8 << 20
+
+
+class DumpError(ValueError):
+    """A dump file or range cannot be read as planned (not a content error)."""
+
+
+# --------------------------------------------------------------------------
+# selection and rows
+
+
+@dataclass(frozen=True)
+class EntitySelection:
+    """What to keep of each item."""
+
+    languages: tuple[str, ...] = DEFAULT_LANGUAGES  # labels kept
+    wikis: tuple[str, ...] = DEFAULT_WIKIS  # sitelinks kept; an item with none is skipped
+    properties: tuple[str, ...] = DEFAULT_PROPERTIES  # claims kept
+
+    def __post_init__(self) -> None:
+        for name in ("languages", "wikis", "properties"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                raise TypeError(f"EntitySelection.{name} must be a sequence of strings, not {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        if not self.wikis:
+            raise ValueError("EntitySelection.wikis is empty: every item would be skipped")
+
+
+def _as_dict(value) -> dict:
+    # Wikibase serialises an empty map as [] (PHP arrays), e.g. "labels":[].
+    return value if isinstance(value, dict) else {}
+
+
+_ENTITY_PREFIX = {"item": "Q", "property": "P", "lexeme": "L", "form": "F", "sense": "S"}
+
+
+def snak_value(datavalue: dict) -> str | None:
+    """The main literal of a ``datavalue``: an entity's id, a string, a
+    monolingual text, a quantity's amount, a time; anything else as sorted
+    JSON."""
+    value = datavalue.get("value")
+    kind = datavalue.get("type")
+    if value is None:
+        return None
+    if kind == "wikibase-entityid" and isinstance(value, dict):
+        if "id" in value:
+            return str(value["id"])
+        if "numeric-id" in value:
+            prefix = _ENTITY_PREFIX.get(value.get("entity-type", "item"), "Q")
+            return f"{prefix}{value['numeric-id']}"
+    elif kind == "string" and isinstance(value, str):
+        return value
+    elif kind == "monolingualtext" and isinstance(value, dict) and "text" in value:
+        return str(value["text"])
+    elif kind == "quantity" and isinstance(value, dict) and "amount" in value:
+        return str(value["amount"])
+    elif kind == "time" and isinstance(value, dict) and "time" in value:
+        return str(value["time"])
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def entity_row(entity: dict, selection: EntitySelection) -> dict | None:
+    """The ``schemas.WIKIDATA`` row of an item, or None for a non-item or an
+    item without a sitelink to one of ``selection.wikis``.
+
+    Labels and sitelinks come in the order of the selection; claims in the
+    order of ``selection.properties``, then statement order.
+    """
+    if entity.get("type") != "item":
+        return None
+    sitelinks_in = _as_dict(entity.get("sitelinks"))
+    sitelinks = []
+    for wiki in selection.wikis:
+        link = sitelinks_in.get(wiki)
+        if isinstance(link, dict) and isinstance(link.get("title"), str):
+            sitelinks.append({"wiki": wiki, "title": link["title"]})
+    if not sitelinks:
+        return None
+    labels_in = _as_dict(entity.get("labels"))
+    labels = []
+    for language in selection.languages:
+        label = labels_in.get(language)
+        if isinstance(label, dict) and isinstance(label.get("value"), str):
+            labels.append({"language": language, "value": label["value"]})
+    claims_in = _as_dict(entity.get("claims"))
+    claims = []
+    for prop in selection.properties:
+        statements = claims_in.get(prop)
+        if not isinstance(statements, list):
+            continue
+        for statement in statements:
+            if not isinstance(statement, dict) or statement.get("rank") == "deprecated":
+                continue
+            snak = statement.get("mainsnak")
+            if not isinstance(snak, dict) or snak.get("snaktype") != "value":
+                continue
+            datavalue = snak.get("datavalue")
+            if not isinstance(datavalue, dict):
+                continue
+            value = snak_value(datavalue)
+            if value is not None:
+                claims.append({"property": prop, "value": value})
+    return {"qid": str(entity["id"]), "labels": labels, "sitelinks": sitelinks, "claims": claims}
+
+
+# --------------------------------------------------------------------------
+# stats
 
 
 @dataclass
 class WikidataStats:
+    """Counts of one or more ranges. ``lines == written + sum(skipped.values())``.
+
+    ``skipped`` reasons: ``bad_json`` (not JSON, or no ``type``/``id``),
+    ``non_item`` (properties, lexemes, ...), ``no_sitelink`` (an item without a
+    sitelink to a selected wiki). ``quarantined`` holds one entry
+    ``{"path", "offset", "reason", "snippet"}`` per bad line (the first
+    ``QUARANTINE_KEEP``; ``quarantined_count`` counts all). ``offset`` is the
+    line's uncompressed byte offset for ``none``/``bz2``; for ``gz`` it is
+    ``member_offset`` (the compressed offset of the range's first member,
+    also in the entry) plus the line's offset in the data decompressed from
+    there, i.e. decompress the members from ``member_offset`` and skip
+    ``offset - member_offset`` bytes. For a single-member ``.gz`` both are
+    plain uncompressed offsets.
+    """
+
     lines: int = 0
-    items: int = 0
-    items_with_enwiki: int = 0
-    skipped_non_item: int = 0
-    skipped_bad_json: int = 0
-    bad_json_lines: list[int] = field(default_factory=list)
+    written: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    quarantined: list[dict] = field(default_factory=list)
+    quarantined_count: int = 0
+
+    def quarantine(self, entry: dict) -> None:
+        self.quarantined_count += 1
+        if len(self.quarantined) < QUARANTINE_KEEP:
+            self.quarantined.append(entry)
+
+    def merge(self, other: WikidataStats) -> WikidataStats:
+        self.lines += other.lines
+        self.written += other.written
+        self.skipped.update(other.skipped)
+        self.quarantined_count += other.quarantined_count
+        room = QUARANTINE_KEEP - len(self.quarantined)
+        if room > 0:
+            self.quarantined.extend(other.quarantined[:room])
+        return self
 
     def as_dict(self) -> dict:
         return {
             "lines": self.lines,
-            "items": self.items,
-            "items_with_enwiki": self.items_with_enwiki,
-            "skipped_non_item": self.skipped_non_item,
-            "skipped_bad_json": self.skipped_bad_json,
-            "bad_json_lines_first": self.bad_json_lines[:20],
+            "written": self.written,
+            "skipped": {k: self.skipped[k] for k in sorted(self.skipped)},
+            "quarantined_count": self.quarantined_count,
+            "quarantined": [dict(e) for e in self.quarantined[:QUARANTINE_REPORT]],
         }
 
 
-def item_values(claims: dict, prop: str) -> list[str]:
-    values = []
-    for statement in claims.get(prop, ()):
-        if statement.get("rank") == "deprecated":
-            continue
-        snak = statement.get("mainsnak", {})
-        if snak.get("snaktype") != "value":
-            continue
-        value = snak.get("datavalue", {}).get("value")
-        if isinstance(value, dict) and "id" in value:
-            values.append(value["id"])
-        elif isinstance(value, dict) and "numeric-id" in value:
-            values.append(f"Q{value['numeric-id']}")
-    return values
+# --------------------------------------------------------------------------
+# ranges
 
 
-def entity_row(entity: dict) -> dict | None:
-    """The kept fields of an item with an English Wikipedia article, else None."""
-    sitelink = entity.get("sitelinks", {}).get("enwiki")
-    if not sitelink:
+@dataclass
+class WikidataRange:
+    """One unit of parallel work; see the module docstring for ``start``/``end``."""
+
+    range_id: int
+    path: str
+    compression: str  # "none" | "gz" | "bz2"
+    start: int
+    end: int
+    index_path: str | None = None  # bz2: the pickled block-offset index
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> WikidataRange:
+        return cls(**json.loads(text))
+
+
+def compression_of(path: str) -> str:
+    name = path.lower()
+    if name.endswith(".bz2"):
+        return "bz2"
+    if name.endswith((".gz", ".gzip")):
+        return "gz"
+    return "none"
+
+
+def _open(path: str) -> BinaryIO:
+    return fsspec.open(path, "rb").open()
+
+
+def _file_info(path: str) -> tuple[int, str]:
+    """(size, a modification stamp) of a local or fsspec path."""
+    fs, fs_path = fsspec.core.url_to_fs(path)
+    info = fs.info(fs_path)
+    stamp = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created") or ""
+    return int(info["size"]), str(stamp)
+
+
+def plan_ranges(paths: list[str], target_bytes: int, index_dir: str) -> list[WikidataRange]:
+    """Cut each file into ranges of about ``target_bytes`` (uncompressed bytes
+    for ``none``/``bz2``, compressed bytes for ``gz``). ``range_id`` numbers the
+    ranges of all files in order. ``index_dir`` receives the bz2 indexes."""
+    if target_bytes <= 0:
+        raise ValueError(f"target_bytes must be positive, got {target_bytes}")
+    ranges: list[WikidataRange] = []
+    for path in paths:
+        compression = compression_of(path)
+        index_path = None
+        if compression == "bz2":
+            index_path, size = bz2_index(path, index_dir)
+            spans = _even_spans(size, target_bytes)
+        elif compression == "gz":
+            spans = plan_gz(path, target_bytes)
+        else:
+            spans = _even_spans(_file_info(path)[0], target_bytes)
+        for start, end in spans:
+            ranges.append(WikidataRange(len(ranges), path, compression, start, end, index_path))
+    return ranges
+
+
+def _even_spans(size: int, target_bytes: int) -> list[tuple[int, int]]:
+    if size <= 0:
+        return [(0, 0)]
+    return [(s, min(s + target_bytes, size)) for s in range(0, size, target_bytes)]
+
+
+# --------------------------------------------------------------------------
+# bz2
+
+
+def bz2_index(path: str, index_dir: str) -> tuple[str, int]:
+    """Path of the pickled block-offset index of ``path`` (built if absent)
+    and the file's uncompressed size."""
+    import indexed_bzip2
+
+    size, stamp = _file_info(path)
+    key = hashlib.sha256(f"{path}\0{size}\0{stamp}".encode()).hexdigest()[:24]
+    os.makedirs(index_dir, exist_ok=True)
+    index_path = os.path.join(index_dir, f"{os.path.basename(path)}.{key}.bz2index.pkl")
+    if os.path.exists(index_path):
+        with open(index_path, "rb") as f:
+            return index_path, pickle.load(f)["uncompressed_size"]
+    with _bz2_source(path) as source, indexed_bzip2.open(source, parallelization=os.cpu_count() or 1) as f:
+        offsets = f.block_offsets()
+        uncompressed = f.size()
+    tmp = f"{index_path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as f:
+        pickle.dump(
+            {"path": path, "size": size, "stamp": stamp, "uncompressed_size": uncompressed, "block_offsets": offsets},
+            f,
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
+    os.replace(tmp, index_path)
+    return index_path, uncompressed
+
+
+class _bz2_source:
+    """A local path as itself (indexed_bzip2 reads it natively), else an fsspec file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.file = None
+
+    def __enter__(self):
+        fs, fs_path = fsspec.core.url_to_fs(self.path)
+        if "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+            return fs_path
+        self.file = fs.open(fs_path, "rb")
+        return self.file
+
+    def __exit__(self, *exc):
+        if self.file is not None:
+            self.file.close()
+
+
+def _iter_bz2_lines(rng: WikidataRange) -> Iterator[tuple[int, bytes]]:
+    import indexed_bzip2
+
+    if rng.index_path is None:
+        raise DumpError(f"{rng.path}: bz2 range {rng.range_id} has no index_path")
+    with open(rng.index_path, "rb") as f:
+        index = pickle.load(f)
+    with _bz2_source(rng.path) as source, indexed_bzip2.open(source, parallelization=1) as f:
+        f.set_block_offsets(index["block_offsets"])
+        yield from _iter_seekable_lines(f, rng.start, rng.end)
+
+
+# --------------------------------------------------------------------------
+# plain
+
+
+def _iter_seekable_lines(f: BinaryIO, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) of the lines that start in ``[start, end)``."""
+    pos = start
+    if start > 0:
+        f.seek(start - 1)
+        if f.read(1) != b"\n":
+            pos += len(f.readline())  # the rest of a line owned by the range before
+    else:
+        f.seek(0)
+    while pos < end:
+        line = f.readline()
+        if not line:
+            break
+        yield pos, line
+        pos += len(line)
+
+
+def _iter_plain_lines(rng: WikidataRange) -> Iterator[tuple[int, bytes]]:
+    with _open(rng.path) as f:
+        yield from _iter_seekable_lines(f, rng.start, rng.end)
+
+
+# --------------------------------------------------------------------------
+# gz
+
+
+def plan_gz(path: str, target_bytes: int) -> list[tuple[int, int]]:
+    """Compressed ``(start, end)`` spans of a multi-member gzip file.
+
+    Split points are chosen greedily: after a split at ``s`` (the first is 0),
+    the next is the first offset ``c >= s + target_bytes`` such that
+
+    1. ``c`` holds ``1f 8b 08`` and decompressing from ``c`` yields
+       ``GZ_VERIFY_BYTES`` (or everything up to the end of the file) without
+       error, so ``c`` is a real member start, not those bytes inside
+       compressed data; and
+    2. the nearest ``1f 8b 08`` before ``c`` (at most ``GZ_PROBE_BYTES``
+       back, not before ``s``) that decompresses as a whole member (CRC
+       checked) ending exactly at ``c`` has data ending with ``\\n``, so
+       ``c`` starts a line.
+
+    Offsets failing either test are never split points, so a file whose
+    members do not end at line ends (``gzip`` output is one member anyway)
+    is one range; correctness never depends on the member layout. In the
+    real dump a batch member start qualifies (its predecessor is the ~20-byte
+    ``,\\n`` member); the ``,\\n`` member start does not (its predecessor, a
+    batch, ends in ``}``, and lies farther back than the probe).
+
+    Only the bytes near candidate split points are read and decompressed,
+    except when no split point qualifies, when the rest of the file is
+    scanned once for candidates.
+    """
+    size = _file_info(path)[0]
+    if size == 0:
+        return [(0, 0)]
+    with _open(path) as f:
+        if f.read(3) != GZIP_MAGIC:
+            raise DumpError(f"{path}: not a gzip file (no gzip header at offset 0)")
+        splits = [0]
+        while True:
+            nominal = splits[-1] + target_bytes
+            if nominal >= size:
+                break
+            split = None
+            for candidate in _gz_candidates(f, nominal, size):
+                if _gz_member_starts_line(f, candidate, splits[-1], size):
+                    split = candidate
+                    break
+            if split is None:
+                break
+            splits.append(split)
+    return [(s, e) for s, e in zip(splits, splits[1:] + [size])]
+
+
+def _gz_candidates(f: BinaryIO, start: int, stop: int) -> Iterator[int]:
+    """Offsets in ``[start, stop)`` where ``1f 8b 08`` occurs, in order."""
+    pos = start
+    while pos < stop:
+        f.seek(pos)
+        block = f.read(min(_READ_CHUNK, stop - pos) + len(GZIP_MAGIC) - 1)
+        if not block:
+            return
+        limit = min(_READ_CHUNK, stop - pos)
+        i = block.find(GZIP_MAGIC)
+        while 0 <= i < limit:
+            yield pos + i
+            i = block.find(GZIP_MAGIC, i + 1)
+        pos += limit
+
+
+def _gz_decompresses_from(f: BinaryIO, offset: int, size: int) -> bool:
+    """Whether the members from ``offset`` yield ``GZ_VERIFY_BYTES`` (or
+    everything up to the end of the file, ending with a complete member)
+    without error."""
+    f.seek(offset)
+    d = None
+    produced = 0
+    pos = offset
+    try:
+        while pos < size:
+            data = f.read(min(64 << 10, size - pos))
+            if not data:
+                break
+            pos += len(data)
+            while data:
+                if d is None:
+                    d = zlib.decompressobj(31)
+                produced += len(d.decompress(data, GZ_VERIFY_BYTES))
+                if produced >= GZ_VERIFY_BYTES:
+                    return True
+                # below the output limit, so all input was consumed unless the member ended
+                if d.eof:
+                    data, d = d.unused_data, None
+                else:
+                    data = b""
+    except zlib.error:
+        return False
+    return d is None and produced > 0
+
+
+def _gz_member_starts_line(f: BinaryIO, c: int, lower: int, size: int) -> bool:
+    """Whether ``c`` is a member start whose previous member's data ends with
+    ``\n`` (see ``plan_gz``). The look-back window grows from 64 KiB to
+    ``GZ_PROBE_BYTES``, so the common case (a tiny previous member) reads
+    little."""
+    if not _gz_decompresses_from(f, c, size):
+        return False
+    window = b""
+    lo = c
+    width = 64 << 10
+    while lo > lower:
+        new_lo = max(lower, c - width)
+        f.seek(new_lo)
+        window = f.read(lo - new_lo) + window
+        searched, lo = lo - new_lo, new_lo  # candidates in window[:searched] are new
+        view = memoryview(window)
+        p = window.rfind(GZIP_MAGIC, 0, searched + len(GZIP_MAGIC) - 1)
+        while p >= 0:
+            if p < searched:
+                verdict = _gz_member_ends_at(view[p:])
+                if verdict is not None:
+                    return verdict
+            p = window.rfind(GZIP_MAGIC, 0, p)
+        if width >= GZ_PROBE_BYTES:
+            break
+        width = min(width * 8, GZ_PROBE_BYTES)
+    return False
+
+
+def _gz_member_ends_at(compressed: bytes | memoryview) -> bool | None:
+    """Decompress the member at the start of ``compressed``. If it is a whole
+    member (CRC checked) that ends exactly at the end of ``compressed``:
+    whether its data ends with ``\n``. Otherwise (not a member, one that
+    ends earlier or runs past the end) None."""
+    d = zlib.decompressobj(31)
+    last = b""
+    data = compressed
+    try:
+        while True:
+            out = d.decompress(data, _GZ_OUT_CHUNK)
+            if out:
+                last = out[-1:]
+            if d.eof:
+                break
+            data = d.unconsumed_tail
+            if not data and len(out) < _GZ_OUT_CHUNK:
+                return None  # runs past the end: the split offset would be inside it
+    except zlib.error:
         return None
-    claims = entity.get("claims", {})
-    label = entity.get("labels", {}).get("en", {}).get("value")
-    row = {"qid": entity["id"], "title": sitelink["title"], "label": label}
-    for prop in KEPT_PROPERTIES:
-        row[prop] = item_values(claims, prop)
-    return row
+    if d.unused_data:
+        return None
+    return last == b"\n"
 
 
-def read_entities(path: str, stats: WikidataStats) -> list[dict]:
-    """All items of a dump file (``.json``, ``.json.bz2``, ``.json.gz``) that
-    have an enwiki sitelink. Counts what it reads and skips into ``stats``."""
-    rows = []
-    with fsspec.open(path, "rb", compression="infer") as f:
-        for line_number, raw in enumerate(f, start=1):
-            line = raw.strip()
-            if line.endswith(b","):
-                line = line[:-1]
-            if line in (b"", b"[", b"]"):
-                continue
-            stats.lines += 1
-            try:
-                entity = json.loads(line)
-                kind = entity["type"]
-            except (ValueError, KeyError, TypeError):
-                stats.skipped_bad_json += 1
-                stats.bad_json_lines.append(line_number)
-                continue
-            if kind != "item":
-                stats.skipped_non_item += 1
-                continue
-            stats.items += 1
-            row = entity_row(entity)
-            if row is not None:
-                stats.items_with_enwiki += 1
-                rows.append(row)
-    return rows
+def _iter_gz_lines(rng: WikidataRange) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) of every line decompressed from the members in
+    ``[start, end)``; offset = ``start`` + offset in that decompressed data."""
+    size = _file_info(rng.path)[0]
+    last_range = rng.end >= size
+    buf = b""
+    buf_offset = rng.start  # offset (as defined above) of buf[0]
+    d = None  # the decompressor of the current member; None between members
+    pos = rng.start
+    with _open(rng.path) as f:
+        f.seek(rng.start)
+        while pos < rng.end:
+            data = f.read(min(_READ_CHUNK, rng.end - pos))
+            if not data:
+                raise DumpError(f"{rng.path}: file ends at {pos}, before the range end {rng.end}")
+            pos += len(data)
+            while True:
+                if d is None:
+                    if not data:
+                        break
+                    if last_range and not data.strip(b"\0"):
+                        break  # zero padding after the last member
+                    d = zlib.decompressobj(31)
+                try:
+                    out = d.decompress(data, _GZ_OUT_CHUNK)
+                except zlib.error as e:
+                    raise DumpError(
+                        f"{rng.path}: gzip data error in the range starting at compressed offset "
+                        f"{rng.start}, before offset {pos}: {e}"
+                    ) from e
+                if out:
+                    buf += out
+                    if b"\n" in out:
+                        lines = buf.split(b"\n")
+                        buf = lines.pop()
+                        for line in lines:
+                            yield buf_offset, line + b"\n"
+                            buf_offset += len(line) + 1
+                if d.eof:
+                    data = d.unused_data
+                    d = None
+                else:
+                    data = d.unconsumed_tail
+                    if not data and len(out) < _GZ_OUT_CHUNK:
+                        break
+    if d is not None:
+        raise DumpError(
+            f"{rng.path}: the gzip member being read at compressed offset {rng.end} is incomplete "
+            f"(truncated file, or a range end that is not a member start; range starts at {rng.start})"
+        )
+    if buf:
+        if not last_range:
+            raise DumpError(
+                f"{rng.path}: the gzip range [{rng.start}, {rng.end}) does not end at a line "
+                f"boundary (the member at compressed offset {rng.end} continues a line); "
+                "plan it as one range"
+            )
+        yield buf_offset, buf
+
+
+# --------------------------------------------------------------------------
+# reading
+
+
+def iter_range_lines(rng: WikidataRange) -> Iterator[tuple[int, bytes]]:
+    """(offset, raw line) of every line a range owns, in file order."""
+    if rng.compression == "none":
+        return _iter_plain_lines(rng)
+    if rng.compression == "bz2":
+        return _iter_bz2_lines(rng)
+    if rng.compression == "gz":
+        return _iter_gz_lines(rng)
+    raise ValueError(f"{rng.path}: unknown compression {rng.compression!r}; known: {COMPRESSIONS}")
+
+
+def iter_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataStats) -> Iterator[dict]:
+    """The rows of a range, streamed; counts go into ``stats``."""
+    for offset, raw in iter_range_lines(rng):
+        line = raw.strip()
+        if line.endswith(b","):
+            line = line[:-1].rstrip()
+        if line in (b"", b"[", b"]"):
+            continue
+        stats.lines += 1
+        try:
+            entity = json.loads(line)
+            if not isinstance(entity, dict) or "type" not in entity or "id" not in entity:
+                raise ValueError("not an entity object (no 'type' or 'id')")
+            kind = entity["type"]
+            row = entity_row(entity, selection) if kind == "item" else None
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
+            stats.skipped["bad_json"] += 1
+            entry = {
+                "path": rng.path,
+                "offset": offset,
+                "reason": f"bad_json: {e}"[:300],
+                "snippet": raw[: SNIPPET_CHARS * 4].decode("utf-8", "replace")[:SNIPPET_CHARS],
+            }
+            if rng.compression == "gz":
+                entry["member_offset"] = rng.start
+            stats.quarantine(entry)
+            continue
+        if kind != "item":
+            stats.skipped["non_item"] += 1
+        elif row is None:
+            stats.skipped["no_sitelink"] += 1
+        else:
+            stats.written += 1
+            yield row
+
+
+def read_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataStats) -> list[dict]:
+    """Rows of ``schemas.WIKIDATA`` for the lines a range owns, in file order."""
+    return list(iter_range(rng, selection, stats))

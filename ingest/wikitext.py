@@ -31,17 +31,25 @@ from __future__ import annotations
 
 import html
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
+from operator import itemgetter
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Link:
+class Link(NamedTuple):
+    """A wikilink in plain text: ``text[start:end] == anchor``; `target` is normalized."""
+
     start: int
     end: int
     target: str
     anchor: str
+
+
+_new_link = partial(tuple.__new__, Link)  # Link((start, end, target, anchor)) without a Python frame
+_link_start = itemgetter(0)
 
 
 # ---------------------------------------------------------------- titles
@@ -56,8 +64,15 @@ _CANONICAL_NAMESPACES = {
 }
 
 
+# Any character that makes a title need more than strip + first-letter case.
+_TITLE_NEEDS_WORK = re.compile(r"[_#:&\t\n\x0b-\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]|  ")
+
+
 def normalize_title(title: str) -> str:
     """Normalize a page title as MediaWiki does for `[[links]]` (first-letter case)."""
+    if _TITLE_NEEDS_WORK.search(title) is None:
+        title = title.strip(" ")
+        return title[:1].upper() + title[1:]
     if "&" in title:
         title = html.unescape(title)
     title = title.split("#", 1)[0]
@@ -234,10 +249,32 @@ def _scan_templates_and_tables(text: str) -> tuple[str, int | None]:
             stack.pop()  # "|}}" closing a template whose last parameter is empty
             pos += 1
         if not stack:
-            spans.append((outer_start, pos))
+            spans.append(_template_or_its_link(text, outer_start, pos, spans[-1][1] if spans else 0))
     if stack:
         return _cut_spans(text[:outer_start], spans), outer_start
     return _cut_spans(text, spans), None
+
+
+_LINK_OPENING = re.compile(r"\[\[[^\[\]{}|\n]*\|[ \t]*\Z")
+
+
+def _template_or_its_link(text: str, start: int, end: int, floor: int) -> tuple[int, int]:
+    """The span to drop for the template at [start, end): the whole link when the
+    template is a link's entire anchor, as in ``[[29th parallel north|{{nowrap|29° N}}]]``
+    (its text is unknown without expansion; keeping the link would show its title
+    through the pipe trick), else the template alone."""
+    before = start - 1
+    while before > floor and text[before] in " \t":
+        before -= 1
+    if before <= floor or text[before] != "|":
+        return start, end
+    after = end
+    while after < len(text) and text[after] in " \t":
+        after += 1
+    if not text.startswith("]]", after):
+        return start, end
+    opening = _LINK_OPENING.search(text, max(floor, start - 512), start)
+    return (opening.start(), after + 2) if opening else (start, end)
 
 
 # ---------------------------------------------------------------- 5 file, category, language links
@@ -295,12 +332,13 @@ def _closing_brackets_end(text: str, pos: int) -> int:
 
 # ---------------------------------------------------------------- 6 line markup
 
-_LINE_MARKUP = re.compile(r"^[ \t]*=[^\n]*=[ \t]*$|^[ \t]*[*#:;]+[ \t]*|^-{4,}", re.M)
+# Each alternative starts at a "\n" (a literal prefix lets the regex engine skip ahead).
+_LINE_MARKUP = re.compile(r"\n[ \t]*(?:=[^\n]*=[ \t]*(?=\n|\Z)|[*#:;]+[ \t]*|-{4,})")
 _BEHAVIOUR_SWITCH = re.compile(r"__[A-Z]+__")
 
 
 def _remove_line_markup(text: str) -> str:
-    text = _LINE_MARKUP.sub("", text)
+    text = _LINE_MARKUP.sub("\n", "\n" + text)[1:]
     return _BEHAVIOUR_SWITCH.sub("", text) if "__" in text else text
 
 
@@ -312,55 +350,138 @@ INLINE_TAGS = frozenset(
     "onlyinclude noinclude section bdi mark wbr ruby rb rt rp time data dfn translate "
     "tr td th tbody thead nowiki".split()
 )
-# The leading lookahead only speeds up the scan (about 4x): it rejects most
-# positions before the alternatives are tried.
-_INLINE = re.compile(
-    r"(?=[\[\]&<'{}]|https?:|ftp:)(?:"
-    r"(?P<link>\[\[(?P<inner>[^\[\]\n]*)\]\](?P<trail>[a-z]+)?)"
-    r"|(?P<external>\[(?:https?:|ftp:|mailto:|//)[^\s\[\]<>\"]*(?:[ \t]+(?P<label>[^\[\]\n]*))?\])"
-    r"|(?P<url>(?:https?|ftp)://[^\s\[\]<>\"{}|]+)"
-    r"|(?P<quotes>'{2,})"
-    r"|(?P<entity>&(?:[a-zA-Z][a-zA-Z0-9]*|#[0-9]+|#[xX][0-9a-fA-F]+);)"
-    r"|(?P<tag></?[ \t]*(?P<tagname>[a-zA-Z][a-zA-Z0-9]*)\b[^<>]*>)"
-    r"|(?P<stray>\[\[|\]\]|\{\{|\}\}))"
+# MediaWiki's $linkTrail per language (languages/messages/MessagesXx.php): the
+# letters after "]]" that join the anchor, as in "[[dog]]s". Others use English.
+LINK_TRAILS = {
+    "en": "a-z",
+    "de": "a-zäöüß",
+    "fr": "a-zàâçéèêîôûäëïöüùÇÉÂÊÎÔÛÄËÏÖÜÀÈÙ",
+    "es": "a-záéíñóúü",
+    "bg": "a-zабвгдежзийклмнопрстуфхцчшщъыьэюя",
+    "ru": "a-zабвгдежзийклмнопрстуфхцчшщъыьэюяё",
+}
+# Every token starts with one of the characters of the leading class, which lets
+# the regex engine skip the text between tokens in one fast C loop; lookbehinds
+# then tell the alternatives apart. (Bare URLs are removed before, by
+# `_remove_bare_urls`.) An external link's label may hold wikilinks; MediaWiki
+# shows them as plain text there.
+_INLINE_PATTERN = (
+    r"[\[\]&<'{}](?:"
+    # [[Title]] or [[Title|anchor]] with no markup, namespace or odd spacing: most links
+    r"(?<=\[)(?P<simple>\[(?P<simple_title>[^|:&<'#_\s\[\]{}]+(?: [^|:&<'#_\s\[\]{}]+)*)"
+    r"(?:\|(?P<simple_anchor>[^|&<'\s\[\]{}]+(?: [^|&<'\s\[\]{}]+)*))?\]\](?P<simple_trail>[TRAIL]+)?)"
+    r"|(?<=\[)(?P<link>\[(?P<inner>[^\[\]\n]*)\]\](?P<trail>[TRAIL]+)?)"
+    r"|(?<=\[)(?P<external>(?:https?:|ftp:|mailto:|//)[^\s\[\]<>\"]*"
+    r"(?:[ \t]+(?P<label>[^\[\]\n]*(?:\[\[[^\[\]\n]*\]\][^\[\]\n]*)*))?\])"
+    r"|(?<=')(?P<quotes>'+)"
+    r"|(?<=&)(?P<entity>(?:[a-zA-Z][a-zA-Z0-9]*|#[0-9]+|#[xX][0-9a-fA-F]+);)"
+    r"|(?<=<)(?P<tag>/?[ \t]*(?P<tagname>[a-zA-Z][a-zA-Z0-9]*)\b[^<>]*>)"
+    r"|(?P<stray>(?<=\[)\[(?!\[)|(?<=\])\]|(?<=\{)\{|(?<=\})\}))"
 )
+_INLINE_BY_TRAIL: dict[str, re.Pattern] = {}
+
+
+def _inline_regex(language: str) -> re.Pattern:
+    trail = LINK_TRAILS.get(language, LINK_TRAILS["en"])
+    regex = _INLINE_BY_TRAIL.get(trail)
+    if regex is None:
+        regex = _INLINE_BY_TRAIL[trail] = re.compile(_INLINE_PATTERN.replace("TRAIL", trail))
+    return regex
+
+
 _ANCHOR_MARKUP = re.compile(
     r"'{2,}|(?P<entity>&(?:[a-zA-Z][a-zA-Z0-9]*|#[0-9]+|#[xX][0-9a-fA-F]+);)"
     r"|</?[ \t]*(?P<tagname>[a-zA-Z][a-zA-Z0-9]*)\b[^<>]*>"
 )
 _PIPE_TRICK_SUFFIX = re.compile(r"\s*(?:\([^()]*\)|,.*)$")
+_LINK_IN_LABEL = re.compile(r"\[\[([^\[\]\n]*)\]\]")
+# MediaWiki refuses "[[http://…]]" as an internal link (the inside is an external link).
+_URL_PROTOCOL = re.compile(r"(?i:https?:|ftp:|mailto:|//)")
 
 
-def _render_inline(text: str) -> tuple[str, list[tuple[int, int, str]]]:
-    """Render inline markup; returns the text and (start, end, target) link spans."""
+# Link boundaries are marked in the rendered text with two noncharacters, so the
+# whitespace pass can run as plain C-level substitutions and still find them.
+_LINK_START, _LINK_END = "\ufdd0", "\ufdd1"
+_LINK_MARKERS = re.compile("[\ufdd0\ufdd1]")
+# Bold/italic quotes, but not right after "]]", where they stop a link trail:
+# those stay for the inline pass. The literal first "'" lets the engine skip ahead.
+_QUOTES = re.compile(r"'(?<!'')(?<!\]\]')'+")
+
+
+_URL_TAIL = re.compile(r"[^\s\[\]<>\"{}|]+")
+
+
+def _remove_bare_urls(text: str) -> str:
+    """Drop "http://…", "https://…", "ftp://…" not opening an external link "[http://…]"."""
+    pieces, pos = [], 0
+    found = text.find("://")
+    while found >= 0:
+        for scheme in ("https", "http", "ftp"):
+            start = found - len(scheme)
+            if start >= pos and text.startswith(scheme, start):
+                break
+        else:
+            start = -1
+        tail = _URL_TAIL.match(text, found + 3)
+        if start >= pos and tail and (start == 0 or text[start - 1] != "["):
+            pieces.append(text[pos:start])
+            pos = tail.end()
+        found = text.find("://", max(found + 3, pos))
+    if not pieces:
+        return text
+    pieces.append(text[pos:])
+    return "".join(pieces)
+
+
+def _render_inline(text: str, language: str = "en") -> tuple[str, list[str]]:
+    """Render inline markup; returns the text, each link's anchor wrapped in
+    `_LINK_START` … `_LINK_END`, and the links' targets in order."""
+    if "://" in text:
+        text = _remove_bare_urls(text)
+    if "''" in text:
+        text = _QUOTES.sub("", text)  # bold and italic, in one C-level pass
     pieces: list[str] = []
-    links: list[tuple[int, int, str]] = []
-    length = pos = 0
-    for token in _INLINE.finditer(text):
-        if token.start() > pos:
-            pieces.append(text[pos : token.start()])
-            length += token.start() - pos
-        pos = token.end()
+    append = pieces.append
+    targets: list[str] = []
+    pos = 0
+    for token in _inline_regex(language).finditer(text):
+        start, end = token.span()
+        if start > pos:
+            append(text[pos:start])
+        pos = end
         kind = token.lastgroup
-        if kind == "link":
+        if kind == "simple":
+            title, anchor, trail = token.group("simple_title", "simple_anchor", "simple_trail")
+            targets.append(title[0].upper() + title[1:])
+            append(_LINK_START + (anchor or title) + (trail or "") + _LINK_END)
+        elif kind == "link":
             anchor, target = _parse_wikilink(token.group("inner"), token.group("trail") or "")
             stripped = anchor.strip()
             if target and stripped:
-                start = length + anchor.index(stripped[0])
-                links.append((start, start + len(stripped), target))
-            rendered = anchor
+                targets.append(target)
+                if stripped is anchor or stripped == anchor:
+                    append(_LINK_START + anchor + _LINK_END)
+                else:
+                    lead = anchor.index(stripped[0])
+                    append(anchor[:lead] + _LINK_START + stripped + _LINK_END + anchor[lead + len(stripped) :])
+            else:
+                append(anchor)
         elif kind == "external":
-            rendered = _clean_anchor(token.group("label") or "")
+            append(_render_label(token.group("label") or ""))
         elif kind == "entity":
-            rendered = html.unescape(token.group())
+            append(html.unescape(token.group()))
         elif kind == "tag":
-            rendered = _render_tag(token)
-        else:  # bare url, quotes, stray brackets
-            rendered = ""
-        pieces.append(rendered)
-        length += len(rendered)
-    pieces.append(text[pos:])
-    return "".join(pieces), links
+            append(_render_tag(token))
+        # quotes and stray brackets render as nothing
+    append(text[pos:])
+    return "".join(pieces), targets
+
+
+def _render_label(label: str) -> str:
+    """An external link's label; wikilinks in it are shown as their anchors."""
+    if "[[" in label:
+        label = _LINK_IN_LABEL.sub(lambda m: _parse_wikilink(m.group(1), "")[0], label)
+    return _clean_anchor(label)
 
 
 def _render_tag(tag: re.Match) -> str:
@@ -370,10 +491,17 @@ def _render_tag(tag: re.Match) -> str:
     return " " if name in ("br", "hr", "p", "li", "div") else ""
 
 
+_SIMPLE_LINK = re.compile(r"[^|:&<'#_\s]+(?: [^|:&<'#_\s]+)*")
+
+
 def _parse_wikilink(inner: str, trail: str) -> tuple[str, str]:
     """(visible anchor, normalized target or '' when it is no article link)."""
+    if _SIMPLE_LINK.fullmatch(inner):  # [[plain title]]: most links
+        return inner + trail, inner[0].upper() + inner[1:]
     target_text, pipe, anchor = inner.partition("|")
     bare = target_text.strip().lstrip(":").strip()
+    if _URL_PROTOCOL.match(bare):
+        return _clean_anchor(bare.partition(" ")[2] if not pipe else ""), ""
     prefix, colon, _ = bare.partition(":")
     prefix = prefix.strip()
     is_interwiki = bool(colon) and (
@@ -413,69 +541,193 @@ def _render_anchor_markup(token: re.Match) -> str:
 
 # ---------------------------------------------------------------- 8 whitespace
 
-_LOOSE_WHITESPACE = re.compile(r"[^\S ]\s*| \s+")  # any run but a lone " "
+# Three C-level passes, each with a literal or class prefix the regex engine can
+# skip ahead to: other whitespace becomes " ", runs of spaces one " ", runs
+# holding a newline one "\n".
+_OTHER_SPACE = re.compile(r"[\t\x0b-\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+_SPACE_RUN = re.compile("  +")
+_NEWLINE_RUN = re.compile(r"\n[ \n]*")
 
 
-def _compact_whitespace(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, list[Link]]:
-    """Collapse whitespace (a run with a newline becomes one "\\n"), remapping spans."""
-    leading = len(text) - len(text.lstrip())
-    text = text.strip()  # spans never start or end in whitespace: anchors are stripped
-    spans = [(start - leading, end - leading, target) for start, end, target in spans]
-    pieces: list[str] = []
-    run_ends: list[int] = []
-    removed_before: list[int] = []
-    removed = pos = 0
-    for run in _LOOSE_WHITESPACE.finditer(text):
-        replacement = "\n" if "\n" in run.group() else " "
-        pieces.append(text[pos : run.start()])
-        pieces.append(replacement)
-        pos = run.end()
-        removed += run.end() - run.start() - len(replacement)
-        run_ends.append(run.end())
-        removed_before.append(removed)
-    pieces.append(text[pos:])
-    compact = "".join(pieces)
-
-    def remap(offset: int) -> int:
-        runs = bisect_right(run_ends, offset)
-        return offset - (removed_before[runs - 1] if runs else 0)
-
+def _compact_whitespace(text: str, targets: list[str]) -> tuple[str, list[Link]]:
+    """Collapse whitespace (a run with a newline becomes one "\\n") and turn the
+    link markers into `Link` spans. Markers sit next to an anchor's first and last
+    non-space characters, so no whitespace run contains one."""
+    text = _OTHER_SPACE.sub(" ", text)
+    text = _NEWLINE_RUN.sub("\n", _SPACE_RUN.sub(" ", text)).replace(" \n", "\n").strip()
+    if not targets:
+        return text, []
+    parts = text.split(_LINK_START)
+    pieces = [parts[0]]
     links = []
-    for start, end, target in spans:
-        start, end = remap(start), remap(end)
-        links.append(Link(start, end, target, compact[start:end]))
-    return compact, links
+    position = len(parts[0])
+    for target, part in zip(targets, parts[1:]):
+        anchor, _, rest = part.partition(_LINK_END)
+        end = position + len(anchor)
+        links.append(_new_link((position, end, target, anchor)))
+        pieces += (anchor, rest)
+        position = end + len(rest)
+    return "".join(pieces), links
 
 
 # ---------------------------------------------------------------- public API
 
 
-def wikitext_to_text(wikitext: str) -> tuple[str, list[Link]]:
+def wikitext_to_text(wikitext: str, language: str = "en") -> tuple[str, list[Link]]:
     """Plain text of a page (paragraphs separated by "\\n") and its wikilink spans."""
     if _REDIRECT.match(wikitext):
         return "", []
+    if _LINK_START in wikitext or _LINK_END in wikitext:
+        wikitext = _LINK_MARKERS.sub("", wikitext)
     text = _remove_comments(wikitext)
     text = _escape_nowiki(text)
     text = _remove_extension_blocks(text)
     text = _remove_templates_and_tables(text)
     text = _remove_hidden_links(text)
     text = _remove_line_markup(text)
-    rendered, spans = _render_inline(text)
-    return _compact_whitespace(rendered, spans)
+    rendered, targets = _render_inline(text, language)
+    return _compact_whitespace(rendered, targets)
 
 
 # ---------------------------------------------------------------- sentences
+#
+# A candidate cut is a run of ".", "!", "?" or "…", optionally followed by closing
+# quotes or brackets, then a space; it is a sentence end when the next character
+# is uppercase, a digit or an opening quote/bracket, it is not inside a link, and
+# a single "." is not the period of an abbreviation. Abbreviations come in three
+# kinds per language (`SentenceRules`):
+#
+# * never final: "Dr.", "e.g.", "St.": they always lead into more words;
+# * before a number: "No. 5", "p. 12", "Jan. 5": not final when a digit or a
+#   Roman numeral follows, ordinary words otherwise ("The answer was no. Then …");
+# * maybe final: "Inc.", "etc.", "Jr.", "U.S.", "пр.н.е.": final only when the
+#   next word is a common sentence starter of the language ("… in the U.S. The
+#   war" splits, "the U.S. Army" does not).
+#
+# Shape rules hold in every language: a single uppercase letter is an initial
+# ("J. R. R. Tolkien") and dotted letter groups ("U.S.", "т.е.") are abbreviations,
+# both maybe final; numbers with a decimal point never see a cut (no space
+# after the point). A "." followed by a closing quote or bracket ends the
+# sentence: `He said "Stop." Then …`, `(see above.) Next …`. An unknown language
+# uses the shape rules only, with no sentence starters.
 
-ABBREVIATIONS = frozenset(
-    "Mr Mrs Ms Messrs Dr Prof St Ste Jr Sr Sen Rep Gov Gen Col Lt Sgt Capt Cmdr Adm Maj "
-    "Rev Hon Fr Mt Ft No Nos Vol Vols Fig Figs Ch Pp Op Inc Ltd Co Corp Bros Ave Blvd "
-    "Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec "
-    "vs v c ca cf e.g i.e al approx fl pp p ed eds vol no op viz esp incl est dept".split()
+
+@dataclass(frozen=True)
+class SentenceRules:
+    never_final: frozenset[str] = frozenset()
+    before_number: frozenset[str] = frozenset()
+    maybe_final: frozenset[str] = frozenset()
+    starters: frozenset[str] = frozenset()
+    lowercase_letters_are_abbreviations: bool = True  # "c. 1900", "b. 1950"; not bg ("1916 г.")
+    ordinal_numbers: bool = False  # de "am 3. Oktober": a small number + "." may be an ordinal
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_LATIN = "ca cf ibid op viz approx vs v c fl"
+SENTENCE_RULES: dict[str, SentenceRules] = {
+    "en": SentenceRules(
+        never_final=_words(
+            _LATIN + " Mr Mrs Ms Messrs Mmes Mme Mlle Dr Drs Prof St Ste Sts Mt Ft Sen Rep Gov Gen "
+            "Col Lt Sgt Capt Cmdr Cdr Adm Maj Brig Cpl Pvt Rev Revd Hon Pres Supt Insp Atty Msgr Fr "
+            "e.g i.e a.k.a esp incl est dept univ assn assoc ed eds trans abbr orig repr var lit"
+        ),
+        before_number=_words(
+            "No Nos no nos Nr nr Vol Vols vol vols Fig Figs fig figs Ch ch Chap chap Art art "
+            "Pp pp p Sec sec Sect sect Para para Pt pt Ex ex Op op Jan Feb Mar Apr Jun Jul "
+            "Aug Sep Sept Oct Nov Dec Rte Hwy"
+        ),
+        maybe_final=_words(
+            "Inc Ltd Co Corp Bros Plc Jr Sr Esq etc al cit seq Ave Blvd Rd Sq Ln Pl Ct "
+            "a.m p.m A.D B.C B.C.E C.E U.S U.K U.N U.S.A U.S.S.R D.C Ph.D M.D B.A M.A"
+        ),
+        starters=_words(
+            "The This That These Those There Their They Then Thus Today He She It Its His Her "
+            "We Our You Your In On At By For From To After Before During Since Until Although "
+            "Though While When Where Whereas However But And Or Nor So Yet Also As If Because "
+            "Despite Following Many Most Some Several Other Others Each Every Both Such One Two "
+            "Three Another Later Meanwhile Nevertheless Moreover Furthermore Finally First Second "
+            "Instead Indeed Under Over Between Among Within Without According Unlike Like Upon"
+        ),
+    ),
+    "de": SentenceRules(
+        never_final=_words(
+            _LATIN + " Dr Prof Hr Hrn Fr Frl St Dipl Ing Mag z.B z.b d.h u.a o.ä u.ä s.o s.u "
+            "vgl Vgl bzw evtl ggf inkl insb sog geb gest verh gegr Bd Bde Hg Hrsg hrsg ca "
+            "zzgl abzgl allg bspw eigtl Abk v n"
+        ),
+        before_number=_words("Nr Nrn Abs Art Kap Bd Jan Feb Mär Apr Aug Sep Sept Okt Nov Dez Tel"),
+        maybe_final=_words("usw etc u.a Jh Jhd Jhdt Mio Mrd Tsd Chr Str GmbH AG e.V a.D"),
+        starters=_words(
+            "Der Die Das Den Dem Des Ein Eine Einer Er Sie Es Wir Ihr Im In Am An Auf Aus Bei "
+            "Mit Nach Seit Von Vor Zum Zur Als Auch Aber Doch Dies Diese Dieser Dieses Damit "
+            "Danach Dabei Dort Heute Jedoch Nachdem Obwohl Während Wenn Weil So Zudem Außerdem "
+            "Später Seine Sein Ihre Ihr"
+        ),
+        ordinal_numbers=True,
+    ),
+    "fr": SentenceRules(
+        never_final=_words(
+            _LATIN + " M MM Mme Mmes Mlle Mlles Dr Pr Me Mgr St Ste av apr env cf c.-à-d "
+            "c-à-d ex éd dir coll trad préf"
+        ),
+        before_number=_words("p pp t vol no n° chap art fig janv févr avr juil sept oct nov déc"),
+        maybe_final=_words("etc J.-C Cie"),
+        starters=_words(
+            "Le La Les Un Une Des Il Elle Ils Elles On Ce Cet Cette Ces En Dans Au Aux Par Pour "
+            "Sur Depuis Après Avant Pendant Mais Et Ou Donc Or Ainsi Alors Cependant Puis Selon "
+            "Son Sa Ses Leur Leurs Lors Enfin Aujourd'hui"
+        ),
+    ),
+    "es": SentenceRules(
+        never_final=_words(
+            _LATIN + " Sr Sra Srta Sres Dr Dra Lic Ing Prof Arq Ud Uds Vd Vds Excmo Excma Ilmo "
+            "Sto Sta Gral p.ej ej aprox ca pág págs cap vol núm tel"
+        ),
+        before_number=_words("p pp pág págs núm n.º art cap vol ene feb mar abr jun jul ago sep oct nov dic"),
+        maybe_final=_words("etc a.C d.C a.m p.m EE.UU S.A Cía"),
+        starters=_words(
+            "El La Los Las Un Una Unos Unas En Este Esta Estos Estas Ese Esa Se Su Sus Por Para "
+            "Con Desde Durante Después Antes Tras Pero Sin Aunque Cuando Como Así También Sin "
+            "Según Además Entre Hoy Ya Él Ella Ellos Ellas Allí"
+        ),
+    ),
+    "bg": SentenceRules(
+        never_final=_words(
+            "т.е Т.е т.нар Т.нар напр Напр вж Вж ср срв Срв проф акад доц ген полк ст.н.с "
+            "св с р гр о ул бул пл пк кв обл общ англ лат гр нем фр рус ит исп ез"
+        ),
+        before_number=_words("ок стр бр т № ч кн изд ал чл ян фев авг септ окт ноем дек"),
+        maybe_final=_words("т.н и.т.н др пр.н.е н.е сл.н.е хил млн млрд лв ЕООД ООД АД"),
+        starters=_words(
+            "Той Тя То Те Това Тази Този Тези Там Тук Така Тогава През При След Преди По На Във "
+            "От До За Според Но Като Когато Въпреки Освен Също Днес Сега Обаче Има Няма Не Се "
+            "Най Неговият Негова Неговата Нейният Техните Първият Първата Още Докато Макар Затова "
+            "Поради Чрез Между Около Там Един Една Едно Някои Много Всички"
+        ),
+        lowercase_letters_are_abbreviations=False,
+    ),
+}
+GENERIC_RULES = SentenceRules()
+
+# kept for callers of the earlier module: the English abbreviations of all kinds
+ABBREVIATIONS = (
+    SENTENCE_RULES["en"].never_final | SENTENCE_RULES["en"].before_number | SENTENCE_RULES["en"].maybe_final
 )
-_SENTENCE_CUT = re.compile(r"\n|[.!?]+[\"'”’»)\]]*[ \t]+")
-_DOTTED_INITIALS = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
-_OPENING_CHARS = frozenset("\"'“‘«([")
-_WORD_PREFIX_CHARS = "(\"'“‘«["
+
+# "\n", or end punctuation, closing quotes or brackets and a space; the leading
+# class lets the regex engine skip ahead between candidates.
+_SENTENCE_CUT = re.compile(
+    r"[\n.!?…](?:(?<=\n)|(?P<punctuation>[.!?…]*(?:[\"'”’“)\]]|[ \u00a0\u202f]?»)*)[ \t]+)"
+)
+_CLOSERS = "\"'”’“)]»"
+_DOTTED = re.compile(r"(?:[^\W\d_]+\.-?)+[^\W\d_]+")  # "U.S", "e.g", "т.нар", "J.-C"
+_ROMAN = re.compile(r"[IVXLC]+\b")
+_NEXT_WORD = re.compile(r"[\"'“‘«„(\[]*([^\s.,;:!?\"'”’»)\]]*)")
+_OPENING_CHARS = frozenset("\"'“‘«„([")
+_WORD_PREFIX_CHARS = "(\"'“‘«„["
 
 
 def split_sentences(
@@ -484,17 +736,23 @@ def split_sentences(
     min_chars: int = 20,
     max_chars: int = 1000,
     stats: Counter | None = None,
+    language: str = "en",
 ) -> list[tuple[str, list[Link]]]:
-    """Split text into sentences on "\\n" and on .!? before an uppercase start.
+    """Split text into sentences on "\\n" and on .!?… before an uppercase start.
 
+    Abbreviations, initials, decimals, quotes and brackets are handled with the
+    rules of `language` (en, de, fr, es, bg; other codes get shape rules only).
     Returns the sentences whose length is within [min_chars, max_chars], each with
     the links lying fully inside it, offsets re-based to the sentence. When `stats`
     is given, its "kept", "too_short" and "too_long" counts are incremented.
     """
-    ordered = sorted(links, key=lambda link: link.start)
-    link_starts = [link.start for link in ordered]
+    rules = SENTENCE_RULES.get(language.split("-", 1)[0].lower(), GENERIC_RULES)
+    ordered = sorted(links)  # tuples: by start first; already sorted when from wikitext_to_text
+    link_starts = list(map(_link_start, ordered))
+    link_count = len(ordered)
     sentences = []
-    for start, end in _sentence_bounds(text, ordered, link_starts):
+    next_link = 0
+    for start, end in _sentence_bounds(text, ordered, link_starts, rules):
         length = end - start
         if length < min_chars or length > max_chars:
             if stats is not None:
@@ -502,44 +760,63 @@ def split_sentences(
             continue
         if stats is not None:
             stats["kept"] += 1
-        sentences.append((text[start:end], _links_within(ordered, link_starts, start, end)))
+        while next_link < link_count and link_starts[next_link] < start:
+            next_link += 1
+        inside = []
+        while next_link < link_count and link_starts[next_link] < end:
+            link = ordered[next_link]
+            if link.end <= end:
+                inside.append(_new_link((link.start - start, link.end - start, link.target, link.anchor)))
+            next_link += 1
+        sentences.append((text[start:end], inside))
     return sentences
 
 
-def _sentence_bounds(text: str, links: list[Link], link_starts: list[int]):
-    """Yield stripped, non-empty (start, end) sentence spans."""
+def _sentence_bounds(text: str, links: list[Link], link_starts: list[int], rules: SentenceRules):
+    """Stripped, non-empty (start, end) sentence spans, in order."""
+    bounds: list[tuple[int, int]] = []
     begin = 0
+    text_length = len(text)
     for cut in _SENTENCE_CUT.finditer(text):
-        if cut.group() == "\n":
-            end, next_begin = cut.start(), cut.end()
+        cut_start = cut.start()
+        end = cut.end("punctuation")
+        if end < 0:  # "\n"
+            end, next_begin = cut_start, cut_start + 1
         else:
-            end, next_begin = cut.start() + len(cut.group().rstrip(" \t")), cut.end()
-            if not _is_sentence_end(text, cut.start(), end, next_begin, links, link_starts):
+            next_begin = cut.end()
+            if next_begin < text_length and not _is_sentence_end(
+                text, cut_start, end, next_begin, links, link_starts, rules
+            ):
                 continue
-        yield from _stripped(text, begin, end)
+        if begin < end and not (text[begin].isspace() or text[end - 1].isspace()):
+            bounds.append((begin, end))  # the usual case: compacted text
+        else:
+            _add_stripped(bounds, text, begin, end)
         begin = next_begin
-    yield from _stripped(text, begin, len(text))
+    _add_stripped(bounds, text, begin, text_length)
+    return bounds
 
 
-def _stripped(text: str, start: int, end: int):
+def _add_stripped(bounds: list, text: str, start: int, end: int) -> None:
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
         end -= 1
     if end > start:
-        yield start, end
+        bounds.append((start, end))
 
 
-def _is_sentence_end(text, punct_start, end, next_begin, links, link_starts) -> bool:
-    if next_begin >= len(text):
-        return True
+def _is_sentence_end(text, punct_start, end, next_begin, links, link_starts, rules) -> bool:
     following = text[next_begin]
     if not (following.isupper() or following.isdigit() or following in _OPENING_CHARS):
         return False
-    if _inside_link(end, links, link_starts):
-        return False
-    is_single_period = text[punct_start] == "." and not text.startswith("..", punct_start)
-    return not (is_single_period and _is_abbreviation(_word_before(text, punct_start)))
+    if links:  # not inside a link; links do not overlap, so only the last one starting before can hold it
+        index = bisect_left(link_starts, end) - 1
+        if index >= 0 and links[index].end > end:
+            return False
+    if end - punct_start > 1 or text[punct_start] != ".":
+        return True  # "!", "?", an ellipsis, or a period closed by a quote or bracket
+    return not _is_abbreviation(_word_before(text, punct_start), text, next_begin, rules)
 
 
 def _word_before(text: str, pos: int) -> str:
@@ -547,24 +824,32 @@ def _word_before(text: str, pos: int) -> str:
     return text[word_start:pos].lstrip(_WORD_PREFIX_CHARS)
 
 
-def _is_abbreviation(word: str) -> bool:
+def _is_abbreviation(word: str, text: str, next_begin: int, rules: SentenceRules) -> bool:
+    """Whether the "." after `word` is an abbreviation's, so no sentence ends there."""
+    if not word:
+        return False
+    if word in rules.never_final or (word[0].isupper() and word[0].lower() + word[1:] in rules.never_final):
+        return True
+    if word in rules.before_number:
+        return _following_is_number(text, next_begin)
+    if word in rules.maybe_final:
+        return not _starts_sentence(text, next_begin, rules)
+    if word.isdigit():  # de "am 3. Oktober"
+        return rules.ordinal_numbers and len(word) <= 3 and not _starts_sentence(text, next_begin, rules)
     if len(word) == 1:
-        return word.isalpha()  # initials: "J. R. R. Tolkien"
-    return word in ABBREVIATIONS or _DOTTED_INITIALS.fullmatch(word) is not None
+        if word.isupper():  # an initial: "J. R. R. Tolkien"; "World War I. The war …" splits
+            return not _starts_sentence(text, next_begin, rules)
+        return word.isalpha() and rules.lowercase_letters_are_abbreviations
+    if "." in word and _DOTTED.fullmatch(word):  # "U.S.", "a.m.", "т.нар."
+        return not _starts_sentence(text, next_begin, rules)
+    return False
 
 
-def _inside_link(offset: int, links: list[Link], link_starts: list[int]) -> bool:
-    index = bisect_left(link_starts, offset) - 1
-    # links do not overlap, so only the last link starting before offset can hold it
-    return index >= 0 and links[index].end > offset
+def _following_is_number(text: str, pos: int) -> bool:
+    return text[pos].isdigit() or _ROMAN.match(text, pos) is not None
 
 
-def _links_within(links: list[Link], link_starts: list[int], start: int, end: int) -> list[Link]:
-    inside = []
-    for index in range(bisect_left(link_starts, start), len(links)):
-        link = links[index]
-        if link.start >= end:
-            break
-        if link.end <= end:
-            inside.append(Link(link.start - start, link.end - start, link.target, link.anchor))
-    return inside
+def _starts_sentence(text: str, pos: int, rules: SentenceRules) -> bool:
+    """Whether the word at `pos` is one that commonly opens a sentence ("The", "Той")."""
+    word = _NEXT_WORD.match(text, pos).group(1)
+    return len(word) > 1 and word in rules.starters

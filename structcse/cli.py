@@ -68,7 +68,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         ray.init(configure_logging=False)
     log(f"[2/{steps}] ingest with Ray Data -> {out / 'sets'}")
     manifest = run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
-                                       out=str(out / "sets"), seed=seed, streams_per_shard=1), log=log)
+                                       out=str(out / "sets"), seed=seed, shard_bytes=1), log=log)
 
     log(f"[3/{steps}] tiny BERT with a WordPiece vocabulary trained on the ingested sentences -> {out / 'models/base'}")
     sentences = pads.dataset(sorted((out / "sets" / "sentences").glob("*.parquet"))).to_table(columns=["sentence"])

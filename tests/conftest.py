@@ -51,7 +51,7 @@ def demo_sets(demo_world, ray_session, tmp_path_factory):
             wikipedia=[str(demo_world.wikipedia_dump)],
             wikidata=[str(demo_world.wikidata_dump)],
             out=str(out),
-            streams_per_shard=1,
+            shard_bytes=1,
         )
     )
     return out, manifest

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from ingest import multistream
 from ingest.demo_world import DemoWorld, generate_demo_world, load_demo_world
+from ingest.wikipedia import Page, parse_pages
+from ingest.wikitext import normalize_title, split_sentences, wikitext_to_text
 from tests.conftest import REPO
 
 MEDIAWIKI_NS = "{http://www.mediawiki.org/xml/export-0.11/}"
@@ -88,7 +91,8 @@ def test_multistream_index_covers_every_page_once(world):
     header = read_stream(data, 0, rows[0][0])
     assert header.startswith('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/"')
     siteinfo = ET.fromstring(header + "</mediawiki>").find(MEDIAWIKI_NS + "siteinfo")
-    assert siteinfo.findtext(MEDIAWIKI_NS + "dbname") == "demowiki"
+    assert siteinfo.findtext(MEDIAWIKI_NS + "dbname") == "enwiki"
+    assert world.wikipedia_dump.name.split("-")[0] == world.wikipedia_index.name.split("-")[0] == "enwiki"
     namespaces = {n.get("key"): n.text for n in siteinfo.iter(MEDIAWIKI_NS + "namespace")}
     assert namespaces["14"] == "Category" and namespaces["0"] is None
 
@@ -154,6 +158,82 @@ def test_wikidata_dump_matches_the_articles(world):
     assert any(e["type"] == "item" and "enwiki" not in e["sitelinks"] for e in entities)
     company = by_id[next(r["qid"] for r in truth["entities"] if r["kind"] == "company")]
     assert {"P17", "P452", "P112"} <= set(company["claims"])
+
+
+def dewiki_pages(world: DemoWorld) -> tuple[str, list[tuple[int, int, str]], list[tuple[int, Page]]]:
+    """The German dump read the way ingest reads it: (header, index rows, (stream offset, page) per page)."""
+    rows = multistream.read_index(str(world.dewiki_index))
+    ranges = multistream.stream_ranges(rows, world.dewiki_dump.stat().st_size)
+    pages = []
+    with open(world.dewiki_dump, "rb") as f:
+        header = bz2.BZ2Decompressor().decompress(f.read(ranges[0].start)).decode("utf-8")
+        for stream in ranges:
+            parsed = list(parse_pages(multistream.read_stream(f, stream).decode("utf-8")))
+            assert all(isinstance(page, Page) for page in parsed)
+            assert tuple(page.page_id for page in parsed) == stream.page_ids
+            pages += [(stream.start, page) for page in parsed]
+    return header, rows, pages
+
+
+def test_dewiki_dump_parses_and_its_index_matches_its_pages(world):
+    header, rows, pages = dewiki_pages(world)
+    assert world.dewiki_dump.name.split("-")[0] == world.dewiki_index.name.split("-")[0] == "dewiki"
+    siteinfo = ET.fromstring(header + "</mediawiki>").find(MEDIAWIKI_NS + "siteinfo")
+    assert siteinfo.findtext(MEDIAWIKI_NS + "dbname") == "dewiki"
+    namespaces = {n.get("key"): n.text for n in siteinfo.iter(MEDIAWIKI_NS + "namespace")}
+    assert namespaces["14"] == "Kategorie" and namespaces["10"] == "Vorlage" and namespaces["0"] is None
+    assert [(offset, page.page_id, page.title) for offset, page in pages] == rows
+    assert len({offset for offset, _, _ in rows}) >= 2, "several page streams"
+    assert len({page.page_id for _, page in pages}) == len(pages) == world.dewiki_num_pages
+    counts = world.ground_truth()["counts"]
+    assert counts["dewiki_pages"] == counts["dewiki_articles"] + counts["dewiki_redirects"] == len(pages)
+    assert 30 <= counts["dewiki_articles"] <= 60
+    assert all(page.ns == 0 for _, page in pages)
+    data = world.dewiki_dump.read_bytes()
+    assert bz2.decompress(data).decode("utf-8").endswith("  </page>\n</mediawiki>\n")
+
+
+def test_dewiki_sitelinks_name_german_articles(world):
+    _, _, pages = dewiki_pages(world)
+    articles = {page.title for _, page in pages if page.redirect is None}
+    truth = world.ground_truth()
+    entities = wikidata_entities(world)
+    sitelinks = {e["id"]: e["sitelinks"]["dewiki"]["title"] for e in entities
+                 if "dewiki" in e.get("sitelinks", {})}
+    assert sitelinks == truth["dewiki_titles"]
+    assert set(sitelinks.values()) == articles
+    by_id = {e["id"]: e for e in entities}
+    enwiki = {qid: e["sitelinks"]["enwiki"]["title"] for qid, e in by_id.items()
+              if "enwiki" in e.get("sitelinks", {})}
+    renamed = {qid for qid, title in sitelinks.items() if qid in enwiki and enwiki[qid] != title}
+    assert renamed, "some German titles differ from the English ones"
+    assert any(title.endswith(" (Unternehmen)") for title in sitelinks.values())
+    assert any(qid not in enwiki for qid in sitelinks), "some items have only a German article"
+    kinds = {record["kind"] for record in truth["entities"] if record["qid"] in sitelinks}
+    assert kinds == {"country", "city", "industry", "company", "person"}
+    for qid, title in sitelinks.items():
+        label = by_id[qid]["labels"]["de"]["value"]
+        assert title == label or title.startswith(label + " (")
+
+
+def test_dewiki_redirects_and_links_resolve(world):
+    _, _, pages = dewiki_pages(world)
+    articles = {page.title: page for _, page in pages if page.redirect is None}
+    redirects = {page.title: page.redirect for _, page in pages if page.redirect is not None}
+    assert redirects and redirects == world.ground_truth()["dewiki_redirects"]
+    assert all(target in articles for target in redirects.values())
+    through_redirects = 0
+    for page in articles.values():
+        text, links = wikitext_to_text(page.wikitext)
+        sentences = split_sentences(text, links, min_chars=0)
+        assert sentences, page.title
+        for sentence, sentence_links in sentences:
+            assert len(sentence) >= 30 and sentence_links, (page.title, sentence)
+        for link in links:
+            target = normalize_title(link.target)
+            assert target in articles or target in redirects, (page.title, link)
+            through_redirects += target in redirects
+    assert through_redirects > 0
 
 
 def test_sts_files_follow_the_stsbenchmark_layout(world):

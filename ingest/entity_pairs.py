@@ -1,0 +1,449 @@
+"""Pass 2 of ingest: EASE entity pairs as distributed joins and aggregations.
+
+Inputs are pass 1's files: ``_work/mentions`` (one row per sentence and link
+target), ``_work/redirects``, the ``wikidata`` set and the ``sentences`` set.
+Every step is a Ray Data ``groupby(key).map_groups(...)`` over the union of
+the two sides of a join (a reduce-side join on Ray Data's sort shuffle), so no
+table of dump size ever sits on one node:
+
+1. titles: redirects joined to Wikidata sitelinks on (wiki, target) gives
+   (wiki, title) -> QID for every title and every redirect, in every
+   configured wiki (multilingual EASE: 18 wikis map to one QID space);
+2. mentions joined to titles on (wiki, title) gives each link its QID; link
+   counts per entity are a Ray Data ``groupby("qid").count()``;
+3. the entity vocabulary: entities linked more than the threshold with a P31
+   type, in QID order (its rows are the rows of the trainable entity table;
+   it is bounded by the model, not by the dump, and is written by the driver
+   from a sorted stream);
+4. each page's set of linked entities (grouped by page), so a hard negative
+   is never an entity linked on the same page;
+5. per entity (grouped by QID): the vocabulary row, the per-entity cap
+   (a seeded sample, global over the dump), and the choice of a P31 type and
+   ``negative_candidates`` random member slots of that type;
+6. candidate slots joined to the numbered members of each type;
+7. per pair: the first candidate that is neither the positive nor linked on
+   the page;
+8. pairs joined back to their sentence text, grouped by a hash bucket of the
+   page, each bucket written as one ``entity_pairs/part-NNNNN.parquet``.
+
+Every group is sorted before it is used and every random choice is seeded by
+the row's own key, so the output is byte-identical for the same input no
+matter how Ray partitions the shuffles. Every link mention is counted: as a
+pair, or under the reason it gave none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections import Counter
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import ray
+
+from ingest import schemas
+from ingest.units import write_table
+from ingest.wikitext import normalize_title
+
+_STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(pa.string()), pa.list_(pa.int64())
+
+
+def _schema(**columns) -> pa.Schema:
+    return pa.schema([pa.field(name, kind) for name, kind in columns.items()])
+
+
+def stable_hash(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def _align(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with ``schema``'s columns in order, missing ones null: the two
+    sides of a reduce-side join must share one schema."""
+    columns = [
+        table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _out(rows: list[dict], schema: pa.Schema) -> list[dict]:
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _read_files(batch: pa.Table, columns: list[str] | None) -> pa.Table:
+    return pa.concat_tables([pq.read_table(p, columns=columns) for p in batch["path"].to_pylist()])
+
+
+def read_set(path: str, columns: list[str] | None = None):
+    """A parquet file or folder as a Dataset, one read task per file. (Ray
+    Data's ``read_parquet`` costs ~2 s of metadata work per call on a small
+    set; the files here are written by this job and sized by it.)"""
+    fs, local = fsspec.core.url_to_fs(path)
+    files = sorted(fs.glob(f"{local}/*.parquet")) if fs.isdir(local) else [local]
+    files = [fs.unstrip_protocol(f) if "://" in path else f for f in files]
+    return ray.data.from_items([{"path": f} for f in files], override_num_blocks=max(1, len(files))).map_batches(
+        _read_files, batch_format="pyarrow", batch_size=1, fn_kwargs={"columns": columns})
+
+
+def _key_of(row: dict, key: list[str]) -> tuple:
+    return tuple(row[k] for k in key)
+
+
+def _with_bucket(batch: pa.Table, key: list[str], buckets: int) -> pa.Table:
+    columns = [batch[k].to_pylist() for k in key]
+    hashes = [stable_hash("\x1f".join(map(str, values))) % buckets for values in zip(*columns)]
+    return batch.append_column("_bucket", pa.array(hashes, _INT))
+
+
+def _per_key(bucket: pa.Table, key: list[str], fn, schema: pa.Schema, kwargs: dict) -> pa.Table:
+    groups: dict[tuple, list[dict]] = {}
+    for row in bucket.drop_columns(["_bucket"]).to_pylist():
+        groups.setdefault(_key_of(row, key), []).append(row)
+    out: list[dict] = []
+    for k in sorted(groups):
+        out.extend(fn(groups[k], **kwargs))
+    return _out(out, schema)
+
+
+def _groupby_map(ds, key: str | list[str], fn, schema: pa.Schema, partitions: int, **kwargs):
+    """``fn(rows_of_one_key, **kwargs) -> rows`` for every value of ``key``.
+
+    Rows are shuffled on a hash bucket of the key (Ray Data's sort shuffle on
+    one int column) and each bucket is split by key in Python: one call per
+    bucket, not per key, because a Ray Data call per tiny group (one per page
+    or per pair) costs milliseconds and there are millions of them."""
+    key = [key] if isinstance(key, str) else list(key)
+    return (
+        ds.map_batches(_with_bucket, batch_format="pyarrow", fn_kwargs={"key": key, "buckets": partitions})
+        .groupby("_bucket", num_partitions=partitions)
+        .map_groups(_per_key, batch_format="pyarrow",
+                    fn_kwargs={"key": key, "fn": fn, "schema": schema, "kwargs": kwargs})
+    )
+
+
+# ---------------------------------------------------------------- 1. titles -> QID
+
+TITLE_SIDES = _schema(wiki=_STR, key=_STR, title=_STR, qid=_STR, direct=_BOOL)
+TITLE_QIDS = _schema(wiki=_STR, title=_STR, qid=_STR, direct=_BOOL)
+
+
+def _redirect_side(batch: pa.Table) -> pa.Table:
+    return _align(batch.rename_columns(["wiki", "title", "key"]), TITLE_SIDES)
+
+
+def _sitelink_side(batch: pa.Table, wikis: list[str]) -> pa.Table:
+    rows = []
+    for qid, sitelinks in zip(batch["qid"].to_pylist(), batch["sitelinks"].to_pylist()):
+        for link in sitelinks or ():
+            if link["wiki"] in wikis:
+                title = normalize_title(link["title"])
+                rows.append({"wiki": link["wiki"], "key": title, "title": title, "qid": qid, "direct": True})
+    return _out(rows, TITLE_SIDES)
+
+
+def _resolve_titles(rows: list[dict]) -> list[dict]:
+    rows = sorted(rows, key=lambda r: (not r["direct"], r["title"], r["qid"] or ""))
+    qid = rows[0]["qid"] if rows[0]["direct"] else None
+    if qid is None:  # a redirect to a page without a Wikidata item (or a double redirect)
+        return []
+    return [{"wiki": r["wiki"], "title": r["title"], "qid": qid, "direct": bool(r["direct"])} for r in rows]
+
+
+# ---------------------------------------------------------------- 2. mentions -> QID
+
+MENTION_SIDES = _schema(wiki=_STR, title=_STR, qid=_STR, direct=_BOOL, page_id=_INT, sentence_index=_INT)
+RESOLVED = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, qid=_STR)
+
+
+def _resolve_mentions(rows: list[dict]) -> list[dict]:
+    titles = sorted((r for r in rows if r["page_id"] is None), key=lambda r: (not r["direct"], r["qid"]))
+    qid = titles[0]["qid"] if titles else None  # a title's own sitelink beats a redirect's
+    mentions = sorted((r for r in rows if r["page_id"] is not None), key=lambda r: (r["page_id"], r["sentence_index"]))
+    return [{"wiki": m["wiki"], "page_id": m["page_id"], "sentence_index": m["sentence_index"], "qid": qid}
+                 for m in mentions]
+
+
+# ---------------------------------------------------------------- 3. the vocabulary
+
+VOCAB_SIDES = _schema(qid=_STR, link_count=_INT, title=_STR, types=_STRS)
+
+
+def _wikidata_side(batch: pa.Table, wikis: list[str], type_property: str) -> pa.Table:
+    rows = []
+    for qid, sitelinks, claims in zip(batch["qid"].to_pylist(), batch["sitelinks"].to_pylist(),
+                                      batch["claims"].to_pylist()):
+        titles = {link["wiki"]: link["title"] for link in sitelinks or ()}
+        title = next((titles[w] for w in wikis if w in titles), None)
+        types = [c["value"] for c in claims or () if c["property"] == type_property]
+        rows.append({"qid": qid, "title": normalize_title(title) if title else None, "types": types})
+    return _out(rows, VOCAB_SIDES)
+
+
+def _eligible(rows: list[dict], threshold: int) -> list[dict]:
+    count = sum(r["link_count"] or 0 for r in rows)
+    item = next((r for r in rows if r["link_count"] is None), None)
+    if item is None or count <= threshold or not item["types"] or not item["title"]:
+        return []
+    return [{"qid": item["qid"], "link_count": count, "title": item["title"],
+                  "types": sorted(set(item["types"]))}]
+
+
+# ---------------------------------------------------------------- 4. entities on each page
+
+PAGE_MENTIONS = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, qid=_STR, page_qids=_STRS)
+
+
+def _with_page_entities(rows: list[dict]) -> list[dict]:
+    page_qids = sorted({r["qid"] for r in rows})
+    distinct = sorted({(r["sentence_index"], r["qid"]) for r in rows})  # two titles of one entity in a sentence
+    wiki, page_id = rows[0]["wiki"], rows[0]["page_id"]
+    return [{"wiki": wiki, "page_id": page_id, "sentence_index": i, "qid": q, "page_qids": page_qids}
+                 for i, q in distinct]
+
+
+# ---------------------------------------------------------------- 5. per entity: vocabulary, cap, negative type
+
+ENTITY_SIDES = _schema(qid=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT, page_qids=_STRS,
+                       entity_index=_INT, title=_STR, types=_STRS)
+PAIRS = _schema(pair_key=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
+                positive_entity=_INT, positive_title=_STR, page_qids=_STRS, negative_type=_STR,
+                slots=_INTS, dropped=_STR)
+
+
+def pair_key(wiki: str, page_id: int, sentence_index: int, qid: str) -> str:
+    return f"{wiki}:{page_id}:{sentence_index}:{qid}"
+
+
+def _pairs_for_entity(rows: list[dict], cap: int, seed: int, type_sizes: dict,
+                      candidates: int) -> list[dict]:
+    entity = next((r for r in rows if r["entity_index"] is not None), None)
+    mentions = [r for r in rows if r["entity_index"] is None]
+    for m in mentions:
+        m["pair_key"] = pair_key(m["wiki"], m["page_id"], m["sentence_index"], m["qid"])
+    # a seeded order, global per entity: the cap keeps the same sample on any cluster
+    mentions.sort(key=lambda m: (stable_hash(f"{seed}:{m['pair_key']}"), m["pair_key"]))
+    out = []
+    for rank, m in enumerate(mentions):
+        row = {"pair_key": m["pair_key"], "wiki": m["wiki"], "page_id": m["page_id"],
+               "sentence_index": m["sentence_index"], "positive_qid": m["qid"]}
+        if entity is None:
+            out.append({**row, "dropped": "entity_below_link_threshold_or_untyped"})
+            continue
+        if rank >= cap:
+            out.append({**row, "dropped": "entity_pair_cap"})
+            continue
+        rng = random.Random(stable_hash(f"{seed}:negative:{m['pair_key']}"))
+        types = [t for t in entity["types"] if type_sizes.get(t, 0) >= 2]
+        if not types:
+            out.append({**row, "dropped": "no_other_entity_of_its_type"})
+            continue
+        negative_type = types[rng.randrange(len(types))]
+        size = type_sizes[negative_type]
+        out.append({**row, "positive_entity": entity["entity_index"], "positive_title": entity["title"],
+                    "page_qids": m["page_qids"], "negative_type": negative_type,
+                    "slots": [rng.randrange(size) for _ in range(candidates)]})
+    return out
+
+
+# ---------------------------------------------------------------- 6. candidate slots -> entities
+
+SLOT_SIDES = _schema(type=_STR, slot=_INT, pair_key=_STR, rank=_INT, qid=_STR, entity_index=_INT, title=_STR)
+CANDIDATES = _schema(pair_key=_STR, rank=_INT, qid=_STR, entity_index=_INT, title=_STR)
+
+
+def _slot_side(batch: pa.Table) -> pa.Table:
+    rows = []
+    for key, negative_type, slots in zip(batch["pair_key"].to_pylist(), batch["negative_type"].to_pylist(),
+                                         batch["slots"].to_pylist()):
+        rows.extend({"type": negative_type, "slot": s, "pair_key": key, "rank": r} for r, s in enumerate(slots))
+    return _out(rows, SLOT_SIDES)
+
+
+def _fill_slots(rows: list[dict]) -> list[dict]:
+    member = next(r for r in rows if r["pair_key"] is None)
+    requests = sorted((r for r in rows if r["pair_key"] is not None), key=lambda r: (r["pair_key"], r["rank"]))
+    return [{"pair_key": r["pair_key"], "rank": r["rank"], "qid": member["qid"],
+                  "entity_index": member["entity_index"], "title": member["title"]} for r in requests]
+
+
+# ---------------------------------------------------------------- 7. the negative of each pair
+
+PICK_SIDES = _schema(pair_key=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
+                     positive_entity=_INT, positive_title=_STR, page_qids=_STRS,
+                     rank=_INT, qid=_STR, entity_index=_INT, title=_STR)
+PICKED = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR, positive_entity=_INT,
+                 positive_title=_STR, negative_qid=_STR, negative_entity=_INT, negative_title=_STR,
+                 bucket=_INT, dropped=_STR)
+
+
+def page_bucket(wiki: str, page_id: int, buckets: int) -> int:
+    return stable_hash(f"{wiki}:{page_id}") % buckets
+
+
+def _pick_negative(rows: list[dict], buckets: int) -> list[dict]:
+    pair = next(r for r in rows if r["rank"] is None)
+    excluded = set(pair["page_qids"] or ()) | {pair["positive_qid"]}
+    candidates = sorted((r for r in rows if r["rank"] is not None), key=lambda r: r["rank"])
+    negative = next((c for c in candidates if c["qid"] not in excluded), None)
+    row = {k: pair[k] for k in ("wiki", "page_id", "sentence_index", "positive_qid", "positive_entity",
+                                "positive_title")}
+    row["bucket"] = page_bucket(pair["wiki"], pair["page_id"], buckets)
+    if negative is None:
+        return [{**row, "dropped": "no_hard_negative"}]
+    return [{**row, "negative_qid": negative["qid"], "negative_entity": negative["entity_index"],
+                  "negative_title": negative["title"]}]
+
+
+# ---------------------------------------------------------------- 8. sentences back in, one file per bucket
+
+WRITE_SIDES = _schema(bucket=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, sentence=_STR,
+                      positive_qid=_STR, positive_entity=_INT, positive_title=_STR,
+                      negative_qid=_STR, negative_entity=_INT, negative_title=_STR)
+WRITTEN = _schema(bucket=_INT, rows=_INT, file=_STR)
+
+
+def _sentence_side(batch: pa.Table, buckets: int) -> pa.Table:
+    wikis, page_ids = batch["wiki"].to_pylist(), batch["page_id"].to_pylist()
+    bucket = pa.array([page_bucket(w, p, buckets) for w, p in zip(wikis, page_ids)], _INT)
+    return _align(batch.append_column("bucket", bucket), WRITE_SIDES)
+
+
+def _write_bucket(rows: list[dict], out: str) -> list[dict]:
+    bucket = rows[0]["bucket"]
+    text = {(r["wiki"], r["page_id"], r["sentence_index"]): r["sentence"] for r in rows if r["sentence"] is not None}
+    pairs = sorted((r for r in rows if r["sentence"] is None),
+                   key=lambda r: (r["wiki"], r["page_id"], r["sentence_index"], r["positive_qid"]))
+    if not pairs:
+        return []
+    table = pa.Table.from_pylist(
+        [{"sentence": text[(p["wiki"], p["page_id"], p["sentence_index"])], "page_id": p["page_id"], "wiki": p["wiki"],
+          **{k: p[k] for k in ("positive_qid", "positive_title", "positive_entity", "negative_qid",
+                               "negative_title", "negative_entity")}} for p in pairs],
+        schema=schemas.ENTITY_PAIRS,
+    )
+    name = f"part-{bucket:05d}.parquet"
+    write_table(table, f"{out}/entity_pairs/{name}")
+    return [{"bucket": bucket, "rows": len(pairs), "file": name}]
+
+
+# ---------------------------------------------------------------- helpers and the driver
+
+
+def _keep(batch: pa.Table, column: str, null: bool) -> pa.Table:
+    mask = pc.is_null(batch[column]) if null else pc.is_valid(batch[column])
+    return batch.filter(mask)
+
+
+def _value_counts(ds, column: str) -> Counter:
+    counts: Counter = Counter()
+    for batch in ds.select_columns([column]).iter_batches(batch_format="pyarrow", batch_size=65536):
+        for item in pc.value_counts(batch[column]).to_pylist():
+            counts[item["values"]] += item["counts"]
+    return counts
+
+
+def write_vocabulary(eligible, out: str, work: str) -> tuple[int, dict[str, int]]:
+    """Number the eligible entities in QID order into ``entities/entities.parquet``
+    and the members of each type into ``_work/type_members.parquet``; returns the
+    entity count and the size of each type. Streams: the driver holds one batch
+    and the per-type counters."""
+    entity_rows, member_rows, type_sizes = [], [], Counter()
+    index = 0
+    for batch in eligible.sort("qid").iter_batches(batch_format="pyarrow", batch_size=65536):
+        for row in batch.to_pylist():
+            index += 1
+            entity_rows.append({"entity_index": index, "qid": row["qid"], "title": row["title"],
+                                "link_count": row["link_count"], "types": row["types"]})
+            for t in row["types"]:
+                member_rows.append({"type": t, "slot": type_sizes[t], "qid": row["qid"],
+                                    "entity_index": index, "title": row["title"]})
+                type_sizes[t] += 1
+    write_table(pa.Table.from_pylist(entity_rows, schema=schemas.ENTITIES), f"{out}/entities/entities.parquet")
+    write_table(pa.Table.from_pylist(member_rows, schema=SLOT_SIDES), f"{work}/type_members.parquet")
+    return index, dict(type_sizes)
+
+
+def resolve_mentions(wikidata, redirects, mentions, wikis: list[str], parts: int):
+    """Steps 1–2: ``mentions`` (wiki, title, page_id, sentence_index) with the
+    QID of their target through ``redirects`` (wiki, title, target) and the
+    sitelinks of ``wikidata`` (a ``wikidata`` set); QID null when none."""
+    title_sides = redirects.map_batches(_redirect_side, batch_format="pyarrow").union(
+        wikidata.map_batches(_sitelink_side, batch_format="pyarrow", fn_kwargs={"wikis": wikis}))
+    title_qids = _groupby_map(title_sides, ["wiki", "key"], _resolve_titles, TITLE_QIDS, parts)
+    mention_sides = title_qids.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}).union(
+        mentions.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}))
+    return _groupby_map(mention_sides, ["wiki", "title"], _resolve_mentions, RESOLVED, parts)
+
+
+def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dict:
+    """Run steps 1–8 over pass 1's files under ``out`` and the ``wikidata``
+    set at ``wikidata_set``; returns the counts for the manifest."""
+    work = f"{out}/_work"
+    parts = cfg["shuffle_partitions"]
+    wikis = list(cfg["wikis"])
+    wikidata = read_set(wikidata_set)
+    redirects = read_set(f"{work}/redirects")
+    mentions = read_set(f"{work}/mentions")
+
+    # 1–2. every mention gets its QID (or null); link counts per entity
+    resolved = resolve_mentions(wikidata, redirects, mentions, wikis, parts).materialize()
+    mentions_total = resolved.count()
+    linked = resolved.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "qid", "null": False})
+    link_counts = linked.groupby("qid", num_partitions=parts).count().map_batches(
+        lambda b: _align(b.rename_columns(["qid", "link_count"]), VOCAB_SIDES), batch_format="pyarrow")
+    dropped: Counter = Counter()
+    dropped["link_target_without_wikidata_item"] = mentions_total - linked.count()
+
+    # 3. the vocabulary
+    items = wikidata.map_batches(_wikidata_side, batch_format="pyarrow",
+                                 fn_kwargs={"wikis": wikis, "type_property": cfg["type_property"]})
+    eligible = _groupby_map(link_counts.union(items), "qid", _eligible, VOCAB_SIDES, parts,
+                            threshold=cfg["entity_link_threshold"])
+    n_entities, type_sizes = write_vocabulary(eligible, out, work)
+    log(f"[ingest] pass 2: {mentions_total} link mentions, {n_entities} entities in the vocabulary, "
+        f"{len(type_sizes)} types")
+
+    # 4. each page's linked entities; 5. per entity: vocabulary row, cap, negative type and slots
+    page_mentions = _groupby_map(linked, ["wiki", "page_id"], _with_page_entities, PAGE_MENTIONS, parts)
+    dropped["same_entity_twice_in_a_sentence"] = linked.count() - page_mentions.count()
+    vocabulary = read_set(f"{out}/entities")
+    entity_sides = page_mentions.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}).union(
+        vocabulary.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}))
+    pairs = _groupby_map(entity_sides, "qid", _pairs_for_entity, PAIRS, parts, cap=cfg["max_pairs_per_entity"],
+                         seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"]).materialize()
+    dropped.update(_value_counts(pairs.map_batches(_keep, batch_format="pyarrow",
+                                                   fn_kwargs={"column": "dropped", "null": False}), "dropped"))
+    kept = pairs.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
+
+    # 6. candidate slots -> members of the type; 7. the first candidate not linked on the page
+    members = read_set(f"{work}/type_members.parquet")
+    slot_sides = kept.map_batches(_slot_side, batch_format="pyarrow").union(members)
+    candidates = _groupby_map(slot_sides, ["type", "slot"], _fill_slots, CANDIDATES, parts)
+    n_pairs_estimate = max(1, kept.count())
+    buckets = max(1, math.ceil(n_pairs_estimate * 400 / cfg["pairs_file_bytes"]))
+    pick_sides = kept.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": PICK_SIDES}).union(
+        candidates.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": PICK_SIDES}))
+    picked = _groupby_map(pick_sides, "pair_key", _pick_negative, PICKED, parts, buckets=buckets).materialize()
+    dropped.update(_value_counts(picked.map_batches(_keep, batch_format="pyarrow",
+                                                    fn_kwargs={"column": "dropped", "null": False}), "dropped"))
+    final = picked.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
+
+    # 8. sentence text back in; one file per bucket
+    sentences = read_set(f"{out}/sentences", columns=["wiki", "page_id", "sentence_index", "sentence"])
+    write_sides = final.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}).union(
+        sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets}))
+    written = _groupby_map(write_sides, "bucket", _write_bucket, WRITTEN, parts, out=out).take_all()
+    n_pairs = sum(r["rows"] for r in written)
+    return {
+        "entities": n_entities,
+        "types": len(type_sizes),
+        "link_mentions": mentions_total,
+        "entity_pairs": n_pairs,
+        "files": sorted(r["file"] for r in written),
+        "dropped_links": dict(sorted((k, v) for k, v in dropped.items() if v)),
+        "accounted": mentions_total == n_pairs + sum(dropped.values()),
+    }
