@@ -10,21 +10,32 @@ page, each one removing a kind of markup that cannot carry article text:
    ``<math>``, ``<syntaxhighlight>``, ...). An unclosed one is dropped to the end
    of its paragraph (the next blank line) or of the page.
 4. Templates ``{{…}}`` and tables ``{| … |}``, nested in any order, found by one
-   stack scanner. An unclosed one is dropped to the end of its paragraph.
+   stack scanner. An unclosed one is dropped to the end of its paragraph. A link
+   whose whole anchor is a template (``[[X|{{nowrap|…}}]]``) goes with it: its
+   text is unknown without expansion.
 5. ``[[File:…]]``, ``[[Image:…]]``, ``[[Category:…]]`` and interlanguage links,
    whose captions may hold nested links. An unclosed one is dropped to the end
    of its paragraph.
 6. Headings, list markers, horizontal rules, behaviour switches (``__TOC__``).
-7. One tokenizer renders the inline markup left: wikilinks become `Link` spans,
-   external links keep their label, bare URLs, bold/italic quotes and simple
-   HTML tags go, entities are unescaped. Stray ``[[``/``]]``/``{{``/``}}`` go too.
-8. Whitespace is compacted (paragraphs are separated by one ``"\\n"``) while link
-   offsets are remapped, so ``text[link.start:link.end] == link.anchor`` holds.
+7. One tokenizer renders the inline markup left: wikilinks become anchors
+   wrapped in two marker characters, external links keep their label (a
+   wikilink in a label is plain text, as in MediaWiki), bare URLs, bold/italic
+   quotes and simple HTML tags go, entities are unescaped. Stray
+   ``[[``/``]]``/``{{``/``}}`` go too. The link trail (``[[dog]]s``) takes the
+   letters of the wiki's language (`LINK_TRAILS`; ``language="bg"`` for Cyrillic).
+8. Whitespace is compacted (paragraphs are separated by one ``"\\n"``) by plain
+   substitutions, then the markers become `Link` offsets, so
+   ``text[link.start:link.end] == link.anchor`` holds.
 
 Every scanner moves forward only and regexes avoid nested quantifiers, so broken
-markup costs linear time. Links to other wikis (``[[wikt:…]]``, ``[[:fr:…]]``)
-keep their text but give no `Link`; links to other namespaces of the same wiki
-(``[[:Category:X]]``, ``[[Wikipedia:…]]``) do give one.
+markup costs linear time; the hot regexes start with a literal or a character
+class, which lets the regex engine skip ahead in C. Links to other wikis
+(``[[wikt:…]]``, ``[[:fr:…]]``) keep their text but give no `Link`; links to
+other namespaces of the same wiki (``[[:Category:X]]``, ``[[Wikipedia:…]]``) do
+give one. ``tests/wikitext_oracle.py`` measures the links against
+mwparserfromhell (``bench/ingest.py`` prints the figures).
+
+`split_sentences` is described in its section below.
 """
 
 from __future__ import annotations
@@ -381,8 +392,13 @@ _INLINE_PATTERN = (
 _INLINE_BY_TRAIL: dict[str, re.Pattern] = {}
 
 
+def base_language(language: str) -> str:
+    """"en", "bg-x-old", "zh_yue", "EN" -> "en", "bg", "zh", "en": the key of the per-language tables."""
+    return language.replace("_", "-").split("-", 1)[0].lower()
+
+
 def _inline_regex(language: str) -> re.Pattern:
-    trail = LINK_TRAILS.get(language, LINK_TRAILS["en"])
+    trail = LINK_TRAILS.get(base_language(language), LINK_TRAILS["en"])
     regex = _INLINE_BY_TRAIL.get(trail)
     if regex is None:
         regex = _INLINE_BY_TRAIL[trail] = re.compile(_INLINE_PATTERN.replace("TRAIL", trail))
@@ -440,41 +456,34 @@ def _render_inline(text: str, language: str = "en") -> tuple[str, list[str]]:
         text = _remove_bare_urls(text)
     if "''" in text:
         text = _QUOTES.sub("", text)  # bold and italic, in one C-level pass
-    pieces: list[str] = []
-    append = pieces.append
     targets: list[str] = []
-    pos = 0
-    for token in _inline_regex(language).finditer(text):
-        start, end = token.span()
-        if start > pos:
-            append(text[pos:start])
-        pos = end
+    add_target = targets.append
+
+    def render(token: re.Match) -> str:
         kind = token.lastgroup
         if kind == "simple":
             title, anchor, trail = token.group("simple_title", "simple_anchor", "simple_trail")
-            targets.append(title[0].upper() + title[1:])
-            append(_LINK_START + (anchor or title) + (trail or "") + _LINK_END)
-        elif kind == "link":
+            add_target(title[0].upper() + title[1:])
+            return _LINK_START + (anchor or title) + (trail or "") + _LINK_END
+        if kind == "link":
             anchor, target = _parse_wikilink(token.group("inner"), token.group("trail") or "")
             stripped = anchor.strip()
-            if target and stripped:
-                targets.append(target)
-                if stripped is anchor or stripped == anchor:
-                    append(_LINK_START + anchor + _LINK_END)
-                else:
-                    lead = anchor.index(stripped[0])
-                    append(anchor[:lead] + _LINK_START + stripped + _LINK_END + anchor[lead + len(stripped) :])
-            else:
-                append(anchor)
-        elif kind == "external":
-            append(_render_label(token.group("label") or ""))
-        elif kind == "entity":
-            append(html.unescape(token.group()))
-        elif kind == "tag":
-            append(_render_tag(token))
-        # quotes and stray brackets render as nothing
-    append(text[pos:])
-    return "".join(pieces), targets
+            if not (target and stripped):
+                return anchor
+            add_target(target)
+            if stripped == anchor:
+                return _LINK_START + anchor + _LINK_END
+            lead = anchor.index(stripped[0])
+            return anchor[:lead] + _LINK_START + stripped + _LINK_END + anchor[lead + len(stripped) :]
+        if kind == "external":
+            return _render_label(token.group("label") or "")
+        if kind == "entity":
+            return html.unescape(token.group())
+        if kind == "tag":
+            return _render_tag(token)
+        return ""  # quotes and stray brackets
+
+    return _inline_regex(language).sub(render, text), targets
 
 
 def _render_label(label: str) -> str:
@@ -600,16 +609,19 @@ def wikitext_to_text(wikitext: str, language: str = "en") -> tuple[str, list[Lin
 # * never final: "Dr.", "e.g.", "St.": they always lead into more words;
 # * before a number: "No. 5", "p. 12", "Jan. 5": not final when a digit or a
 #   Roman numeral follows, ordinary words otherwise ("The answer was no. Then …");
-# * maybe final: "Inc.", "etc.", "Jr.", "U.S.", "пр.н.е.": final only when the
+# * maybe final: "Inc.", "Jr.", "U.S.", "пр.н.е.": final only when the
 #   next word is a common sentence starter of the language ("… in the U.S. The
 #   war" splits, "the U.S. Army" does not).
 #
 # Shape rules hold in every language: a single uppercase letter is an initial
 # ("J. R. R. Tolkien") and dotted letter groups ("U.S.", "т.е.") are abbreviations,
 # both maybe final; numbers with a decimal point never see a cut (no space
-# after the point). A "." followed by a closing quote or bracket ends the
-# sentence: `He said "Stop." Then …`, `(see above.) Next …`. An unknown language
-# uses the shape rules only, with no sentence starters.
+# after the point). Closing quotes or brackets after the period belong to the
+# sentence that ends: `He said "Stop." Then …`, `(see above.) Next …`; the word
+# before the period is still checked (`„сл.Хр.“ (след Христа)` goes on). Ellipses
+# ("...", "…") end a sentence before an uppercase start. An unknown language uses
+# the shape rules only, with no sentence starters. German ordinals ("am 3.
+# Oktober") are numbers that are maybe final.
 
 
 @dataclass(frozen=True)
@@ -640,11 +652,11 @@ SENTENCE_RULES: dict[str, SentenceRules] = {
             "Aug Sep Sept Oct Nov Dec Rte Hwy"
         ),
         maybe_final=_words(
-            "Inc Ltd Co Corp Bros Plc Jr Sr Esq etc al cit seq Ave Blvd Rd Sq Ln Pl Ct "
+            "Inc Ltd Co Corp Bros Plc Jr Sr Esq al cit seq Ave Blvd Rd Sq Ln Pl Ct "
             "a.m p.m A.D B.C B.C.E C.E U.S U.K U.N U.S.A U.S.S.R D.C Ph.D M.D B.A M.A"
         ),
         starters=_words(
-            "The This That These Those There Their They Then Thus Today He She It Its His Her "
+            "A An I The This That These Those There Their They Then Thus Today He She It Its His Her "
             "We Our You Your In On At By For From To After Before During Since Until Although "
             "Though While When Where Whereas However But And Or Nor So Yet Also As If Because "
             "Despite Following Many Most Some Several Other Others Each Every Both Such One Two "
@@ -659,7 +671,7 @@ SENTENCE_RULES: dict[str, SentenceRules] = {
             "zzgl abzgl allg bspw eigtl Abk v n"
         ),
         before_number=_words("Nr Nrn Abs Art Kap Bd Jan Feb Mär Apr Aug Sep Sept Okt Nov Dez Tel"),
-        maybe_final=_words("usw etc u.a Jh Jhd Jhdt Mio Mrd Tsd Chr Str GmbH AG e.V a.D"),
+        maybe_final=_words("u.a Jh Jhd Jhdt Mio Mrd Tsd Chr Str GmbH AG e.V a.D"),
         starters=_words(
             "Der Die Das Den Dem Des Ein Eine Einer Er Sie Es Wir Ihr Im In Am An Auf Aus Bei "
             "Mit Nach Seit Von Vor Zum Zur Als Auch Aber Doch Dies Diese Dieser Dieses Damit "
@@ -674,7 +686,7 @@ SENTENCE_RULES: dict[str, SentenceRules] = {
             "c-à-d ex éd dir coll trad préf"
         ),
         before_number=_words("p pp t vol no n° chap art fig janv févr avr juil sept oct nov déc"),
-        maybe_final=_words("etc J.-C Cie"),
+        maybe_final=_words("J.-C Cie"),
         starters=_words(
             "Le La Les Un Une Des Il Elle Ils Elles On Ce Cet Cette Ces En Dans Au Aux Par Pour "
             "Sur Depuis Après Avant Pendant Mais Et Ou Donc Or Ainsi Alors Cependant Puis Selon "
@@ -687,7 +699,7 @@ SENTENCE_RULES: dict[str, SentenceRules] = {
             "Sto Sta Gral p.ej ej aprox ca pág págs cap vol núm tel"
         ),
         before_number=_words("p pp pág págs núm n.º art cap vol ene feb mar abr jun jul ago sep oct nov dic"),
-        maybe_final=_words("etc a.C d.C a.m p.m EE.UU S.A Cía"),
+        maybe_final=_words("a.C d.C a.m p.m EE.UU S.A Cía"),
         starters=_words(
             "El La Los Las Un Una Unos Unas En Este Esta Estos Estas Ese Esa Se Su Sus Por Para "
             "Con Desde Durante Después Antes Tras Pero Sin Aunque Cuando Como Así También Sin "
@@ -722,7 +734,7 @@ ABBREVIATIONS = (
 _SENTENCE_CUT = re.compile(
     r"[\n.!?…](?:(?<=\n)|(?P<punctuation>[.!?…]*(?:[\"'”’“)\]]|[ \u00a0\u202f]?»)*)[ \t]+)"
 )
-_CLOSERS = "\"'”’“)]»"
+_END_PUNCTUATION = ".!?…"
 _DOTTED = re.compile(r"(?:[^\W\d_]+\.-?)+[^\W\d_]+")  # "U.S", "e.g", "т.нар", "J.-C"
 _ROMAN = re.compile(r"[IVXLC]+\b")
 _NEXT_WORD = re.compile(r"[\"'“‘«„(\[]*([^\s.,;:!?\"'”’»)\]]*)")
@@ -746,7 +758,7 @@ def split_sentences(
     the links lying fully inside it, offsets re-based to the sentence. When `stats`
     is given, its "kept", "too_short" and "too_long" counts are incremented.
     """
-    rules = SENTENCE_RULES.get(language.split("-", 1)[0].lower(), GENERIC_RULES)
+    rules = SENTENCE_RULES.get(base_language(language), GENERIC_RULES)
     ordered = sorted(links)  # tuples: by start first; already sorted when from wikitext_to_text
     link_starts = list(map(_link_start, ordered))
     link_count = len(ordered)
@@ -814,8 +826,9 @@ def _is_sentence_end(text, punct_start, end, next_begin, links, link_starts, rul
         index = bisect_left(link_starts, end) - 1
         if index >= 0 and links[index].end > end:
             return False
-    if end - punct_start > 1 or text[punct_start] != ".":
-        return True  # "!", "?", an ellipsis, or a period closed by a quote or bracket
+    if text[punct_start] != "." or (end - punct_start > 1 and text[punct_start + 1] in _END_PUNCTUATION):
+        return True  # "!", "?", an ellipsis
+    # a single period, maybe closed by quotes or brackets: `"Stop." Then` ends, `„сл.Хр.“ (след` does not
     return not _is_abbreviation(_word_before(text, punct_start), text, next_begin, rules)
 
 
@@ -838,7 +851,7 @@ def _is_abbreviation(word: str, text: str, next_begin: int, rules: SentenceRules
         return rules.ordinal_numbers and len(word) <= 3 and not _starts_sentence(text, next_begin, rules)
     if len(word) == 1:
         if word.isupper():  # an initial: "J. R. R. Tolkien"; "World War I. The war …" splits
-            return not _starts_sentence(text, next_begin, rules)
+            return not _starts_sentence(text, next_begin, rules, single_letters=False)
         return word.isalpha() and rules.lowercase_letters_are_abbreviations
     if "." in word and _DOTTED.fullmatch(word):  # "U.S.", "a.m.", "т.нар."
         return not _starts_sentence(text, next_begin, rules)
@@ -849,7 +862,8 @@ def _following_is_number(text: str, pos: int) -> bool:
     return text[pos].isdigit() or _ROMAN.match(text, pos) is not None
 
 
-def _starts_sentence(text: str, pos: int, rules: SentenceRules) -> bool:
-    """Whether the word at `pos` is one that commonly opens a sentence ("The", "Той")."""
+def _starts_sentence(text: str, pos: int, rules: SentenceRules, single_letters: bool = True) -> bool:
+    """Whether the word at `pos` is one that commonly opens a sentence ("The", "Той");
+    after an initial, "A" and "I" are more likely initials too ("J. A. Smith")."""
     word = _NEXT_WORD.match(text, pos).group(1)
-    return len(word) > 1 and word in rules.starters
+    return (single_letters or len(word) > 1) and word in rules.starters

@@ -194,7 +194,7 @@ class Agreement:
     def recall(self) -> float:
         return self.matched / self.oracle if self.oracle else 1.0
 
-    def add(self, other: "Agreement") -> "Agreement":
+    def add(self, other: Agreement) -> Agreement:
         return Agreement(
             self.pages + other.pages, self.extractor + other.extractor, self.oracle + other.oracle,
             self.matched + other.matched, self.missed + other.missed, self.extra + other.extra,
