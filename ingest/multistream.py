@@ -32,7 +32,8 @@ class DumpFormatError(ValueError):
 class StreamRange:
     start: int
     end: int
-    page_ids: tuple[int, ...]
+    pages: int  # pages the index lists in this stream
+    page_ids: tuple[int, ...] = ()  # filled by stream_ranges(); the planner keeps counts only
 
 
 @dataclass
@@ -51,13 +52,13 @@ class WikipediaShard:
     def to_json(self) -> str:
         return json.dumps(
             {"shard_id": self.shard_id, "path": self.path, "wiki": self.wiki,
-             "streams": [[s.start, s.end, list(s.page_ids)] for s in self.streams]}
+             "streams": [[s.start, s.end, s.pages] for s in self.streams]}
         )
 
     @classmethod
     def from_json(cls, text: str) -> "WikipediaShard":
         data = json.loads(text)
-        streams = [StreamRange(a, b, tuple(ids)) for a, b, ids in data["streams"]]
+        streams = [StreamRange(a, b, pages) for a, b, pages in data["streams"]]
         return cls(data["shard_id"], data["path"], data["wiki"], streams)
 
 
@@ -130,7 +131,28 @@ def stream_ranges(index_rows: list[tuple[int, int, str]], file_size: int) -> lis
     for a, b in zip(offsets, ends):
         if b <= a:
             raise DumpFormatError(f"index offsets not increasing at byte {a}")
-    return [StreamRange(a, b, tuple(pages_by_offset[a])) for a, b in zip(offsets, ends)]
+    return [StreamRange(a, b, len(pages_by_offset[a]), tuple(pages_by_offset[a])) for a, b in zip(offsets, ends)]
+
+
+def count_index_streams(index_path: str, file_size: int) -> list[StreamRange]:
+    """``stream_ranges`` without holding the index: one pass that keeps a page
+    count per stream (enwiki's index has ~23 M lines; the planner needs ~230 k
+    streams, not 23 M ids and titles)."""
+    counts: dict[int, int] = {}
+    with fsspec.open(index_path, "rb", compression="infer") as f:
+        for line_number, raw in enumerate(f, start=1):
+            head = raw.split(b":", 2)
+            if len(head) != 3 or not head[0].isdigit() or not head[1].isdigit():
+                if raw.strip():
+                    raise DumpFormatError(
+                        f"{index_path}:{line_number}: expected 'offset:page_id:title', got {raw[:80]!r}"
+                    )
+                continue
+            offset = int(head[0])
+            counts[offset] = counts.get(offset, 0) + 1
+    offsets = sorted(counts)
+    ends = offsets[1:] + [file_size]
+    return [StreamRange(a, b, counts[a]) for a, b in zip(offsets, ends)]
 
 
 def plan_shards(dump_paths: list[str], shard_bytes: int = 32 << 20, first_shard_id: int = 0,
@@ -150,7 +172,7 @@ def plan_shards(dump_paths: list[str], shard_bytes: int = 32 << 20, first_shard_
             shard_id += 1
             continue
         fs, local = fsspec.core.url_to_fs(path)
-        ranges = stream_ranges(read_index(index), fs.size(local))
+        ranges = count_index_streams(index, fs.size(local))
         wiki = wiki_of(path, _read_header(path, ranges[0].start if ranges else None)) or default_wiki
         group: list[StreamRange] = []
         group_bytes = 0

@@ -186,6 +186,10 @@ def test_shards_balance_compressed_bytes_over_many_files(demo_world):
     streams = [len(multistream.stream_ranges(multistream.read_index(str(i)), p.stat().st_size))
                for i, p in ((demo_world.wikipedia_index, demo_world.wikipedia_dump),
                             (demo_world.dewiki_index, demo_world.dewiki_dump))]
+    full = multistream.stream_ranges(multistream.read_index(str(demo_world.wikipedia_index)),
+                                     demo_world.wikipedia_dump.stat().st_size)
+    counted = multistream.count_index_streams(str(demo_world.wikipedia_index), demo_world.wikipedia_dump.stat().st_size)
+    assert [(r.start, r.end, len(r.page_ids)) for r in full] == [(r.start, r.end, r.pages) for r in counted]
     one_each = multistream.plan_shards(files, shard_bytes=1)
     assert len(one_each) == sum(streams) and [s.shard_id for s in one_each] == list(range(sum(streams)))
     assert [s.wiki for s in one_each] == ["enwiki"] * streams[0] + ["dewiki"] * streams[1]

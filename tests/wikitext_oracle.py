@@ -49,17 +49,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import mwparserfromhell
-from mwparserfromhell.nodes import (
-    Argument,
-    Comment,
-    ExternalLink,
-    Heading,
-    HTMLEntity,
-    Tag,
-    Template,
-    Text,
-    Wikilink,
-)
+from mwparserfromhell.nodes import Tag, Text, Wikilink
 
 from ingest.wikitext import normalize_title, wikitext_to_text
 
@@ -95,7 +85,8 @@ _SPACES = re.compile(r"\s+")
 
 
 def _trail_pattern(language: str) -> re.Pattern:
-    return re.compile("[" + LINK_TRAILS.get(language, LINK_TRAILS["en"]) + "]+")
+    base = language.replace("_", "-").split("-", 1)[0].lower()
+    return re.compile("[" + LINK_TRAILS.get(base, LINK_TRAILS["en"]) + "]+")
 
 
 def _classify(title: str) -> str:
@@ -170,8 +161,8 @@ def _walk(wikicode, links: list, trail: re.Pattern) -> None:
                 continue
             if node.contents is not None:
                 _walk(node.contents, links, trail)
-        elif isinstance(node, (Template, Argument, Comment, Heading, ExternalLink, Text, HTMLEntity)):
-            continue
+        # Template, Argument, Comment, Heading, ExternalLink: skipped with what they hold;
+        # Text, HTMLEntity: no links
 
 
 # ---------------------------------------------------------------- scoring
