@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 import ray
 
 from ingest import schemas
-from ingest.units import write_table
+from ingest.units import table_writer, write_table
 from ingest.wikitext import normalize_title
 
 _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(pa.string()), pa.list_(pa.int64())
@@ -351,19 +351,22 @@ def write_vocabulary(eligible, out: str, work: str) -> tuple[int, dict[str, int]
     and the members of each type into ``_work/type_members.parquet``; returns the
     entity count and the size of each type. Streams: the driver holds one batch
     and the per-type counters."""
-    entity_rows, member_rows, type_sizes = [], [], Counter()
+    type_sizes: Counter = Counter()
     index = 0
-    for batch in eligible.sort("qid").iter_batches(batch_format="pyarrow", batch_size=65536):
-        for row in batch.to_pylist():
-            index += 1
-            entity_rows.append({"entity_index": index, "qid": row["qid"], "title": row["title"],
-                                "link_count": row["link_count"], "types": row["types"]})
-            for t in row["types"]:
-                member_rows.append({"type": t, "slot": type_sizes[t], "qid": row["qid"],
-                                    "entity_index": index, "title": row["title"]})
-                type_sizes[t] += 1
-    write_table(pa.Table.from_pylist(entity_rows, schema=schemas.ENTITIES), f"{out}/entities/entities.parquet")
-    write_table(pa.Table.from_pylist(member_rows, schema=SLOT_SIDES), f"{work}/type_members.parquet")
+    with table_writer(f"{out}/entities/entities.parquet", schemas.ENTITIES) as entities, \
+            table_writer(f"{work}/type_members.parquet", SLOT_SIDES) as members:
+        for batch in eligible.sort("qid").iter_batches(batch_format="pyarrow", batch_size=65536):
+            entity_rows, member_rows = [], []
+            for row in batch.to_pylist():
+                index += 1
+                entity_rows.append({"entity_index": index, "qid": row["qid"], "title": row["title"],
+                                    "link_count": row["link_count"], "types": row["types"]})
+                for t in row["types"]:
+                    member_rows.append({"type": t, "slot": type_sizes[t], "qid": row["qid"],
+                                        "entity_index": index, "title": row["title"]})
+                    type_sizes[t] += 1
+            entities.write_table(pa.Table.from_pylist(entity_rows, schema=schemas.ENTITIES))
+            members.write_table(pa.Table.from_pylist(member_rows, schema=SLOT_SIDES))
     return index, dict(type_sizes)
 
 

@@ -31,6 +31,7 @@ import json
 import os
 import resource
 from collections import Counter
+from contextlib import contextmanager
 
 import fsspec
 import pyarrow as pa
@@ -67,6 +68,17 @@ def write_table(table: pa.Table, path: str) -> None:
     tmp = _tmp_name(local)
     with fs.open(tmp, "wb") as f:
         pq.write_table(table, f)
+    fs.mv(tmp, local)
+
+
+@contextmanager
+def table_writer(path: str, schema: pa.Schema):
+    """A ``ParquetWriter`` for batches, renamed into place only when closed cleanly."""
+    fs, local = fsspec.core.url_to_fs(path)
+    fs.makedirs(os.path.dirname(local), exist_ok=True)
+    tmp = _tmp_name(local)
+    with fs.open(tmp, "wb") as f, pq.ParquetWriter(f, schema) as writer:
+        yield writer
     fs.mv(tmp, local)
 
 
