@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="compressed Wikipedia bytes per task (default 32M)")
     parser.add_argument("--wikidata-range-bytes", type=_size, default="256M",
                         help="Wikidata bytes per task (default 256M)")
+    parser.add_argument("--wikidata-prefilter", action="store_true",
+                        help="count item lines that name none of the --wikis as no_sitelink without parsing them "
+                        "(several times faster on the full dump; broken JSON in such a line goes unnoticed)")
     parser.add_argument("--entity-link-threshold", type=int, default=2,
                         help="keep entities linked more than N times (EASE used 10 on full Wikipedia)")
     parser.add_argument("--max-pairs-per-entity", type=int, default=1000)
@@ -65,7 +68,7 @@ def parse_args(argv=None) -> tuple[IngestConfig, argparse.Namespace]:
         wikidata_range_bytes=args.wikidata_range_bytes, entity_link_threshold=args.entity_link_threshold,
         max_pairs_per_entity=args.max_pairs_per_entity, negative_candidates=args.negative_candidates,
         min_sentence_chars=args.min_sentence_chars, max_sentence_chars=args.max_sentence_chars, seed=args.seed,
-        resume=not args.no_resume,
+        resume=not args.no_resume, wikidata_prefilter=args.wikidata_prefilter,
     )
     return cfg, args
 

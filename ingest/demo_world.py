@@ -30,6 +30,16 @@
   same QID;
 - ``sts/sts-dev.csv`` and ``sts/sts-test.csv``: graded sentence pairs about
   the world in the SentEval STS-Benchmark layout;
+- ``nli/s1.{train,dev,test}``, ``nli/s2.*``, ``nli/labels.*``: NLI pairs about
+  the world in SentEval's layout (line i of the three files is one pair).
+  Each premise is a true fact; it comes with an entailment (a paraphrase or a
+  generalisation of the fact), a contradiction (the fact with a wrong value:
+  another year, city, founder, number, ...) and a neutral hypothesis (another
+  true fact about the same subject), so every premise gives one
+  (premise, entailment, contradiction) triplet. About 360 pairs at scale 1,
+  split 80/10/10 by premise. They are drawn with their own generator
+  (``random.Random(f"nli-{seed}")``) after everything else, so no other file
+  depends on them, and ``world.json`` does not list them;
 - ``world.json``: paths, seed, counts and the ground truth (entities,
   redirects, the pages with deliberate defects, ``dewiki_titles`` as
   ``{qid: German title}`` and ``dewiki_redirects`` as ``{source: target}``).
@@ -72,6 +82,7 @@ DEWIKI_DUMP = f"wikipedia/dewiki-{DUMP_DATE}-pages-articles-multistream.xml.bz2"
 DEWIKI_INDEX = f"wikipedia/dewiki-{DUMP_DATE}-pages-articles-multistream-index.txt.bz2"
 WIKIDATA_DUMP = f"wikidata/wikidata-{DUMP_DATE}-all.json.bz2"
 STS_DIR = "sts"
+NLI_DIR = "nli"
 WORLD_FILE = "world.json"
 
 HUMAN, CITY, COUNTRY, INDUSTRY, BUSINESS = "Q5", "Q515", "Q6256", "Q268592", "Q4830453"
@@ -1826,6 +1837,97 @@ def _write_sts(rng: random.Random, world: _World, sts_dir: Path, per_split: int)
     return counts
 
 
+# ---------------------------------------------------------------- NLI pairs
+
+# fact kinds whose perturbed value makes a false statement (a single-valued or
+# exhaustive slot); "X includes ..." lists are left out: a changed member is
+# not necessarily false
+NLI_CONTRADICTABLE = ("company_kind", "founded", "products", "ceo", "employees", "acquired", "person_kind",
+                      "born", "founder_of", "ceo_of", "capital", "population", "city_population",
+                      "city_founded", "capital_city", "city_kind")
+# generalisations of a fact: true whenever the fact is ("{decade}" is the year's decade)
+NLI_GENERALISATIONS = {
+    "company_kind": ("{s} is a company based in {country}.", "{s} has its head office in {city}."),
+    "founded": ("{s} was founded in the {decade}s.", "{s} was founded by {founders}."),
+    "products": ("{s} makes {p1}.", "{s} produces {p2}."),
+    "ceo": ("{s} is led by {ceo}.", "{s} has had the same chief executive since {year}."),
+    "acquired": ("{s} once bought {target}.", "{target} was acquired in the {decade}s."),
+    "person_kind": ("{s} is a {occupation}.", "{s} is a citizen of {country}."),
+    "born": ("{s} was born in {country}.", "{s} was born in the {decade}s."),
+    "founder_of": ("{s} is one of the founders of {company}.", "{s} founded a company in the {decade}s."),
+    "ceo_of": ("{s} leads {company}.", "{s} is a chief executive."),
+    "capital": ("{capital} is a city in {s}.",),
+    "capital_city": ("{s} is a city in {country}.",),
+    "city_kind": ("{s} is a city in {country}.",),
+    "city_founded": ("{s} was founded in the {decade}s.", "{s} is a city founded in {year}."),
+}
+
+
+def _nli_sentence(fact: Fact, pattern: str) -> str:
+    slots = {name: _plain(value) for name, value in fact.slots.items()}
+    if "year" in fact.slots:
+        slots["decade"] = str(int(fact.slots["year"]) // 10 * 10)
+    return _finish(_past_tense_if_dead(fact.subject, pattern.format(s=_subject_text(fact.subject), **slots)))
+
+
+def _nli_triples(rng: random.Random, world: _World, count: int) -> list[tuple[str, str, str, str]]:
+    """``count`` premises, each as (premise, entailment, contradiction, neutral)."""
+    maker = _PairMaker(rng, world)
+    seen: set[str] = set()
+    triples = []
+    for _ in range(count * 50):
+        if len(triples) == count:
+            break
+        entity = rng.choice(maker.entities)
+        facts = maker.facts[id(entity)]
+        fact = rng.choice(facts)
+        others = [f for f in facts if f.kind != fact.kind]
+        if fact.kind not in NLI_CONTRADICTABLE or not others:
+            continue
+        wrong = maker.perturb(fact)
+        if wrong is None:
+            continue
+        changed = [name for name in fact.slots if _plain(fact.slots[name]) != _plain(wrong.slots[name])]
+        templates = TEMPLATES[fact.kind]
+        # the contradiction must state the wrong value: a template that shows a changed slot
+        showing = [t for t, text in enumerate(templates) if any("{" + name + "}" in text for name in changed)]
+        if not showing:
+            continue
+        first = maker.template(fact)
+        premise = plain_sentence(fact, first)
+        if premise in seen:
+            continue
+        general = NLI_GENERALISATIONS.get(fact.kind, ())
+        if general and rng.random() < 0.6:
+            entailment = _nli_sentence(fact, rng.choice(general))
+        else:
+            entailment = plain_sentence(fact, rng.choice([t for t in range(len(templates)) if t != first]))
+        contradiction = plain_sentence(wrong, rng.choice(showing))
+        neutral_fact = rng.choice(others)
+        neutral = plain_sentence(neutral_fact, maker.template(neutral_fact))
+        if len({premise, entailment, contradiction, neutral}) < 4:
+            continue
+        seen.add(premise)
+        triples.append((premise, entailment, contradiction, neutral))
+    return triples
+
+
+def _write_nli(rng: random.Random, world: _World, nli_dir: Path, premises: int) -> dict[str, int]:
+    """SentEval layout: ``s1.<split>``, ``s2.<split>``, ``labels.<split>``; 80/10/10 by premise."""
+    nli_dir.mkdir(parents=True, exist_ok=True)
+    splits: dict[str, list[tuple[str, str, str]]] = {"train": [], "dev": [], "test": []}
+    for i, (premise, entailment, contradiction, neutral) in enumerate(_nli_triples(rng, world, premises)):
+        split = "train" if i % 10 < 8 else ("dev" if i % 10 == 8 else "test")
+        rows = [(premise, entailment, "entailment"), (premise, contradiction, "contradiction"),
+                (premise, neutral, "neutral")]
+        rng.shuffle(rows)
+        splits[split].extend(rows)
+    for split, rows in splits.items():
+        for name, column in (("s1", 0), ("s2", 1), ("labels", 2)):
+            (nli_dir / f"{name}.{split}").write_text("".join(row[column] + "\n" for row in rows), encoding="utf-8")
+    return {split: len(rows) for split, rows in splits.items()}
+
+
 # ---------------------------------------------------------------- API
 
 
@@ -1842,6 +1944,7 @@ class DemoWorld:
     dewiki_dump: Path
     dewiki_index: Path
     dewiki_num_pages: int
+    nli_dir: Path | None = None  # SentEval-layout NLI pairs (s1/s2/labels.{train,dev,test}); None in older worlds
 
     def ground_truth(self) -> dict:
         """The parsed ``world.json``: seed, counts, entities, redirects, special pages, ``dewiki_titles``
@@ -1902,6 +2005,8 @@ def generate_demo_world(out_dir, seed: int = 0, scale: int = 1) -> DemoWorld:
         "dewiki_redirects": dict(sorted(de.redirects.items())),
     }
     (root / WORLD_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    # NLI pairs last, from their own generator: no byte written above depends on them
+    _write_nli(random.Random(f"nli-{seed}"), world, root / NLI_DIR, 120 * scale)
     return load_demo_world(root)
 
 
@@ -1914,7 +2019,8 @@ def load_demo_world(out_dir) -> DemoWorld:
                      wikipedia_index=root / paths["wikipedia_index"], wikidata_dump=root / paths["wikidata_dump"],
                      sts_dir=root / paths["sts_dir"], num_pages=summary["counts"]["pages"],
                      dewiki_dump=root / paths["dewiki_dump"], dewiki_index=root / paths["dewiki_index"],
-                     dewiki_num_pages=summary["counts"]["dewiki_pages"])
+                     dewiki_num_pages=summary["counts"]["dewiki_pages"],
+                     nli_dir=root / NLI_DIR if (root / NLI_DIR).is_dir() else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1925,7 +2031,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=1, help="multiplies the number of entities")
     args = parser.parse_args(argv)
     world = generate_demo_world(args.out, seed=args.seed, scale=args.scale)
-    for name in ("wikipedia_dump", "wikipedia_index", "dewiki_dump", "dewiki_index", "wikidata_dump", "sts_dir"):
+    for name in ("wikipedia_dump", "wikipedia_index", "dewiki_dump", "dewiki_index", "wikidata_dump", "sts_dir",
+                 "nli_dir"):
         print(f"{name}: {getattr(world, name)}")
     print(f"num_pages: {world.num_pages}")
     print(f"dewiki_num_pages: {world.dewiki_num_pages}")

@@ -15,15 +15,14 @@ table of dump size ever sits on one node:
    type, in QID order (its rows are the rows of the trainable entity table;
    it is bounded by the model, not by the dump, and is written by the driver
    from a sorted stream);
-4. each page's set of linked entities (grouped by page), so a hard negative
-   is never an entity linked on the same page;
-5. per entity (grouped by QID): the vocabulary row, the per-entity cap
+4. per entity (grouped by QID): the vocabulary row, the per-entity cap
    (a seeded sample, global over the dump), and the choice of a P31 type and
    ``negative_candidates`` random member slots of that type;
-6. candidate slots joined to the numbered members of each type;
-7. per pair: the first candidate that is neither the positive nor linked on
-   the page;
-8. pairs joined back to their sentence text, grouped by a hash bucket of the
+5. candidate slots joined to the numbered members of each type;
+6. per page (grouped by page): the page's linked entities, its pairs and
+   their candidates; a pair's negative is its first candidate that is neither
+   the positive nor linked anywhere on the page;
+7. pairs joined back to their sentence text, grouped by a hash bucket of the
    page, each bucket written as one ``entity_pairs/part-NNNNN.parquet``.
 
 Every group is sorted before it is used and every random choice is seeded by
@@ -125,6 +124,18 @@ def _groupby_map(ds, key: str | list[str], fn, schema: pa.Schema, partitions: in
     )
 
 
+def _groupby_bucket(ds, key: str | list[str], fn, partitions: int, **kwargs):
+    """Like ``_groupby_map`` but ``fn(bucket_table, **kwargs) -> table`` sees a
+    whole hash bucket as one pyarrow Table: for steps written as vectorised
+    Arrow joins instead of a Python loop over keys."""
+    key = [key] if isinstance(key, str) else list(key)
+    return (
+        ds.map_batches(_with_bucket, batch_format="pyarrow", fn_kwargs={"key": key, "buckets": partitions})
+        .groupby("_bucket", num_partitions=partitions)
+        .map_groups(lambda t: fn(t.drop_columns(["_bucket"]), **kwargs), batch_format="pyarrow")
+    )
+
+
 # ---------------------------------------------------------------- 1. titles -> QID
 
 TITLE_SIDES = _schema(wiki=_STR, key=_STR, title=_STR, qid=_STR, direct=_BOOL)
@@ -192,26 +203,12 @@ def _eligible(rows: list[dict], threshold: int) -> list[dict]:
                   "types": sorted(set(item["types"]))}]
 
 
-# ---------------------------------------------------------------- 4. entities on each page
+# ---------------------------------------------------------------- 4. per entity: vocabulary, cap, negative type
 
-PAGE_MENTIONS = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, qid=_STR, page_qids=_STRS)
-
-
-def _with_page_entities(rows: list[dict]) -> list[dict]:
-    page_qids = sorted({r["qid"] for r in rows})
-    distinct = sorted({(r["sentence_index"], r["qid"]) for r in rows})  # two titles of one entity in a sentence
-    wiki, page_id = rows[0]["wiki"], rows[0]["page_id"]
-    return [{"wiki": wiki, "page_id": page_id, "sentence_index": i, "qid": q, "page_qids": page_qids}
-                 for i, q in distinct]
-
-
-# ---------------------------------------------------------------- 5. per entity: vocabulary, cap, negative type
-
-ENTITY_SIDES = _schema(qid=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT, page_qids=_STRS,
+ENTITY_SIDES = _schema(qid=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT,
                        entity_index=_INT, title=_STR, types=_STRS)
 PAIRS = _schema(pair_key=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
-                positive_entity=_INT, positive_title=_STR, page_qids=_STRS, negative_type=_STR,
-                slots=_INTS, dropped=_STR)
+                positive_entity=_INT, positive_title=_STR, negative_type=_STR, slots=_INTS, dropped=_STR)
 
 
 def pair_key(wiki: str, page_id: int, sentence_index: int, qid: str) -> str:
@@ -221,22 +218,28 @@ def pair_key(wiki: str, page_id: int, sentence_index: int, qid: str) -> str:
 def _pairs_for_entity(rows: list[dict], cap: int, seed: int, type_sizes: dict,
                       candidates: int) -> list[dict]:
     entity = next((r for r in rows if r["entity_index"] is not None), None)
-    mentions = [r for r in rows if r["entity_index"] is None]
-    for m in mentions:
-        m["pair_key"] = pair_key(m["wiki"], m["page_id"], m["sentence_index"], m["qid"])
-    # a seeded order, global per entity: the cap keeps the same sample on any cluster
-    mentions.sort(key=lambda m: (stable_hash(f"{seed}:{m['pair_key']}"), m["pair_key"]))
+    mentions: dict[str, dict] = {}
     out = []
-    for rank, m in enumerate(mentions):
-        row = {"pair_key": m["pair_key"], "wiki": m["wiki"], "page_id": m["page_id"],
+    for m in rows:
+        if m["entity_index"] is not None:
+            continue
+        key = pair_key(m["wiki"], m["page_id"], m["sentence_index"], m["qid"])
+        row = {"pair_key": key, "wiki": m["wiki"], "page_id": m["page_id"],
                "sentence_index": m["sentence_index"], "positive_qid": m["qid"]}
+        if key in mentions:  # the entity linked twice in one sentence (e.g. by title and by a redirect)
+            out.append({**row, "dropped": "same_entity_twice_in_a_sentence"})
+        else:
+            mentions[key] = row
+    # a seeded order, global per entity: the cap keeps the same sample on any cluster
+    ordered = sorted(mentions.values(), key=lambda m: (stable_hash(f"{seed}:{m['pair_key']}"), m["pair_key"]))
+    for rank, row in enumerate(ordered):
         if entity is None:
             out.append({**row, "dropped": "entity_below_link_threshold_or_untyped"})
             continue
         if rank >= cap:
             out.append({**row, "dropped": "entity_pair_cap"})
             continue
-        rng = random.Random(stable_hash(f"{seed}:negative:{m['pair_key']}"))
+        rng = random.Random(stable_hash(f"{seed}:negative:{row['pair_key']}"))
         types = [t for t in entity["types"] if type_sizes.get(t, 0) >= 2]
         if not types:
             out.append({**row, "dropped": "no_other_entity_of_its_type"})
@@ -244,61 +247,81 @@ def _pairs_for_entity(rows: list[dict], cap: int, seed: int, type_sizes: dict,
         negative_type = types[rng.randrange(len(types))]
         size = type_sizes[negative_type]
         out.append({**row, "positive_entity": entity["entity_index"], "positive_title": entity["title"],
-                    "page_qids": m["page_qids"], "negative_type": negative_type,
-                    "slots": [rng.randrange(size) for _ in range(candidates)]})
+                    "negative_type": negative_type, "slots": [rng.randrange(size) for _ in range(candidates)]})
     return out
 
 
-# ---------------------------------------------------------------- 6. candidate slots -> entities
+# ---------------------------------------------------------------- 5. candidate slots -> entities
 
-SLOT_SIDES = _schema(type=_STR, slot=_INT, pair_key=_STR, rank=_INT, qid=_STR, entity_index=_INT, title=_STR)
-CANDIDATES = _schema(pair_key=_STR, rank=_INT, qid=_STR, entity_index=_INT, title=_STR)
+SLOT_SIDES = _schema(type=_STR, slot=_INT, pair_key=_STR, wiki=_STR, page_id=_INT, positive_qid=_STR, rank=_INT,
+                     qid=_STR, entity_index=_INT, title=_STR)
+CANDIDATES = _schema(pair_key=_STR, wiki=_STR, page_id=_INT, positive_qid=_STR, rank=_INT, qid=_STR,
+                     entity_index=_INT, title=_STR)
 
 
 def _slot_side(batch: pa.Table) -> pa.Table:
-    rows = []
-    for key, negative_type, slots in zip(batch["pair_key"].to_pylist(), batch["negative_type"].to_pylist(),
-                                         batch["slots"].to_pylist()):
-        rows.extend({"type": negative_type, "slot": s, "pair_key": key, "rank": r} for r, s in enumerate(slots))
-    return _out(rows, SLOT_SIDES)
+    slots = batch["slots"]
+    repeat = pc.list_value_length(slots).to_numpy(zero_copy_only=False)
+    rows = pc.list_parent_indices(slots)
+    table = batch.select(["negative_type", "pair_key", "wiki", "page_id", "positive_qid"]).take(rows)
+    ranks = pa.array([r for n in repeat for r in range(n)], _INT)
+    table = table.rename_columns(["type", "pair_key", "wiki", "page_id", "positive_qid"])
+    return _align(table.append_column("slot", pc.list_flatten(slots)).append_column("rank", ranks), SLOT_SIDES)
 
 
-def _fill_slots(rows: list[dict]) -> list[dict]:
-    member = next(r for r in rows if r["pair_key"] is None)
-    requests = sorted((r for r in rows if r["pair_key"] is not None), key=lambda r: (r["pair_key"], r["rank"]))
-    return [{"pair_key": r["pair_key"], "rank": r["rank"], "qid": member["qid"],
-                  "entity_index": member["entity_index"], "title": member["title"]} for r in requests]
+def _fill_slots(bucket: pa.Table) -> pa.Table:
+    """Requests (type, slot) joined to the type's numbered members, as an Arrow join."""
+    requests = bucket.filter(pc.is_valid(bucket["pair_key"])).select(
+        ["type", "slot", "pair_key", "wiki", "page_id", "positive_qid", "rank"])
+    members = bucket.filter(pc.is_null(bucket["pair_key"])).select(["type", "slot", "qid", "entity_index", "title"])
+    joined = requests.join(members, keys=["type", "slot"], join_type="inner")
+    return _align(joined, CANDIDATES).sort_by([("pair_key", "ascending"), ("rank", "ascending")])
 
 
-# ---------------------------------------------------------------- 7. the negative of each pair
+# ---------------------------------------------------------------- 6. per page: the negative of each pair
 
-PICK_SIDES = _schema(pair_key=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
-                     positive_entity=_INT, positive_title=_STR, page_qids=_STRS,
-                     rank=_INT, qid=_STR, entity_index=_INT, title=_STR)
+LINKED_ON_PAGE, PAIR, CANDIDATE = 0, 1, 2
+PICK_SIDES = _schema(side=_INT, wiki=_STR, page_id=_INT, pair_key=_STR, sentence_index=_INT, positive_qid=_STR,
+                     positive_entity=_INT, positive_title=_STR, rank=_INT, qid=_STR, entity_index=_INT, title=_STR)
 PICKED = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR, positive_entity=_INT,
                  positive_title=_STR, negative_qid=_STR, negative_entity=_INT, negative_title=_STR,
                  bucket=_INT, dropped=_STR)
+
+
+def _side(batch: pa.Table, side: int) -> pa.Table:
+    return _align(batch.append_column("side", pa.array([side] * len(batch), _INT)), PICK_SIDES)
 
 
 def page_bucket(wiki: str, page_id: int, buckets: int) -> int:
     return stable_hash(f"{wiki}:{page_id}") % buckets
 
 
-def _pick_negative(rows: list[dict], buckets: int) -> list[dict]:
-    pair = next(r for r in rows if r["rank"] is None)
-    excluded = set(pair["page_qids"] or ()) | {pair["positive_qid"]}
-    candidates = sorted((r for r in rows if r["rank"] is not None), key=lambda r: r["rank"])
-    negative = next((c for c in candidates if c["qid"] not in excluded), None)
-    row = {k: pair[k] for k in ("wiki", "page_id", "sentence_index", "positive_qid", "positive_entity",
-                                "positive_title")}
-    row["bucket"] = page_bucket(pair["wiki"], pair["page_id"], buckets)
-    if negative is None:
-        return [{**row, "dropped": "no_hard_negative"}]
-    return [{**row, "negative_qid": negative["qid"], "negative_entity": negative["entity_index"],
-                  "negative_title": negative["title"]}]
+def _pick_negatives(bucket: pa.Table, buckets: int) -> pa.Table:
+    """Whole pages: their linked entities, their pairs and the pairs'
+    candidates. A pair's negative is its lowest-ranked candidate that is
+    neither the positive nor linked anywhere on the page (Arrow anti-join,
+    then the minimum rank per pair)."""
+    side = bucket["side"]
+    linked = bucket.filter(pc.equal(side, LINKED_ON_PAGE)).select(["wiki", "page_id", "qid"]).group_by(
+        ["wiki", "page_id", "qid"]).aggregate([])
+    pairs = bucket.filter(pc.equal(side, PAIR)).select(
+        ["pair_key", "wiki", "page_id", "sentence_index", "positive_qid", "positive_entity", "positive_title"])
+    candidates = bucket.filter(pc.equal(side, CANDIDATE)).select(
+        ["pair_key", "wiki", "page_id", "positive_qid", "rank", "qid", "entity_index", "title"])
+    candidates = candidates.filter(pc.not_equal(candidates["qid"], candidates["positive_qid"]))
+    allowed = candidates.join(linked, keys=["wiki", "page_id", "qid"], join_type="left anti")
+    first = allowed.group_by("pair_key").aggregate([("rank", "min")]).rename_columns(["pair_key", "rank"])
+    chosen = allowed.join(first, keys=["pair_key", "rank"], join_type="inner").select(
+        ["pair_key", "qid", "entity_index", "title"]).rename_columns(
+        ["pair_key", "negative_qid", "negative_entity", "negative_title"])
+    picked = pairs.join(chosen, keys="pair_key", join_type="left outer").sort_by("pair_key")
+    keys = zip(picked["wiki"].to_pylist(), picked["page_id"].to_pylist())
+    picked = picked.append_column("bucket", pa.array([page_bucket(w, p, buckets) for w, p in keys], _INT))
+    dropped = pc.if_else(pc.is_null(picked["negative_qid"]), pa.scalar("no_hard_negative"), pa.scalar(None, _STR))
+    return _align(picked.append_column("dropped", dropped), PICKED)
 
 
-# ---------------------------------------------------------------- 8. sentences back in, one file per bucket
+# ---------------------------------------------------------------- 7. sentences back in, one file per bucket
 
 WRITE_SIDES = _schema(bucket=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, sentence=_STR,
                       positive_qid=_STR, positive_entity=_INT, positive_title=_STR,
@@ -410,11 +433,9 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
     log(f"[ingest] pass 2: {mentions_total} link mentions, {n_entities} entities in the vocabulary, "
         f"{len(type_sizes)} types")
 
-    # 4. each page's linked entities; 5. per entity: vocabulary row, cap, negative type and slots
-    page_mentions = _groupby_map(linked, ["wiki", "page_id"], _with_page_entities, PAGE_MENTIONS, parts)
-    dropped["same_entity_twice_in_a_sentence"] = linked.count() - page_mentions.count()
+    # 4. per entity: vocabulary row, cap, negative type and slots
     vocabulary = read_set(f"{out}/entities")
-    entity_sides = page_mentions.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}).union(
+    entity_sides = linked.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}).union(
         vocabulary.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}))
     pairs = _groupby_map(entity_sides, "qid", _pairs_for_entity, PAIRS, parts, cap=cfg["max_pairs_per_entity"],
                          seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"]).materialize()
@@ -422,20 +443,21 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
                                                    fn_kwargs={"column": "dropped", "null": False}), "dropped"))
     kept = pairs.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
 
-    # 6. candidate slots -> members of the type; 7. the first candidate not linked on the page
+    # 5. candidate slots -> members of the type; 6. per page: the first candidate not linked on the page
     members = read_set(f"{work}/type_members.parquet")
     slot_sides = kept.map_batches(_slot_side, batch_format="pyarrow").union(members)
-    candidates = _groupby_map(slot_sides, ["type", "slot"], _fill_slots, CANDIDATES, parts)
+    candidates = _groupby_bucket(slot_sides, ["type", "slot"], _fill_slots, parts)
     n_pairs_estimate = max(1, kept.count())
     buckets = max(1, math.ceil(n_pairs_estimate * 400 / cfg["pairs_file_bytes"]))
-    pick_sides = kept.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": PICK_SIDES}).union(
-        candidates.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": PICK_SIDES}))
-    picked = _groupby_map(pick_sides, "pair_key", _pick_negative, PICKED, parts, buckets=buckets).materialize()
+    pick_sides = (linked.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": LINKED_ON_PAGE})
+                  .union(kept.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": PAIR}))
+                  .union(candidates.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": CANDIDATE})))
+    picked = _groupby_bucket(pick_sides, ["wiki", "page_id"], _pick_negatives, parts, buckets=buckets).materialize()
     dropped.update(_value_counts(picked.map_batches(_keep, batch_format="pyarrow",
                                                     fn_kwargs={"column": "dropped", "null": False}), "dropped"))
     final = picked.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
 
-    # 8. sentence text back in; one file per bucket
+    # 7. sentence text back in; one file per bucket
     sentences = read_set(f"{out}/sentences", columns=["wiki", "page_id", "sentence_index", "sentence"])
     write_sides = final.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}).union(
         sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets}))

@@ -43,6 +43,7 @@ class IngestConfig:
     type_property: str = "P31"  # hard negatives share a value of this property
     shard_bytes: int = 32 << 20  # compressed Wikipedia bytes per task
     wikidata_range_bytes: int = 256 << 20  # uncompressed (or gzip-member) Wikidata bytes per task
+    wikidata_prefilter: bool = False  # count item lines naming no configured wiki without parsing them
     entity_link_threshold: int = 2  # keep entities linked more than this many times (EASE: 10)
     max_pairs_per_entity: int = 1000  # global per-entity cap, a seeded sample
     negative_candidates: int = 8  # same-type draws per pair before giving up on a hard negative
@@ -176,6 +177,7 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
         .map(process_unit, fn_kwargs={"out": out, "cfg": task_cfg}, num_cpus=1)
         .take_all()
     )
+    pass1_seconds = round(time.time() - started, 2)
     results.sort(key=lambda r: (r["kind"], r["unit_id"]))
     unit_results = [json.loads(r["result"]) for r in results]
     wikipedia_results = [u for r, u in zip(results, unit_results) if r["kind"] == "wikipedia"]
@@ -209,12 +211,14 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
         sets["wikidata"] = {"path": f"{out}/wikidata", "rows": n_items}
 
     manifest = {**common, "sets": sets, "units": len(units), "units_resumed": resumed,
-                "peak_rss_mb_per_worker": peak_rss}
+                "peak_rss_mb_per_worker": peak_rss, "pass1_seconds": pass1_seconds}
     wikidata_set = cfg.wikidata_set or (f"{out}/wikidata" if cfg.wikidata else None)
     if wikidata_set:
         input_bytes = sum(d["bytes"] for d in digest_by_path.values())
         task_cfg["shuffle_partitions"] = cfg.shuffle_partitions or max(2, min(400, input_bytes // (64 << 20)))
+        pass2_started = time.time()
         pair_stats = entity_pairs.build_entity_pairs(out, wikidata_set, task_cfg, log=log)
+        manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
         entity_manifest = {**common, "set": "entities", "rows": pair_stats["entities"],
                            "entity_link_threshold": cfg.entity_link_threshold, "types": pair_stats["types"]}
         write_json(entity_manifest, f"{out}/entities/manifest.json")

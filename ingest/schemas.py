@@ -70,7 +70,33 @@ WIKIDATA = pa.schema(
     ]
 )
 
+# SimCSE supervised / GaussCSE: (premise, entailment, contradiction) from NLI
+# corpora; ``source`` names the pair corpus (``ingest/pairs.py``).
+NLI_TRIPLETS = pa.schema(
+    [
+        pa.field("premise", pa.string(), nullable=False),
+        pa.field("entailment", pa.string(), nullable=False),
+        pa.field("contradiction", pa.string(), nullable=False),
+        pa.field("source", pa.string()),
+    ]
+)
+
+# RSE: a typed pair (sentence1, relation, sentence2) with an in-relation hard
+# negative (null when the corpus has none) and the relation's configured weight.
+RELATION_TRIPLES = pa.schema(
+    [
+        pa.field("sentence1", pa.string(), nullable=False),
+        pa.field("relation", pa.string(), nullable=False),
+        pa.field("sentence2", pa.string(), nullable=False),
+        pa.field("hard_negative", pa.string(), nullable=True),
+        pa.field("weight", pa.float32(), nullable=False),
+        pa.field("source", pa.string()),
+    ]
+)
+
 SCHEMAS: dict[str, pa.Schema] = {
+    "nli_triplets": NLI_TRIPLETS,
+    "relation_triples": RELATION_TRIPLES,
     "sentences": SENTENCES,
     "entity_pairs": ENTITY_PAIRS,
     "entities": ENTITIES,

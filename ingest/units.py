@@ -52,7 +52,8 @@ MENTIONS = pa.schema(
 REDIRECTS = pa.schema([pa.field("wiki", pa.string()), pa.field("title", pa.string()), pa.field("target", pa.string())])
 
 # config fields that shape pass-1 output; a change invalidates finished units
-UNIT_CONFIG_FIELDS = ("min_sentence_chars", "max_sentence_chars", "languages", "wikis", "properties")
+UNIT_CONFIG_FIELDS = ("min_sentence_chars", "max_sentence_chars", "languages", "wikis", "properties",
+                      "wikidata_prefilter")
 
 
 def _tmp_name(local: str) -> str:
@@ -173,7 +174,7 @@ class _ShardPages:
 
     def _add_article(self, page: Page) -> None:
         try:
-            text, links = wikitext_to_text(page.wikitext)
+            text, links = wikitext_to_text(page.wikitext, language=self.language)
             sentences = split_sentences(
                 text, links, min_chars=self.cfg["min_sentence_chars"], max_chars=self.cfg["max_sentence_chars"],
                 language=self.language,
@@ -269,7 +270,7 @@ def process_wikidata_range(rng: "wikidata.WikidataRange", out: str, cfg: dict) -
         languages=tuple(cfg["languages"]), wikis=tuple(cfg["wikis"]), properties=tuple(cfg["properties"])
     )
     stats = wikidata.WikidataStats()
-    rows = wikidata.read_range(rng, selection, stats)
+    rows = wikidata.read_range(rng, selection, stats, prefilter=cfg.get("wikidata_prefilter", False))
     name = f"part-{rng.range_id:05d}.parquet"
     write_table(pa.Table.from_pylist(rows, schema=schemas.WIKIDATA), f"{out}/wikidata/{name}")
     return {"source": rng.path, "file": name, "stats": json.dumps(stats.as_dict(), sort_keys=True)}

@@ -631,14 +631,17 @@ def iter_range_lines(rng: WikidataRange) -> Iterator[tuple[int, bytes]]:
 _ITEM_START = re.compile(rb'\{\s*"type"\s*:\s*"item"')
 
 
-def iter_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataStats) -> Iterator[dict]:
+def iter_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataStats,
+               prefilter: bool = False) -> Iterator[dict]:
     """The rows of a range, streamed; counts go into ``stats``.
 
-    Most Wikidata items have no sitelink to the configured wikis (scholarly
-    articles, taxa, …). An item line in which no configured wiki id occurs as a
-    quoted string cannot have such a sitelink, so it is counted ``no_sitelink``
-    without being parsed (a byte search instead of ``json.loads``); such a line
-    is checked only for its item prefix and closing brace."""
+    ``prefilter``: most Wikidata items have no sitelink to the configured
+    wikis (scholarly articles, taxa, …). An item line in which no configured
+    wiki id occurs as a quoted string cannot have such a sitelink, so with the
+    prefilter it is counted ``no_sitelink`` without being parsed (a byte search
+    instead of ``json.loads``). The price: such a line is checked only for its
+    item prefix and closing brace, so broken JSON inside it is not caught.
+    Off by default."""
     wiki_markers = [f'"{w}"'.encode() for w in selection.wikis]
     for offset, raw in iter_range_lines(rng):
         line = raw.strip()
@@ -647,7 +650,7 @@ def iter_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataSt
         if line in (b"", b"[", b"]"):
             continue
         stats.lines += 1
-        if (line.endswith(b"}") and _ITEM_START.match(line)
+        if (prefilter and line.endswith(b"}") and _ITEM_START.match(line)
                 and not any(marker in line for marker in wiki_markers)):
             stats.skipped["no_sitelink"] += 1
             continue
@@ -678,6 +681,7 @@ def iter_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataSt
             yield row
 
 
-def read_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataStats) -> list[dict]:
+def read_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataStats,
+               prefilter: bool = False) -> list[dict]:
     """Rows of ``schemas.WIKIDATA`` for the lines a range owns, in file order."""
-    return list(iter_range(rng, selection, stats))
+    return list(iter_range(rng, selection, stats, prefilter))

@@ -583,7 +583,11 @@ def _compact_whitespace(text: str, targets: list[str]) -> tuple[str, list[Link]]
 
 
 def wikitext_to_text(wikitext: str, language: str = "en") -> tuple[str, list[Link]]:
-    """Plain text of a page (paragraphs separated by "\\n") and its wikilink spans."""
+    """Plain text of a page (paragraphs separated by "\\n") and its wikilink spans.
+
+    `language` (the wiki's: "en", "bg", "de", ...) picks the letters a link trail
+    may take (`LINK_TRAILS`): ``[[Българи]]те`` is one anchor with "bg" only.
+    """
     if _REDIRECT.match(wikitext):
         return "", []
     if _LINK_START in wikitext or _LINK_END in wikitext:

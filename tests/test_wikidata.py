@@ -545,3 +545,19 @@ def test_stats_merge_and_as_dict():
     assert d["quarantined_count"] == 150
     assert len(d["quarantined"]) == 100 and d["quarantined"][0]["offset"] == 0
     assert d["skipped"] == {"bad_json": 151, "non_item": 2}
+
+
+def test_prefilter_skips_unlinked_items_without_parsing(tmp_path):
+    lines = [
+        '{"type":"item","id":"Q1","labels":{},"claims":{},"sitelinks":{"enwiki":{"site":"enwiki","title":"A"}}}',
+        '{"type":"item","id":"Q2","labels":{},"claims":{},"sitelinks":{"frwiki":{"site":"frwiki","title":"B"}}}',
+        '{"type":"item","id":"Q3","labels":{not json},"sitelinks":{}}',
+    ]
+    path = tmp_path / "p.json"
+    path.write_text("[\n" + ",\n".join(lines) + "\n]\n")
+    (rng,) = plan_ranges([str(path)], 1 << 20, str(tmp_path / "idx"))
+    strict, fast = WikidataStats(), WikidataStats()
+    assert [r["qid"] for r in read_range(rng, EntitySelection(), strict)] == ["Q1"]
+    assert [r["qid"] for r in read_range(rng, EntitySelection(), fast, prefilter=True)] == ["Q1"]
+    assert strict.skipped == {"no_sitelink": 1, "bad_json": 1}
+    assert fast.skipped == {"no_sitelink": 2}  # the broken unlinked line is not parsed
