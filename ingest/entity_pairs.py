@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import zlib
 from collections import Counter
 
 import fsspec
@@ -57,6 +58,11 @@ def _schema(**columns) -> pa.Schema:
 
 def stable_hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def _bucket_hash(text: str) -> int:
+    """Cheaper than ``stable_hash`` and as stable across processes: only spreads rows over buckets."""
+    return zlib.crc32(text.encode("utf-8"))
 
 
 def _align(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -94,7 +100,7 @@ def _key_of(row: dict, key: list[str]) -> tuple:
 
 def _with_bucket(batch: pa.Table, key: list[str], buckets: int) -> pa.Table:
     columns = [batch[k].to_pylist() for k in key]
-    hashes = [stable_hash("\x1f".join(map(str, values))) % buckets for values in zip(*columns)]
+    hashes = [_bucket_hash("\x1f".join(map(str, values))) % buckets for values in zip(*columns)]
     return batch.append_column("_bucket", pa.array(hashes, _INT))
 
 
@@ -170,12 +176,17 @@ MENTION_SIDES = _schema(wiki=_STR, title=_STR, qid=_STR, direct=_BOOL, page_id=_
 RESOLVED = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, qid=_STR)
 
 
-def _resolve_mentions(rows: list[dict]) -> list[dict]:
-    titles = sorted((r for r in rows if r["page_id"] is None), key=lambda r: (not r["direct"], r["qid"]))
-    qid = titles[0]["qid"] if titles else None  # a title's own sitelink beats a redirect's
-    mentions = sorted((r for r in rows if r["page_id"] is not None), key=lambda r: (r["page_id"], r["sentence_index"]))
-    return [{"wiki": m["wiki"], "page_id": m["page_id"], "sentence_index": m["sentence_index"], "qid": qid}
-                 for m in mentions]
+def _resolve_mentions(bucket: pa.Table) -> pa.Table:
+    """Mentions left-joined to the (wiki, title) -> QID rows of their bucket; a
+    title's own sitelink beats a redirect's (then the smallest QID)."""
+    titles = bucket.filter(pc.is_null(bucket["page_id"])).select(["wiki", "title", "qid", "direct"]).sort_by(
+        [("wiki", "ascending"), ("title", "ascending"), ("direct", "descending"), ("qid", "ascending")])
+    best = titles.group_by(["wiki", "title"], use_threads=False).aggregate([("qid", "first")])
+    best = best.select(["wiki", "title", "qid_first"]).rename_columns(["wiki", "title", "qid"])
+    mentions = bucket.filter(pc.is_valid(bucket["page_id"])).select(["wiki", "title", "page_id", "sentence_index"])
+    resolved = mentions.join(best, keys=["wiki", "title"], join_type="left outer")
+    return _align(resolved, RESOLVED).sort_by(
+        [("wiki", "ascending"), ("page_id", "ascending"), ("sentence_index", "ascending"), ("qid", "ascending")])
 
 
 # ---------------------------------------------------------------- 3. the vocabulary
@@ -335,22 +346,23 @@ def _sentence_side(batch: pa.Table, buckets: int) -> pa.Table:
     return _align(batch.append_column("bucket", bucket), WRITE_SIDES)
 
 
-def _write_bucket(rows: list[dict], out: str) -> list[dict]:
-    bucket = rows[0]["bucket"]
-    text = {(r["wiki"], r["page_id"], r["sentence_index"]): r["sentence"] for r in rows if r["sentence"] is not None}
-    pairs = sorted((r for r in rows if r["sentence"] is None),
-                   key=lambda r: (r["wiki"], r["page_id"], r["sentence_index"], r["positive_qid"]))
-    if not pairs:
-        return []
-    table = pa.Table.from_pylist(
-        [{"sentence": text[(p["wiki"], p["page_id"], p["sentence_index"])], "page_id": p["page_id"], "wiki": p["wiki"],
-          **{k: p[k] for k in ("positive_qid", "positive_title", "positive_entity", "negative_qid",
-                               "negative_title", "negative_entity")}} for p in pairs],
-        schema=schemas.ENTITY_PAIRS,
-    )
-    name = f"part-{bucket:05d}.parquet"
-    write_table(table, f"{out}/entity_pairs/{name}")
-    return [{"bucket": bucket, "rows": len(pairs), "file": name}]
+def _write_buckets(table: pa.Table, out: str) -> pa.Table:
+    """Pairs joined to their sentence text; each bucket sorted and written as
+    ``entity_pairs/part-<bucket>.parquet``."""
+    pairs = table.filter(pc.is_null(table["sentence"])).drop_columns(["sentence"])
+    sentences = table.filter(pc.is_valid(table["sentence"])).select(["wiki", "page_id", "sentence_index", "sentence"])
+    joined = pairs.join(sentences, keys=["wiki", "page_id", "sentence_index"], join_type="inner")
+    if len(joined) != len(pairs):
+        raise RuntimeError(f"{len(pairs) - len(joined)} entity pairs have no sentence in the sentences set")
+    written = []
+    for bucket in sorted(set(joined["bucket"].to_pylist())):
+        rows = joined.filter(pc.equal(joined["bucket"], bucket)).sort_by(
+            [("wiki", "ascending"), ("page_id", "ascending"), ("sentence_index", "ascending"),
+             ("positive_qid", "ascending")])
+        name = f"part-{bucket:05d}.parquet"
+        write_table(_align(rows, schemas.ENTITY_PAIRS), f"{out}/entity_pairs/{name}")
+        written.append({"bucket": bucket, "rows": len(rows), "file": name})
+    return _out(written, WRITTEN)
 
 
 # ---------------------------------------------------------------- helpers and the driver
@@ -402,7 +414,7 @@ def resolve_mentions(wikidata, redirects, mentions, wikis: list[str], parts: int
     title_qids = _groupby_map(title_sides, ["wiki", "key"], _resolve_titles, TITLE_QIDS, parts)
     mention_sides = title_qids.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}).union(
         mentions.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}))
-    return _groupby_map(mention_sides, ["wiki", "title"], _resolve_mentions, RESOLVED, parts)
+    return _groupby_bucket(mention_sides, ["wiki", "title"], _resolve_mentions, parts)
 
 
 def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dict:
@@ -461,7 +473,7 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
     sentences = read_set(f"{out}/sentences", columns=["wiki", "page_id", "sentence_index", "sentence"])
     write_sides = final.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}).union(
         sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets}))
-    written = _groupby_map(write_sides, "bucket", _write_bucket, WRITTEN, parts, out=out).take_all()
+    written = _groupby_bucket(write_sides, "bucket", _write_buckets, parts, out=out).take_all()
     n_pairs = sum(r["rows"] for r in written)
     return {
         "entities": n_entities,
