@@ -104,42 +104,37 @@ def _with_bucket(batch: pa.Table, key: list[str], buckets: int) -> pa.Table:
     return batch.append_column("_bucket", pa.array(hashes, _INT))
 
 
-def _per_key(bucket: pa.Table, key: list[str], fn, schema: pa.Schema, kwargs: dict) -> pa.Table:
+def _groupby_bucket(ds, key: str | list[str], bucket_fn, partitions: int, **kwargs):
+    """``bucket_fn(bucket_table, **kwargs) -> table`` for every hash bucket of ``key``.
+
+    Rows are shuffled on a hash bucket of the key (Ray Data's sort shuffle on
+    one int column), and ``bucket_fn`` sees a whole bucket as one pyarrow Table: one
+    call per bucket, not per key, because a Ray Data call per tiny group (one
+    per page or per pair) costs milliseconds and there are millions of them."""
+    key = [key] if isinstance(key, str) else list(key)
+    return (
+        ds.map_batches(_with_bucket, batch_format="pyarrow", fn_kwargs={"key": key, "buckets": partitions})
+        .groupby("_bucket", num_partitions=partitions)
+        .map_groups(lambda t: bucket_fn(t.drop_columns(["_bucket"]), **kwargs), batch_format="pyarrow")
+    )
+
+
+def _per_key(bucket: pa.Table, key_columns: list[str], key_fn, schema: pa.Schema, kwargs: dict) -> pa.Table:
     groups: dict[tuple, list[dict]] = {}
-    for row in bucket.drop_columns(["_bucket"]).to_pylist():
-        groups.setdefault(_key_of(row, key), []).append(row)
+    for row in bucket.to_pylist():
+        groups.setdefault(_key_of(row, key_columns), []).append(row)
     out: list[dict] = []
     for k in sorted(groups):
-        out.extend(fn(groups[k], **kwargs))
+        out.extend(key_fn(groups[k], **kwargs))
     return _out(out, schema)
 
 
 def _groupby_map(ds, key: str | list[str], fn, schema: pa.Schema, partitions: int, **kwargs):
-    """``fn(rows_of_one_key, **kwargs) -> rows`` for every value of ``key``.
-
-    Rows are shuffled on a hash bucket of the key (Ray Data's sort shuffle on
-    one int column) and each bucket is split by key in Python: one call per
-    bucket, not per key, because a Ray Data call per tiny group (one per page
-    or per pair) costs milliseconds and there are millions of them."""
-    key = [key] if isinstance(key, str) else list(key)
-    return (
-        ds.map_batches(_with_bucket, batch_format="pyarrow", fn_kwargs={"key": key, "buckets": partitions})
-        .groupby("_bucket", num_partitions=partitions)
-        .map_groups(_per_key, batch_format="pyarrow",
-                    fn_kwargs={"key": key, "fn": fn, "schema": schema, "kwargs": kwargs})
-    )
-
-
-def _groupby_bucket(ds, key: str | list[str], fn, partitions: int, **kwargs):
-    """Like ``_groupby_map`` but ``fn(bucket_table, **kwargs) -> table`` sees a
-    whole hash bucket as one pyarrow Table: for steps written as vectorised
-    Arrow joins instead of a Python loop over keys."""
-    key = [key] if isinstance(key, str) else list(key)
-    return (
-        ds.map_batches(_with_bucket, batch_format="pyarrow", fn_kwargs={"key": key, "buckets": partitions})
-        .groupby("_bucket", num_partitions=partitions)
-        .map_groups(lambda t: fn(t.drop_columns(["_bucket"]), **kwargs), batch_format="pyarrow")
-    )
+    """``fn(rows_of_one_key, **kwargs) -> rows`` for every value of ``key``,
+    keys split in Python inside each hash bucket."""
+    key_columns = [key] if isinstance(key, str) else list(key)
+    return _groupby_bucket(ds, key_columns, _per_key, partitions, key_columns=key_columns, key_fn=fn, schema=schema,
+                           kwargs=kwargs)
 
 
 # ---------------------------------------------------------------- 1. titles -> QID

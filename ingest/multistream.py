@@ -102,36 +102,50 @@ def find_index(dump_path: str) -> str | None:
     return candidate if fs.exists(local) else None
 
 
-def read_index(index_path: str) -> list[tuple[int, int, str]]:
-    """Parse an index file into ``(offset, page_id, title)`` rows, in file order."""
-    rows = []
+def _index_fields(index_path: str):
+    """``(offset, page_id, raw title bytes)`` of every index line, in file order;
+    a malformed line is a DumpFormatError naming the file and line."""
     with fsspec.open(index_path, "rb", compression="infer") as f:
         for line_number, raw in enumerate(f, start=1):
-            line = raw.decode("utf-8").rstrip("\n")
+            line = raw.rstrip(b"\n")
             if not line:
                 continue
-            parts = line.split(":", 2)
+            parts = line.split(b":", 2)
             if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
-                raise DumpFormatError(
-                    f"{index_path}:{line_number}: expected 'offset:page_id:title', got {line[:80]!r}"
-                )
-            rows.append((int(parts[0]), int(parts[1]), html.unescape(parts[2])))
-    return rows
+                shown = line.decode("utf-8", errors="replace")[:80]
+                raise DumpFormatError(f"{index_path}:{line_number}: expected 'offset:page_id:title', got {shown!r}")
+            yield int(parts[0]), int(parts[1]), parts[2]
 
 
-def stream_ranges(index_rows: list[tuple[int, int, str]], file_size: int) -> list[StreamRange]:
-    """Byte ranges of the page streams: each distinct offset up to the next one,
-    the last up to the end of the file (the footer stream is never decoded,
-    because a decompressor stops at the end of the first stream)."""
-    pages_by_offset: dict[int, list[int]] = {}
-    for offset, page_id, _ in index_rows:
-        pages_by_offset.setdefault(offset, []).append(page_id)
+def read_index(index_path: str) -> list[tuple[int, int, str]]:
+    """Parse an index file into ``(offset, page_id, title)`` rows, in file order."""
+    return [(offset, page_id, html.unescape(title.decode("utf-8")))
+            for offset, page_id, title in _index_fields(index_path)]
+
+
+def _ranges(pages_by_offset: dict[int, int | list[int]], file_size: int) -> list[StreamRange]:
+    """Each distinct offset up to the next one, the last up to the end of the
+    file (the footer stream is never decoded, because a decompressor stops at
+    the end of the first stream). Values: a page count, or the page ids."""
     offsets = sorted(pages_by_offset)
     ends = offsets[1:] + [file_size]
     for a, b in zip(offsets, ends):
         if b <= a:
             raise DumpFormatError(f"index offsets not increasing at byte {a}")
-    return [StreamRange(a, b, len(pages_by_offset[a]), tuple(pages_by_offset[a])) for a, b in zip(offsets, ends)]
+    ranges = []
+    for a, b in zip(offsets, ends):
+        pages = pages_by_offset[a]
+        ranges.append(StreamRange(a, b, len(pages), tuple(pages)) if isinstance(pages, list)
+                      else StreamRange(a, b, pages))
+    return ranges
+
+
+def stream_ranges(index_rows: list[tuple[int, int, str]], file_size: int) -> list[StreamRange]:
+    """Byte ranges of the page streams, with the page ids of each."""
+    pages_by_offset: dict[int, list[int]] = {}
+    for offset, page_id, _ in index_rows:
+        pages_by_offset.setdefault(offset, []).append(page_id)
+    return _ranges(pages_by_offset, file_size)
 
 
 def count_index_streams(index_path: str, file_size: int) -> list[StreamRange]:
@@ -139,20 +153,9 @@ def count_index_streams(index_path: str, file_size: int) -> list[StreamRange]:
     count per stream (enwiki's index has ~23 M lines; the planner needs ~230 k
     streams, not 23 M ids and titles)."""
     counts: dict[int, int] = {}
-    with fsspec.open(index_path, "rb", compression="infer") as f:
-        for line_number, raw in enumerate(f, start=1):
-            head = raw.split(b":", 2)
-            if len(head) != 3 or not head[0].isdigit() or not head[1].isdigit():
-                if raw.strip():
-                    raise DumpFormatError(
-                        f"{index_path}:{line_number}: expected 'offset:page_id:title', got {raw[:80]!r}"
-                    )
-                continue
-            offset = int(head[0])
-            counts[offset] = counts.get(offset, 0) + 1
-    offsets = sorted(counts)
-    ends = offsets[1:] + [file_size]
-    return [StreamRange(a, b, counts[a]) for a, b in zip(offsets, ends)]
+    for offset, _, _ in _index_fields(index_path):
+        counts[offset] = counts.get(offset, 0) + 1
+    return _ranges(counts, file_size)
 
 
 def plan_shards(dump_paths: list[str], shard_bytes: int = 32 << 20, first_shard_id: int = 0,

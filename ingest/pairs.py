@@ -96,7 +96,7 @@ import pyarrow.parquet as pq
 import ray
 
 from ingest import schemas
-from ingest.units import write_json, write_table
+from ingest.units import code_version, file_digest, write_json, write_table
 
 KINDS = ("senteval", "simcse_csv", "table", "hf")
 NLI_RELATIONS = ("entailment", "contradiction")
@@ -212,27 +212,9 @@ def _hash(*parts) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big") >> 1
 
 
-def _code_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("structcse")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 def _exists(path: str) -> bool:
     fs, local = fsspec.core.url_to_fs(path)
     return fs.exists(local)
-
-
-def _file_digest(path: str) -> dict:
-    fs, local = fsspec.core.url_to_fs(path)
-    digest = hashlib.sha256()
-    with fs.open(local, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            digest.update(chunk)
-    return {"path": path, "bytes": fs.size(local), "sha256": digest.hexdigest()}
 
 
 def _open_text(path: str, newline: str | None = None):
@@ -654,7 +636,7 @@ def read_unit(row: dict, work: str) -> dict:
         _units_of(record, number, unit["spec"], stats, out, unit["source"], unit["unit"])
     name = f"{unit['source']:03d}-{unit['unit']:05d}.parquet"
     write_table(pa.Table.from_pylist(out, schema=UNITS), f"{work}/pair_units/{name}")
-    digests = [] if unit["spec"].get("format") == "parquet" else [_file_digest(p) for p in unit["files"]]
+    digests = [] if unit["spec"].get("format") == "parquet" else [file_digest(p) for p in unit["files"]]
     result = {"source": unit["source"], "unit": unit["unit"], "file": name, "records": stats.records,
               "pairs": stats.pairs, "valid": len(out), "dropped": dict(stats.dropped), "first": stats.first,
               "digests": digests}
@@ -1186,7 +1168,7 @@ def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
     for source in config["sources"]:  # never write a hub token into a manifest
         source["hf_kwargs"] = {k: ("<redacted>" if "token" in k.lower() else v)
                                for k, v in source["hf_kwargs"].items()}
-    common = {"schema_version": schemas.SCHEMA_VERSION, "code_version": _code_version(), "config": config}
+    common = {"schema_version": schemas.SCHEMA_VERSION, "code_version": code_version(), "config": config}
     source_inputs = [{"name": s["tag"], "kind": s["kind"], "path": s["path"], "split": s["split"],
                       "hf_config": s["name"], "files": read[s["index"]]["digests"],
                       **({"hf": s["hf"]} if "hf" in s else {})}

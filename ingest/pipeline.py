@@ -18,7 +18,6 @@ under a named reason; ``accounted`` says the counts add up to the input.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections import Counter
@@ -28,7 +27,7 @@ import fsspec
 import ray
 
 from ingest import entity_pairs, multistream, schemas, wikidata
-from ingest.units import process_unit, write_json
+from ingest.units import code_version, file_digest, process_unit, write_json
 
 
 @dataclass
@@ -56,27 +55,9 @@ class IngestConfig:
     resume: bool = True  # skip pass-1 units whose done-marker matches
 
 
-def _code_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("structcse")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def _file_digest(path: str) -> dict:
-    fs, local = fsspec.core.url_to_fs(path)
-    digest = hashlib.sha256()
-    with fs.open(local, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            digest.update(chunk)
-    return {"path": path, "bytes": fs.size(local), "sha256": digest.hexdigest()}
-
-
 @ray.remote(num_cpus=0)
 def digest_file(path: str) -> dict:
-    return _file_digest(path)
+    return file_digest(path)
 
 
 @ray.remote(num_cpus=1)
@@ -195,7 +176,7 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     n_sentences = sum(r["sentences"] for r in wikipedia_results)
     common = {
         "schema_version": schemas.SCHEMA_VERSION,
-        "code_version": _code_version(),
+        "code_version": code_version(),
         "config": task_cfg,
         "sources": sources,
         "wikidata": wikidata_sources,

@@ -100,6 +100,25 @@ def _read_json(path: str) -> dict | None:
         return json.load(f)
 
 
+def file_digest(path: str) -> dict:
+    """Size and sha256 of an input file, for the manifests."""
+    fs, local = fsspec.core.url_to_fs(path)
+    digest = hashlib.sha256()
+    with fs.open(local, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return {"path": path, "bytes": fs.size(local), "sha256": digest.hexdigest()}
+
+
+def code_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("structcse")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def fingerprint(spec: str, cfg: dict) -> str:
     shaping = {k: cfg.get(k) for k in UNIT_CONFIG_FIELDS}
     payload = json.dumps([schemas.SCHEMA_VERSION, spec, shaping], sort_keys=True)
@@ -156,11 +175,11 @@ class _ShardPages:
         self.status: Counter = Counter()
         self.errors: list[str] = []
 
-    def add(self, item: Page | PageError) -> int | None:
+    def add(self, item: Page | PageError) -> None:
         if isinstance(item, PageError):
             self.status["parse_error"] += 1
             self.errors.append(f"page {item.page_id} {item.title!r}: {item.reason}")
-            return item.page_id
+            return
         if item.ns != 0:
             self.status["non_article_namespace"] += 1
         elif item.redirect:
@@ -170,7 +189,6 @@ class _ShardPages:
             )
         else:
             self._add_article(item)
-        return item.page_id
 
     def _add_article(self, page: Page) -> None:
         try:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import mwparserfromhell
 from mwparserfromhell.nodes import Tag, Text, Wikilink
 
-from ingest.wikitext import normalize_title, wikitext_to_text
+from ingest.wikitext import LINK_TRAILS, normalize_title, wikitext_to_text  # the trail letters are MediaWiki data, not logic under test
 
 SKIPPED_TAGS = frozenset(
     "ref references gallery math chem ce syntaxhighlight source pre score timeline graph "
@@ -73,14 +73,6 @@ INTERWIKI = frozenset(
 )
 # … and the language editions (interlanguage links when unprefixed by ":").
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(?:-[a-z]+)*|simple")
-# MediaWiki's $linkTrail of each language (MessagesXx.php); others use English.
-LINK_TRAILS = {
-    "en": "a-z",
-    "de": "a-zäöüß",
-    "fr": "a-zàâçéèêîôûäëïöüùÇÉÂÊÎÔÛÄËÏÖÜÀÈÙ",
-    "es": "a-záéíñóúü",
-    "bg": "a-zабвгдежзийклмнопрстуфхцчшщъыьэюя",
-}
 _SPACES = re.compile(r"\s+")
 
 
