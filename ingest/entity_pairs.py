@@ -33,7 +33,6 @@ pair, or under the reason it gave none.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import zlib
@@ -46,7 +45,7 @@ import pyarrow.parquet as pq
 import ray
 
 from ingest import schemas
-from ingest.units import table_writer, write_table
+from ingest.units import stable_hash, table_writer, write_table
 from ingest.wikitext import normalize_title
 
 _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(pa.string()), pa.list_(pa.int64())
@@ -54,10 +53,6 @@ _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(
 
 def _schema(**columns) -> pa.Schema:
     return pa.schema([pa.field(name, kind) for name, kind in columns.items()])
-
-
-def stable_hash(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
 
 
 def _bucket_hash(text: str) -> int:

@@ -78,7 +78,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import csv
-import hashlib
 import json
 import math
 import re
@@ -96,7 +95,7 @@ import pyarrow.parquet as pq
 import ray
 
 from ingest import schemas
-from ingest.units import code_version, file_digest, write_json, write_table
+from ingest.units import code_version, file_digest, stable_hash, write_json, write_table
 
 KINDS = ("senteval", "simcse_csv", "table", "hf")
 NLI_RELATIONS = ("entailment", "contradiction")
@@ -208,8 +207,7 @@ class PairIngestConfig:
 
 def _hash(*parts) -> int:
     """63-bit hash of the parts: seeds every sample and choice from the rows' content."""
-    text = "\x1f".join(str(p) for p in parts)
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big") >> 1
+    return stable_hash("\x1f".join(str(p) for p in parts)) >> 1
 
 
 def _exists(path: str) -> bool:

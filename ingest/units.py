@@ -110,6 +110,11 @@ def file_digest(path: str) -> dict:
     return {"path": path, "bytes": fs.size(local), "sha256": digest.hexdigest()}
 
 
+def stable_hash(text: str) -> int:
+    """A 64-bit hash that is the same in every process (Python's ``hash`` is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
 def code_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
