@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 import yaml
 
-POOLINGS = ("cls", "cls_mlp", "mean")
+POOLINGS = ("cls", "cls_mlp", "cls_raw", "mean")
 MIXED_PRECISION = ("none", "bf16", "fp16")
 
 
@@ -47,7 +47,7 @@ class TrainConfig:
     # what to train
     method: str = "simcse_unsup"
     model: str = "bert-base-uncased"  # any Hugging Face path or name
-    pooling: str = "cls_mlp"  # cls (CLS+MLP, kept) | cls_mlp (MLP at train time only) | mean
+    pooling: str = "cls_mlp"  # cls (CLS+MLP, kept) | cls_mlp (MLP at train time only) | cls_raw (no MLP) | mean
     data: str = ""  # ingest output dir holding set folders, or one set folder
     max_len: int = 32
     dropout: Optional[float] = 0.1  # encoder dropout (the SimCSE-unsup noise); None keeps the model's
@@ -67,6 +67,11 @@ class TrainConfig:
     use_gpu: bool = False
     cpus_per_worker: Optional[float] = None  # ScalingConfig resources_per_worker CPU (None: Ray's 1)
     mixed_precision: str = "none"  # none | bf16 | fp16 (fp16 needs a GPU)
+    # speed / memory
+    chunk_size: Optional[int] = None  # GradCache: rows per encoder chunk on each worker (None: no caching)
+    compile: bool = False  # torch.compile the encoder (dynamic shapes: batches are padded to their longest row)
+    pretokenize: bool = False  # tokenize in Ray Data tasks (padded to max_len, cut per batch) instead of in the step
+    length_bucketing: int = 0  # regroup every N batches by length (less padding; changes in-batch negatives); 0 = off
     # run bookkeeping
     storage_path: str = "runs"
     run_name: Optional[str] = None  # default: the method name; same name + storage = resume
@@ -192,6 +197,10 @@ class TrainConfig:
             raise bad(f"batch_size={self.batch_size} (global) is not divisible by num_workers={world}")
         if self.batch_size // world < 2:
             raise bad("each worker needs a local batch of at least 2 (in-batch negatives)")
+        if self.chunk_size is not None and self.chunk_size < 1:
+            raise bad(f"chunk_size must be >= 1 or null, got {self.chunk_size}")
+        if self.length_bucketing < 0:
+            raise bad(f"length_bucketing must be >= 0, got {self.length_bucketing}")
         if self.max_steps is not None and self.max_steps < 1:
             raise bad(f"max_steps must be >= 1 or null, got {self.max_steps}")
         if self.dropout is not None and not 0 <= self.dropout < 1:

@@ -5,6 +5,7 @@ Poolings (SimCSE's names in brackets):
 * ``cls``     [cls]: CLS vector -> Linear(d, d) + tanh, at train AND inference time;
 * ``cls_mlp`` [cls + mlp_only_train]: the MLP is applied while training only;
   inference uses the raw CLS vector (SimCSE-unsup and EASE-monolingual recipe);
+* ``cls_raw`` [cls_before_pooler]: the CLS vector, no MLP (heads of their own go on it: GaussCSE);
 * ``mean``    [avg]: attention-masked mean of the last layer.
 
 The HF pooler (BERT's NSP head) is removed: SimCSE does not use it, and an
@@ -34,8 +35,8 @@ class Encoder(nn.Module):
         super().__init__()
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        if pooling not in ("cls", "cls_mlp", "mean"):
-            raise ValueError(f"pooling {pooling!r} is not one of cls, cls_mlp, mean")
+        if pooling not in ("cls", "cls_mlp", "cls_raw", "mean"):
+            raise ValueError(f"pooling {pooling!r} is not one of cls, cls_mlp, cls_raw, mean")
         config = AutoConfig.from_pretrained(model)
         if dropout is not None:
             for attr in DROPOUT_ATTRS:

@@ -12,8 +12,12 @@ Read top to bottom, a worker:
    linear warmup/decay schedule; restores optimizer/scheduler/step/epoch;
 4. for each epoch iterates its shard of the Ray dataset in batches of
    ``batch_size // world`` (``drop_last=True`` so every worker's all-gather has
-   the same shape), tokenizes in the loop (``method.collate``), and takes a step
-   (optional ``torch.autocast``; fp16 uses a GradScaler);
+   the same shape), optionally regrouped by length (``length_bucketing``),
+   collates (``method.collate``: tokenizes, or cuts Ray Data's pre-tokenized
+   arrays to the batch's longest row) and takes a step (``train.step``: plain,
+   or GradCache with ``chunk_size``; optional ``torch.autocast``, fp16 with a
+   GradScaler; the dropout RNG is reseeded from (seed, rank, step) before every
+   step, so a resumed run draws the same masks as an uninterrupted one);
 5. every ``checkpoint_every_steps`` steps, at the end of each epoch and at the
    last step: rank 0 writes ``state.pt``, ``metrics.json`` and the model as a SentenceTransformer
    folder (``model/``, with the method's extra heads beside it), scores it
@@ -27,7 +31,7 @@ schedule and the number of examples seen are exactly those of an
 uninterrupted run. Ray Data's streaming split does not promise the same order
 in a new run, so the skipped rows are the same *number*, not necessarily the
 same rows; SimCSE/EASE train one epoch, where restarting the epoch would
-repeat everything. Dropout RNG is not restored (reseeded from seed, rank, step).
+repeat everything. The RNG needs no saving: it is a function of (seed, rank, step).
 
 Config keys (``train_loop_config``): every ``TrainConfig`` field at top level
 (``lr``, ``batch_size``, ``temperature``, ``evaluator``, ``evaluator_namespace``,
@@ -50,9 +54,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from train.batch import length_buckets, to_device
 from train.config import TrainConfig
 from train.encoder import Encoder
 from train.methods import get_method
+from train.step import forward_backward
 
 STATE_FILE = "state.pt"
 METRICS_FILE = "metrics.json"
@@ -68,7 +74,7 @@ class Trainee(nn.Module):
         self.encoder = encoder
         self.method = method
 
-    def forward(self, batch: dict[str, torch.Tensor]):
+    def forward(self, batch: dict):
         return self.method.loss(self.encoder, batch)
 
 
@@ -111,13 +117,14 @@ def train_loop_per_worker(config: dict) -> dict:
         trainee.load_state_dict(state["model"])
     elif rank == 0:
         trainee.method.init_pretrained(set_paths)  # DDP broadcasts rank 0's parameters
-    torch.manual_seed(cfg.seed + 7919 * rank + (state["step"] if state else 0))  # distinct dropout per worker
     model = ray.train.torch.prepare_model(trainee)
+    if cfg.compile:
+        trainee.encoder.model.compile(dynamic=True)
 
     # 3. optimizer, schedule, progress --------------------------------------
     from transformers import get_linear_schedule_with_warmup
 
-    optimizer = torch.optim.AdamW(param_groups(trainee, cfg.weight_decay), lr=cfg.lr)
+    optimizer = torch.optim.AdamW(param_groups(trainee, cfg.weight_decay, cfg.lr), lr=cfg.lr)
     scheduler = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, total_steps)
     scaler = torch.amp.GradScaler("cuda") if cfg.mixed_precision == "fp16" else None
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.mixed_precision)
@@ -171,6 +178,9 @@ def train_loop_per_worker(config: dict) -> dict:
             local_shuffle_buffer_size=cfg.shuffle_buffer or None,
             local_shuffle_seed=(cfg.seed + epoch) if cfg.shuffle_buffer else None,
         )
+        if cfg.length_bucketing:
+            column = trainee.method.tokenized_columns(cfg.options)[0]
+            batches = length_buckets(batches, column, cfg.length_bucketing, cfg.seed + 1000 * epoch + rank)
         done = 0
         for i, batch in enumerate(batches):
             if i >= steps_per_epoch or step >= total_steps:
@@ -178,18 +188,21 @@ def train_loop_per_worker(config: dict) -> dict:
             if i < skip:  # resumed mid-epoch: these were trained on before
                 done = i + 1
                 continue
-            inputs = {
-                k: v.to(device, non_blocking=True) for k, v in trainee.method.collate(batch, trainee.encoder).items()
-            }
-            with autocast():
-                loss, parts = model(inputs)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"loss is {loss.item()} at step {step + 1}")
+            inputs = to_device(trainee.method.collate(batch, trainee.encoder), device)
+            torch.manual_seed(cfg.seed + 7919 * rank + 104729 * step)  # dropout masks: f(seed, rank, step)
+            try:
+                loss, parts = forward_backward(
+                    model,
+                    trainee,
+                    inputs,
+                    chunk_size=cfg.chunk_size,
+                    backward_scale=scaler.scale if scaler is not None else (lambda x: x),
+                    autocast=autocast,
+                )
+            except FloatingPointError as e:
+                raise FloatingPointError(f"{e} at step {step + 1}") from None
             if scaler is not None:
-                scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)
-            else:
-                loss.backward()
             if cfg.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(trainee.parameters(), cfg.max_grad_norm)
             if scaler is not None:
@@ -217,12 +230,16 @@ def train_loop_per_worker(config: dict) -> dict:
 # ----------------------------------------------------------------- helpers
 
 
-def param_groups(module: nn.Module, weight_decay: float) -> list[dict]:
+def param_groups(trainee: Trainee, weight_decay: float, lr: float) -> list[dict]:
+    """The method's own groups (e.g. RSE's relation table at its lr), then decay / no decay
+    (biases and LayerNorm weights, matched by name suffix) for every other parameter."""
+    special = trainee.method.optimizer_groups(lr)
+    taken = {id(p) for g in special for p in g["params"]}
     decay, no_decay = [], []
-    for name, p in module.named_parameters():
-        if p.requires_grad:
-            (no_decay if any(k in name for k in _NO_DECAY) else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    for name, p in trainee.named_parameters():
+        if p.requires_grad and id(p) not in taken:
+            (no_decay if any(name.endswith(k) for k in _NO_DECAY) else decay).append(p)
+    return [*special, {"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 class Meter:

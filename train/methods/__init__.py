@@ -14,7 +14,7 @@ import pkgutil
 from pathlib import Path
 
 METHODS: dict = {}
-_HELPERS = {"base", "contrastive"}
+_HELPERS = {"base", "contrastive", "pair_losses"}
 
 
 def register(name: str):

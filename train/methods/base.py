@@ -10,11 +10,21 @@ Life cycle:
 * driver (``train.run``), before any worker starts: ``validate_options``,
   ``check_set`` of every set in ``sets`` (only the listed columns),
   ``data_info(cfg, set_paths)`` (small facts such as an entity vocabulary size);
-  the Ray dataset is ``read_parquet(set_paths[train_set], columns=sets[train_set])``;
+  the Ray dataset is ``read_parquet(set_paths[train_set], columns=sets[train_set])``,
+  optionally tokenized by Ray Data workers (``train.batch.pretokenize``);
 * every worker: ``Method(options, hidden_size=, temperature=, data_info=)``;
   on a fresh start, rank 0 calls ``init_pretrained(set_paths)`` (DDP then
   broadcasts rank 0's parameters); per step ``collate`` (numpy batch ->
-  tensors) and ``loss(encoder, batch) -> (loss, metrics)``;
+  nested dict of tensors: one token dict per text column + ``collate_extra``),
+  then the loss in two halves, so that the loop can run GradCache for every
+  method (``train.step``):
+
+  - ``embed(encoder, batch) -> {name: (rows, d) tensor}``: every encoder
+    forward of the step, row-wise (a chunk of rows in, the same rows out);
+  - ``loss_from_embeddings(embeddings, batch) -> (loss, metrics)``: the heads,
+    the cross-worker gathers (``train.distributed``) and the loss. It may use
+    parameters of the method (heads) but not the encoder.
+
 * saving: ``save_heads(model_dir)`` writes the extra parameters
   (``structcse_heads.pt``) and ``structcse_method.json`` beside the
   SentenceTransformer files; ``train.methods.load_method_heads(model_dir)``
@@ -40,6 +50,7 @@ class Method(nn.Module):
     name: ClassVar[str] = ""
     train_set: ClassVar[str] = ""
     sets: ClassVar[dict[str, list[str]]] = {}
+    text_columns: ClassVar[tuple[str, ...]] = ()  # columns of the train set that are tokenized
 
     @dataclasses.dataclass
     class Options:
@@ -58,6 +69,11 @@ class Method(nn.Module):
         """Raise ``ConfigError`` for bad option values."""
 
     @classmethod
+    def tokenized_columns(cls, options: Any) -> tuple[str, ...]:
+        """The text columns this configuration reads (e.g. no contradictions without hard negatives)."""
+        return cls.text_columns
+
+    @classmethod
     def data_info(cls, cfg: Any, set_paths: dict[str, Path]) -> dict:
         """Small JSON-able facts the workers need about the data (computed once on the driver)."""
         return {}
@@ -66,11 +82,35 @@ class Method(nn.Module):
     def init_pretrained(self, set_paths: dict[str, str]) -> None:
         """Initialise heads from external files on a fresh start (rank 0 only)."""
 
-    def collate(self, batch: dict[str, np.ndarray], encoder) -> dict[str, torch.Tensor]:
+    def collate(self, batch: dict[str, np.ndarray], encoder) -> dict:
+        """Numpy batch -> ``{text column: token tensors, **collate_extra(batch)}``.
+
+        Text columns already tokenized by Ray Data (``train.batch.pretokenize``)
+        are cut to the batch's longest row instead of being tokenized here.
+        """
+        from train.batch import tokens_of
+
+        out = {col: tokens_of(batch, col, encoder) for col in self.tokenized_columns(self.options)}
+        out.update(self.collate_extra(batch))
+        return out
+
+    def collate_extra(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """Non-text columns as tensors (row-wise, first dim = rows)."""
+        return {}
+
+    def embed(self, encoder, batch: dict) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
-    def loss(self, encoder, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss_from_embeddings(self, embeddings: dict[str, torch.Tensor], batch: dict) -> tuple[torch.Tensor, dict]:
         raise NotImplementedError
+
+    def loss(self, encoder, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
+        return self.loss_from_embeddings(self.embed(encoder, batch), batch)
+
+    def optimizer_groups(self, lr: float) -> list[dict]:
+        """Parameter groups with their own settings (e.g. RSE's relation table at lr 1e-2); every
+        parameter not listed here gets the run's lr and weight decay."""
+        return []
 
     # ---------------------------------------------------------- saving
     def describe(self) -> dict:
@@ -105,11 +145,16 @@ def read_set(path: str | Path, columns: list[str]):
     return pads.dataset(set_files(path), format="parquet").to_table(columns=columns)
 
 
-def tokenize(encoder, texts: np.ndarray | list[str]) -> dict[str, torch.Tensor]:
-    """Tokenize a column of strings with the encoder's tokenizer (padding to the longest, truncation at max_len)."""
-    return encoder.tokenize([str(t) for t in texts])
-
-
 def double(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """[x; x]: each sentence twice in ONE forward, so the two copies get independent dropout masks."""
     return {k: torch.cat([v, v], dim=0) for k, v in inputs.items()}
+
+
+def encode_columns(encoder, batch: dict, columns: list[str] | tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """Encode several token dicts of ``batch`` in ONE forward (padded to a common length), split back."""
+    from train.batch import concat_tokens
+
+    tokens = [batch[c] for c in columns]
+    z = encoder(**concat_tokens(tokens))
+    sizes = [t["input_ids"].shape[0] for t in tokens]
+    return dict(zip(columns, torch.split(z, sizes)))

@@ -61,7 +61,7 @@ from torch import nn
 
 from train.distributed import gather_nograd, gather_with_grad, local_labels
 from train.methods import register
-from train.methods.base import Method, double, read_set, tokenize
+from train.methods.base import Method, double, read_set
 from train.methods.contrastive import cos_logits
 from train.methods.simcse_unsup import simcse_loss
 
@@ -183,8 +183,9 @@ class EASE(Method):
             f"[ease] entity vectors: {len(rows)} of {len(title_to_row)} entities found in {self.options.entity_vectors}"
         )
 
-    def collate(self, batch, encoder):
-        out = tokenize(encoder, batch["sentence"])
+    text_columns = ("sentence",)
+
+    def collate_extra(self, batch):
         pos = torch.tensor(batch["positive_entity"], dtype=torch.long)  # copies (Ray's arrays are read-only)
         neg = torch.tensor(batch["negative_entity"], dtype=torch.long)
         top = int(max(pos.max(), neg.max()))
@@ -192,18 +193,16 @@ class EASE(Method):
             raise ValueError(
                 f"entity id {top} outside the entity table (size {self.num_entities} from the entities set)"
             )
-        out["positive_entity"] = pos
-        out["negative_entity"] = neg
-        return out
+        return {"positive_entity": pos, "negative_entity": neg}
 
-    def loss(self, encoder, batch):
-        batch = dict(batch)
-        pos_ids = batch.pop("positive_entity")
-        neg_ids = batch.pop("negative_entity")
-        n = pos_ids.shape[0]
-        z = encoder(**double(batch))
-        z1, z2 = z[:n], z[n:]
-        l_simcse = simcse_loss(z1, z2, self.temperature)
+    def embed(self, encoder, batch):
+        z1, z2 = encoder(**double(batch["sentence"])).chunk(2)
+        return {"z1": z1, "z2": z2}
+
+    def loss_from_embeddings(self, emb, batch):
+        pos_ids, neg_ids = batch["positive_entity"], batch["negative_entity"]
+        z1 = emb["z1"]
+        l_simcse = simcse_loss(z1, emb["z2"], self.temperature)
         opt = self.options
         l_ent = entity_loss(
             z1,

@@ -24,7 +24,7 @@ import torch
 
 from train.distributed import gather_with_grad, local_labels
 from train.methods import register
-from train.methods.base import Method, double, tokenize
+from train.methods.base import Method, double
 from train.methods.contrastive import info_nce
 
 
@@ -44,12 +44,12 @@ class SimCSEUnsup(Method):
     class Options:
         pass
 
-    def collate(self, batch, encoder):
-        return tokenize(encoder, batch["sentence"])
+    text_columns = ("sentence",)
 
-    def loss(self, encoder, batch):
-        n = batch["input_ids"].shape[0]
-        z = encoder(**double(batch))
-        z1, z2 = z[:n], z[n:]
-        loss = simcse_loss(z1, z2, self.temperature)
+    def embed(self, encoder, batch):
+        z1, z2 = encoder(**double(batch["sentence"])).chunk(2)
+        return {"z1": z1, "z2": z2}
+
+    def loss_from_embeddings(self, emb, batch):
+        loss = simcse_loss(emb["z1"], emb["z2"], self.temperature)
         return loss, {"loss_simcse": float(loss.detach())}

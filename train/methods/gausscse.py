@@ -1,0 +1,123 @@
+"""GaussCSE: sentences as diagonal Gaussians, asymmetric similarity by KL (Yoda et al., 2023, arXiv 2305.12990).
+
+Reads: the ``nli_triplets`` set (``premise``, ``entailment``, ``contradiction``).
+Batch: B triplets, encoded in ONE forward (3B rows; 2B when the variant has no
+``con``). ``pooling: cls_raw``: the [CLS] vector v, which the paper feeds to
+"two distinct linear layers".
+Heads (:class:`~train.methods.pair_losses.GaussianHead`, ``self.head``):
+μ = W_μ v (``mean_mode: tanh`` gives the code's tanh(W_μ v)) and σ² = exp(ℓ),
+ℓ = W_v v bounded to [min_logvar, max_logvar] by a tanh (``logvar_bound``;
+``none`` is the reference code's unbounded exp, which overflows bf16).
+Similarity: sim(a‖b) = 1/(1+KL(N_a‖N_b)) (``similarity: kl_sum``, the paper);
+``per_dim`` is the reference code's mean_d 1/(1+KL_d).
+Loss (:func:`~train.methods.pair_losses.gausscse_loss`), τ = 0.05, label i on
+the row of premise s_i: positives sim(s_j⁺‖s_i), contradictions sim(s_j⁻‖s_i)
+(``con``), reversed sim(s_j‖s_i⁺) (``rev``). ``variant``: ent | ent+con |
+ent+rev | ent+con+rev (default, the reference code's ``pos+rev+neg``).
+μ and σ² of every row are all-gathered with gradient across workers.
+
+After training (``train.model.load``): ``gaussian(texts)`` gives μ/σ²,
+``asymmetric_similarity(a, b)`` = sim(a‖b); for NLI the entailment score is
+sim(hypothesis‖premise); the premise gets the broader Gaussian.
+
+Siblings: ``simcse_sup.py`` (same triplets, cosine of points instead of KL).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from train.distributed import gather_with_grad, local_labels
+from train.methods import register
+from train.methods.base import Method, encode_columns
+from train.methods.pair_losses import (
+    SIMILARITY_FORMS,
+    Gaussian,
+    GaussianHead,
+    asymmetric_similarity,
+    gausscse_loss,
+    parse_gausscse_variant,
+)
+
+
+@register("gausscse")
+class GaussCSE(Method):
+    train_set = "nli_triplets"
+    sets = {"nli_triplets": ["premise", "entailment", "contradiction"]}
+    text_columns = ("premise", "entailment", "contradiction")
+
+    @dataclasses.dataclass
+    class Options:
+        variant: str = "ent+con+rev"  # ent | ent+con | ent+rev | ent+con+rev
+        similarity: str = "kl_sum"  # kl_sum (paper) | per_dim (reference code) | kl_mean
+        mean_mode: str = "linear"  # linear (paper) | tanh (reference code)
+        logvar_bound: str = "tanh"  # tanh | clamp | none (reference code: unbounded)
+        min_logvar: float = -10.0
+        max_logvar: float = 10.0
+
+    @classmethod
+    def validate_options(cls, options, cfg):
+        from train.config import ConfigError
+
+        try:
+            parse_gausscse_variant(options.variant)
+        except ValueError as e:
+            raise ConfigError(f"gausscse.variant: {e}") from None
+        if options.similarity not in SIMILARITY_FORMS:
+            raise ConfigError(f"gausscse.similarity {options.similarity!r} is not one of {list(SIMILARITY_FORMS)}")
+        if options.mean_mode not in ("linear", "tanh"):
+            raise ConfigError(f"gausscse.mean_mode {options.mean_mode!r} is not one of linear, tanh")
+        if options.logvar_bound not in ("tanh", "clamp", "none"):
+            raise ConfigError(f"gausscse.logvar_bound {options.logvar_bound!r} is not one of tanh, clamp, none")
+        if not options.min_logvar < options.max_logvar:
+            raise ConfigError("gausscse.min_logvar must be < gausscse.max_logvar")
+
+    @classmethod
+    def tokenized_columns(cls, options):
+        use_con, _ = parse_gausscse_variant(options.variant)
+        return cls.text_columns if use_con else cls.text_columns[:2]
+
+    def __init__(self, options, *, hidden_size, temperature, data_info=None):
+        super().__init__(options, hidden_size=hidden_size, temperature=temperature, data_info=data_info)
+        self.head = GaussianHead(
+            hidden_size,
+            options.mean_mode,
+            bound=options.logvar_bound,
+            min_logvar=options.min_logvar,
+            max_logvar=options.max_logvar,
+        )
+
+    def embed(self, encoder, batch):
+        return encode_columns(encoder, batch, self.tokenized_columns(self.options))
+
+    def _gathered(self, pooled: torch.Tensor) -> Gaussian:
+        g = self.head(pooled)
+        return Gaussian(gather_with_grad(g.mu), gather_with_grad(g.var))
+
+    def loss_from_embeddings(self, emb, batch):
+        rows = local_labels(emb["premise"].shape[0], emb["premise"].device)
+        prem, ent = self._gathered(emb["premise"]), self._gathered(emb["entailment"])
+        con = self._gathered(emb["contradiction"]) if "contradiction" in emb else None
+        loss = gausscse_loss(
+            prem,
+            ent,
+            con,
+            temperature=self.temperature,
+            variant=self.options.variant,
+            form=self.options.similarity,
+            rows=rows,
+        )
+        with torch.no_grad():  # how often the premise already has the broader Gaussian (direction by log-det)
+            det_acc = (prem.log_det()[rows] > ent.log_det()[rows]).float().mean()
+        return loss, {"loss_gausscse": float(loss.detach()), "premise_broader": float(det_acc)}
+
+    # ------------------------------------------------------------ after training
+    def gaussian(self, pooled: torch.Tensor) -> Gaussian:
+        """μ and σ² (float32) of inference embeddings (the SentenceTransformer's output)."""
+        return self.head(pooled.to(self.head.mean.weight.dtype))
+
+    def asymmetric_similarity(self, a: Gaussian, b: Gaussian) -> torch.Tensor:
+        """sim(a‖b) with this model's similarity form."""
+        return asymmetric_similarity(a, b, self.options.similarity)
