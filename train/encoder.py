@@ -46,6 +46,7 @@ class Encoder(nn.Module):
         self.pooling = pooling
         self.max_len = max_len
         self.model = AutoModel.from_pretrained(model, config=config)
+        self.model.train()  # from_pretrained returns eval mode (dropout off); a new module trains, as nn.Module
         if getattr(self.model, "pooler", None) is not None:
             self.model.pooler = None
         self.tokenizer = AutoTokenizer.from_pretrained(model)

@@ -3,7 +3,7 @@
 ``info_nce(anchors, candidates, labels, temperature, logit_bias, mask)``:
 logits_ij = cos(anchor_i, candidate_j) / temperature + logit_bias_ij, with
 masked entries set to -inf, then cross-entropy with target ``labels[i]``.
-Cosines are computed in float32 even under autocast.
+Cosines are computed in (at least) float32 even under autocast.
 """
 
 from __future__ import annotations
@@ -12,10 +12,15 @@ import torch
 import torch.nn.functional as F
 
 
+def full(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in at least float32: half types (autocast) are upcast, float64 is kept (exactness tests)."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
 def cos_logits(anchors: torch.Tensor, candidates: torch.Tensor, temperature: float) -> torch.Tensor:
     """(A, d) x (C, d) -> (A, C) cosine similarities divided by the temperature."""
-    a = F.normalize(anchors.float(), dim=-1)
-    c = F.normalize(candidates.float(), dim=-1)
+    a = F.normalize(full(anchors), dim=-1)
+    c = F.normalize(full(candidates), dim=-1)
     return a @ c.T / temperature
 
 

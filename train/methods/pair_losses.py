@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from train.methods.contrastive import cos_logits
+from train.methods.contrastive import cos_logits, full
 
 
 def _rows(rows: torch.Tensor | None, n: int, device) -> torch.Tensor:
@@ -94,7 +94,7 @@ class Gaussian(NamedTuple):
 
     def log_det(self) -> torch.Tensor:
         """Σ_d log σ²_d, (...,): the 'size' of the distribution (the reference code's ``det_acc`` compares it)."""
-        return torch.log(self.var.float()).sum(-1)
+        return torch.log(full(self.var)).sum(-1)
 
 
 def bounded_logvar(x: torch.Tensor, min_logvar: float, max_logvar: float, bound: str = "tanh") -> torch.Tensor:
@@ -105,7 +105,7 @@ def bounded_logvar(x: torch.Tensor, min_logvar: float, max_logvar: float, bound:
     unchanged (the reference code: σ² = exp(W_v v) unbounded, which overflows
     bf16/fp16 for large pre-activations). ±inf pre-activations map to the bounds.
     """
-    x = x.float()
+    x = full(x)
     if bound == "none":
         return x
     if bound == "clamp":
@@ -153,7 +153,7 @@ class GaussianHead(nn.Module):
         self.logvar = nn.Linear(hidden, out_dim)
 
     def forward(self, v: torch.Tensor) -> Gaussian:
-        mu = self.mean(v).float()
+        mu = full(self.mean(v))
         if self.mode == "tanh":
             mu = torch.tanh(mu)
         logvar = bounded_logvar(self.logvar(v), self.min_logvar, self.max_logvar, self.bound)
@@ -172,7 +172,7 @@ def kl_diagonal(
     Note the reference code's similarity is mean_d 1/(1+KL_d), which is neither
     1/(1+sum) nor 1/(1+mean): use ``asymmetric_similarity(form="per_dim")`` for it.
     """
-    mu_a, var_a, mu_b, var_b = mu_a.float(), var_a.float(), mu_b.float(), var_b.float()
+    mu_a, var_a, mu_b, var_b = full(mu_a), full(var_a), full(mu_b), full(var_b)
     kl = 0.5 * (torch.log(var_b) - torch.log(var_a) + var_a / var_b + (mu_a - mu_b) ** 2 / var_b - 1.0)
     if reduce == "none":
         return kl
@@ -353,7 +353,7 @@ def rse_loss(
     """
     n = h_j.shape[0]
     r = _rows(rows, n, h_i.device)
-    u = h_i[r].float() + r_k[r].float()
+    u = full(h_i[r]) + full(r_k[r])
     candidates = h_j if hard_negatives is None else torch.cat([h_j, hard_negatives], dim=0)
     logits = cos_logits(u, candidates, temperature)
     if hard_negatives is not None and hard_negative_valid is not None:
@@ -376,7 +376,7 @@ def relation_scores(
     ``direction``: ``"forward"`` a→b (the paper's f(s_i, s_j, r_k));
     ``"backward"`` cos(h_b + r_k, h_a); ``"max"`` the larger of the two per relation.
     """
-    a, b, t = h_a.float(), h_b.float(), relation_table.float()
+    a, b, t = full(h_a), full(h_b), full(relation_table)
     fwd = F.cosine_similarity(a[:, None, :] + t[None, :, :], b[:, None, :], dim=-1)
     if direction == "forward":
         return fwd
@@ -420,4 +420,4 @@ def link_prediction_scores(h_head: torch.Tensor, r: torch.Tensor, candidates: to
     ``candidates``: (C, d) every unique sentence of the split. Rank with
     ``eval.pair_metrics.rank_of_true`` (excluding the query sentence itself).
     """
-    return cos_logits(h_head.float() + r.float(), candidates, 1.0)
+    return cos_logits(full(h_head) + full(r), candidates, 1.0)

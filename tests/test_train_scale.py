@@ -1,0 +1,291 @@
+"""Training at scale: cross-worker negatives, GradCache, fault tolerance — for every method.
+
+* N workers x B rows == 1 worker x N*B rows (loss and every parameter gradient), on real
+  gloo process groups, plain and with GradCache (the two compose);
+* GradCache (dropout on, RNG replayed) == the same chunks encoded with grad, and its
+  activation memory falls with the chunk size;
+* a Ray Train run whose worker is killed mid-run resumes from its last checkpoint and
+  finishes with the same number of optimizer steps and the same loss as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from train.config import TrainConfig
+
+METHODS = ["simcse_unsup", "ease", "simcse_sup", "gausscse", "rse"]
+WORDS = "the a river company town band book steel wine ships grain paper glass music films old new big small".split()
+RELATIONS = ["contradiction", "duplicate_question", "entailment"]
+NUM_ENTITIES = 12
+
+
+def _texts(rng: np.random.Generator, n: int) -> list[str]:
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 12)))) for _ in range(n)]
+
+
+def numpy_batch(method: str, rows: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """A batch as Ray Data hands it to ``Method.collate`` (numpy columns of the method's set)."""
+    rng = np.random.default_rng(seed)
+    if method == "simcse_unsup":
+        return {"sentence": np.array(_texts(rng, rows), dtype=object)}
+    if method == "ease":
+        return {
+            "sentence": np.array(_texts(rng, rows), dtype=object),
+            "positive_entity": rng.integers(1, NUM_ENTITIES, rows),  # duplicates across workers on purpose
+            "negative_entity": rng.integers(1, NUM_ENTITIES, rows),
+        }
+    if method in ("simcse_sup", "gausscse"):
+        return {c: np.array(_texts(rng, rows), dtype=object) for c in ("premise", "entailment", "contradiction")}
+    negatives = np.array(_texts(rng, rows), dtype=object)
+    negatives[::3] = None  # rows without an in-relation hard negative
+    return {
+        "sentence1": np.array(_texts(rng, rows), dtype=object),
+        "relation": np.array([RELATIONS[i % 3] for i in range(rows)], dtype=object),
+        "sentence2": np.array(_texts(rng, rows), dtype=object),
+        "hard_negative": negatives,
+        "weight": np.ones(rows, dtype=np.float32),
+    }
+
+
+def build(model_dir: str, method: str, dropout: float):
+    from train.loop import build_trainee
+
+    cfg = TrainConfig.from_dict(
+        {"method": method, "model": model_dir, "data": "unused", "pooling": "cls", "dropout": dropout, "max_len": 16}
+    )
+    torch.manual_seed(0)
+    # float64: an untrained tiny BERT embeds every sentence almost alike, so contrastive gradients are
+    # differences of near-equal terms; in float32 their rounding would hide a real error
+    return build_trainee(cfg, {"num_entities": NUM_ENTITIES, "relations": RELATIONS}).double()
+
+
+def assert_grads_equal(got: dict, ref: dict, rel: float, what) -> None:
+    """Every entry within ``rel`` of the largest gradient entry of the model (float64 rounding);
+    a missing gather or a 1/world error is ~50% of the large entries."""
+    assert set(got) == set(ref), what
+    scale = max(float(r.abs().max()) for r in ref.values())
+    for name, r in ref.items():
+        err = float((got[name].double() - r).abs().max())
+        assert err <= rel * scale, (what, name, err / scale)
+
+
+def grads_of(module) -> dict[str, torch.Tensor]:
+    return {n: p.grad.detach().clone() for n, p in module.named_parameters() if p.grad is not None}
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> str:
+    from train.tiny_bert import build_tiny_bert
+
+    rng = np.random.default_rng(0)
+    folder = build_tiny_bert(
+        _texts(rng, 200), tmp_path_factory.mktemp("scale_bert"), vocab_size=200, hidden_size=32,
+        num_layers=2, num_heads=2, intermediate_size=64, max_position_embeddings=32,
+    )
+    # eager attention: SDPA picks another kernel when a batch has no padding (transformers then
+    # drops the mask), so 4 rows and 8 rows would round differently; eager computes both alike
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "attn_implementation": "eager"}))
+    return str(folder)
+
+
+# ------------------------------------------------------------------ N workers x B == 1 x N*B
+
+LOCAL_ROWS, WORLD = 4, 2
+
+
+def single_process_reference(model_dir: str, method: str, chunk_size=None):
+    from train.step import forward_backward
+
+    trainee = build(model_dir, method, dropout=0.0)
+    batch = trainee.method.collate(numpy_batch(method, LOCAL_ROWS * WORLD), trainee.encoder)
+    loss, _ = forward_backward(trainee, trainee, batch, chunk_size=chunk_size)
+    return float(loss.detach()), grads_of(trainee)
+
+
+def _worker(rank: int, world: int, folder: str, model_dir: str) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from train.step import forward_backward
+
+    dist.init_process_group("gloo", init_method=f"file://{folder}/pg", rank=rank, world_size=world)
+    try:
+        out = {}
+        for method in METHODS:
+            for chunk in (None, 2):
+                trainee = build(model_dir, method, dropout=0.0)
+                model = DistributedDataParallel(trainee) if chunk is None else trainee  # as prepare_model does
+                full = numpy_batch(method, LOCAL_ROWS * world)
+                mine = {k: v[rank * LOCAL_ROWS : (rank + 1) * LOCAL_ROWS] for k, v in full.items()}
+                batch = trainee.method.collate(mine, trainee.encoder)
+                loss, _ = forward_backward(model, trainee, batch, chunk_size=chunk)
+                mean_loss = loss.detach().clone()
+                dist.all_reduce(mean_loss)
+                out[f"{method}/{chunk}"] = {
+                    "loss": float(mean_loss) / world,
+                    "grads": {k: v.tolist() for k, v in grads_of(trainee).items()},
+                }
+        if rank == 0:
+            Path(folder, "result.json").write_text(json.dumps(out))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_workers_equal_one_big_batch_for_every_method(tiny_model, tmp_path):
+    """2 gloo processes x 4 rows give the loss and every parameter gradient of 1 process x 8 rows
+    (every embedding a loss uses is gathered with gradient), with and without GradCache."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_worker, args=(WORLD, str(tmp_path), tiny_model), nprocs=WORLD, join=True)
+    result = json.loads((tmp_path / "result.json").read_text())
+    for method in METHODS:
+        ref_loss, ref_grads = single_process_reference(tiny_model, method)
+        for chunk in (None, 2):
+            got = result[f"{method}/{chunk}"]
+            assert got["loss"] == pytest.approx(ref_loss, rel=1e-12), (method, chunk)
+            grads = {k: torch.tensor(v, dtype=torch.float64) for k, v in got["grads"].items()}
+            assert_grads_equal(grads, ref_grads, 1e-9, (method, chunk))
+
+
+# ------------------------------------------------------------------ GradCache
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_grad_cache_equals_the_large_batch_with_dropout(tiny_model, method):
+    """GradCache (chunks of 3 of 12 rows, dropout 0.1) gives the gradients of encoding the same chunks
+    with grad and back-propagating the loss once: the replayed RNG reproduces every dropout mask."""
+    from train.batch import cat_rows, slice_rows
+    from train.step import forward_backward
+
+    rows, chunk = 12, 3
+    trainee = build(tiny_model, method, dropout=0.1)
+    batch = trainee.method.collate(numpy_batch(method, rows, seed=1), trainee.encoder)
+
+    torch.manual_seed(123)
+    parts = [trainee.method.embed(trainee.encoder, slice_rows(batch, s, s + chunk)) for s in range(0, rows, chunk)]
+    ref_loss, _ = trainee.method.loss_from_embeddings(cat_rows(parts), batch)
+    ref_loss.backward()
+    reference = grads_of(trainee)
+    trainee.zero_grad(set_to_none=True)
+
+    torch.manual_seed(123)
+    loss, _ = forward_backward(trainee, trainee, batch, chunk_size=chunk)
+    cached = grads_of(trainee)
+    trainee.zero_grad(set_to_none=True)
+    assert float(loss) == pytest.approx(float(ref_loss), rel=1e-12)
+    assert_grads_equal(cached, reference, 1e-9, method)
+
+    torch.manual_seed(124)  # other masks: other gradients (so the equality above is not vacuous)
+    forward_backward(trainee, trainee, batch, chunk_size=chunk)
+    other = grads_of(trainee)
+    with pytest.raises(AssertionError):
+        assert_grads_equal(other, reference, 1e-2, method)
+
+
+def test_grad_cache_activation_memory_falls_with_chunk_size(tiny_model):
+    from train.step import ActivationMeter, forward_backward
+
+    trainee = build(tiny_model, "simcse_sup", dropout=0.1)
+    batch = trainee.method.collate(numpy_batch("simcse_sup", 32, seed=2), trainee.encoder)
+    peaks = {}
+    for chunk in (None, 16, 4):
+        trainee.zero_grad(set_to_none=True)
+        with ActivationMeter() as meter:
+            forward_backward(trainee, trainee, batch, chunk_size=chunk)
+        peaks[chunk] = meter.peak
+    assert peaks[None] > peaks[16] > peaks[4] > 0, peaks
+    assert peaks[4] < 0.35 * peaks[None], peaks
+
+
+# ------------------------------------------------------------------ fault tolerance
+
+
+def _nli_sets(root: Path, rows: int = 256) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ingest.schemas import NLI_TRIPLETS
+
+    batch = numpy_batch("simcse_sup", rows, seed=3)
+    folder = root / "nli_triplets"
+    folder.mkdir(parents=True)
+    table = pa.table({**{k: list(v) for k, v in batch.items()}, "source": ["test"] * rows}, schema=NLI_TRIPLETS)
+    pq.write_table(table.slice(0, rows // 2), folder / "part-00000.parquet")
+    pq.write_table(table.slice(rows // 2), folder / "part-00001.parquet")
+    (folder / "manifest.json").write_text(json.dumps({"rows": rows, "schema_version": 2}))
+    return root
+
+
+def _kill_train_worker_when(path: Path, deadline_s: float, killed: list) -> None:
+    """Find the run's Ray Train worker process, wait until ``path`` exists, SIGKILL the worker."""
+    import ray
+    from ray.util.state import list_actors
+
+    # this session's dashboard, named: another Ray on the machine would make the State API refuse
+    dashboard = "http://" + ray._private.worker.global_worker.node.address_info["webui_url"]
+    end = time.time() + deadline_s
+    pid = None
+    while time.time() < end and pid is None:
+        for actor in list_actors(address=dashboard, filters=[("state", "=", "ALIVE")], timeout=30):
+            if "RayTrainWorker" in (actor.class_name or "") and actor.pid:
+                pid = actor.pid
+        time.sleep(0.2)
+    while time.time() < end and not path.exists():
+        time.sleep(0.01)
+    if pid is None or not path.exists():
+        killed.append(f"worker pid {pid}, {path} exists: {path.exists()}")
+        return
+    os.kill(pid, signal.SIGKILL)
+    killed.append(pid)
+
+
+def test_killed_worker_resumes_with_same_steps_and_loss(ray_session, tiny_model, tmp_path):
+    from train.run import run
+
+    data = _nli_sets(tmp_path / "sets")
+    base = dict(
+        method="simcse_sup", model=tiny_model, data=str(data), batch_size=16, max_len=16, lr=1e-4,
+        epochs=2, max_steps=24, checkpoint_every_steps=4, log_every_steps=0, shuffle_buffer=0,
+        num_workers=1, storage_path=str(tmp_path / "runs"), max_failures=1, keep_checkpoints=10,
+    )
+    clean = run(TrainConfig.from_dict({**base, "run_name": "clean"}))
+
+    killed: list = []
+    watcher = threading.Thread(
+        target=_kill_train_worker_when,
+        # step 8's folder appearing means step 4's checkpoint is registered (a kill during an upload
+        # leaves the run with no checkpoint, and Ray rightly restarts it from scratch)
+        args=(tmp_path / "runs" / "faulty" / "step-0000008", 240, killed),
+        daemon=True,
+    )
+    watcher.start()
+    faulty = run(TrainConfig.from_dict({**base, "run_name": "faulty"}))
+    watcher.join(timeout=60)
+    assert killed and isinstance(killed[0], int), killed
+
+    summary = json.loads((tmp_path / "runs" / "faulty" / "train_summary.json").read_text())
+    last, clean_last = summary["last_metrics"], clean.metrics
+    assert last["step"] == clean_last["step"] == 24
+    assert 4 <= last["start_step"] < 24  # the restarted worker resumed from a checkpoint, not from scratch
+    assert last["loss"] == pytest.approx(clean_last["loss"], rel=0.02)
+    assert (Path(faulty.model_path) / "modules.json").is_file()
+
+
+def test_a_new_encoder_trains_with_dropout(tiny_model):
+    """from_pretrained returns a model in eval mode; the Encoder must train (SimCSE's noise is dropout)."""
+    trainee = build(tiny_model, "simcse_unsup", dropout=0.1)
+    assert trainee.training and trainee.encoder.model.training
+    batch = trainee.method.collate(numpy_batch("simcse_unsup", 4), trainee.encoder)
+    z = trainee.method.embed(trainee.encoder, batch)
+    assert not torch.allclose(z["z1"], z["z2"])  # two dropout views of the same sentences
