@@ -67,3 +67,16 @@ def demo_tiny_bert(demo_sets, tmp_path_factory):
     out, _ = demo_sets
     sentences = pads.dataset(sorted((out / "sentences").glob("*.parquet"))).to_table(columns=["sentence"])
     return build_tiny_bert(sentences["sentence"].to_pylist(), tmp_path_factory.mktemp("tiny_bert"))
+
+
+@pytest.fixture(scope="session")
+def demo_pair_sets(demo_world, ray_session, tmp_path_factory):
+    """The demo world's NLI pairs (train split) through ``ingest.pairs``: nli_triplets/ and relation_triples/."""
+    from ingest.pairs import PairIngestConfig, PairSource, run_pair_ingest
+
+    out = tmp_path_factory.mktemp("demo_pair_sets")
+    manifest = run_pair_ingest(
+        PairIngestConfig(sources=[PairSource("senteval", str(demo_world.nli_dir), split="train")], out=str(out)),
+        log=lambda *a: None,
+    )
+    return out, manifest

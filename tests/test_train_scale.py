@@ -211,22 +211,6 @@ def test_grad_cache_activation_memory_falls_with_chunk_size(tiny_model):
 # ------------------------------------------------------------------ fault tolerance
 
 
-def _nli_sets(root: Path, rows: int = 256) -> Path:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from ingest.schemas import NLI_TRIPLETS
-
-    batch = numpy_batch("simcse_sup", rows, seed=3)
-    folder = root / "nli_triplets"
-    folder.mkdir(parents=True)
-    table = pa.table({**{k: list(v) for k, v in batch.items()}, "source": ["test"] * rows}, schema=NLI_TRIPLETS)
-    pq.write_table(table.slice(0, rows // 2), folder / "part-00000.parquet")
-    pq.write_table(table.slice(rows // 2), folder / "part-00001.parquet")
-    (folder / "manifest.json").write_text(json.dumps({"rows": rows, "schema_version": 2}))
-    return root
-
-
 def _kill_train_worker_when(path: Path, deadline_s: float, killed: list) -> None:
     """Find the run's Ray Train worker process, wait until ``path`` exists, SIGKILL the worker."""
     import ray
@@ -250,13 +234,15 @@ def _kill_train_worker_when(path: Path, deadline_s: float, killed: list) -> None
     killed.append(pid)
 
 
-def test_killed_worker_resumes_with_same_steps_and_loss(ray_session, tiny_model, tmp_path):
+def test_killed_worker_resumes_with_same_steps_and_loss(ray_session, demo_pair_sets, tiny_model, tmp_path):
+    """SimCSE-sup on the demo world's NLI triplets (96 rows: 6 steps per epoch, so the resume
+    crosses epochs); killed after its step-4 checkpoint is registered."""
     from train.run import run
 
-    data = _nli_sets(tmp_path / "sets")
+    data, _ = demo_pair_sets
     base = dict(
         method="simcse_sup", model=tiny_model, data=str(data), batch_size=16, max_len=16, lr=1e-4,
-        epochs=2, max_steps=24, checkpoint_every_steps=4, log_every_steps=0, shuffle_buffer=0,
+        epochs=4, max_steps=24, checkpoint_every_steps=4, log_every_steps=0, shuffle_buffer=0,
         num_workers=1, storage_path=str(tmp_path / "runs"), max_failures=1, keep_checkpoints=10,
     )
     clean = run(TrainConfig.from_dict({**base, "run_name": "clean"}))

@@ -146,7 +146,7 @@ def train_loop_per_worker(config: dict) -> dict:
         where = f"resumed at step {step} (epoch {epoch}, skipping {skip} batches)" if state else "fresh start"
         print(
             f"[train] {cfg.method} on {world} worker(s): global batch {cfg.batch_size} ({local_bs}/worker), "
-            f"{steps_per_epoch} steps/epoch, {total_steps} steps in all; {where}",
+            f"{steps_per_epoch} steps/epoch, {total_steps} steps in all, {torch.get_num_threads()} torch threads; {where}",
             flush=True,
         )
     dev = None
@@ -190,17 +190,14 @@ def train_loop_per_worker(config: dict) -> dict:
                 continue
             inputs = to_device(trainee.method.collate(batch, trainee.encoder), device)
             torch.manual_seed(cfg.seed + 7919 * rank + 104729 * step)  # dropout masks: f(seed, rank, step)
-            try:
-                loss, parts = forward_backward(
-                    model,
-                    trainee,
-                    inputs,
-                    chunk_size=cfg.chunk_size,
-                    backward_scale=scaler.scale if scaler is not None else (lambda x: x),
-                    autocast=autocast,
-                )
-            except FloatingPointError as e:
-                raise FloatingPointError(f"{e} at step {step + 1}") from None
+            loss, parts = forward_backward(
+                model,
+                trainee,
+                inputs,
+                chunk_size=cfg.chunk_size,
+                backward_scale=scaler.scale if scaler is not None else (lambda x: x),
+                autocast=autocast,
+            )
             if scaler is not None:
                 scaler.unscale_(optimizer)
             if cfg.max_grad_norm > 0:
@@ -213,7 +210,7 @@ def train_loop_per_worker(config: dict) -> dict:
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step, done = step + 1, i + 1
-            meter.add(float(loss.detach()), parts)
+            meter.add(loss.detach(), parts)
             if rank == 0 and cfg.log_every_steps and step % cfg.log_every_steps == 0:
                 print(f"[train] step {step}/{total_steps} loss {meter.peek():.4f}", flush=True)
             if (cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0) or step >= total_steps:
@@ -243,7 +240,10 @@ def param_groups(trainee: Trainee, weight_decay: float, lr: float) -> list[dict]
 
 
 class Meter:
-    """Running means of the loss (and the method's parts) and examples/s since the last report."""
+    """Running means of the loss (and the method's parts) and examples/s since the last report.
+
+    Sums stay on the device (no per-step synchronisation); reading them (``peek``, ``summary``)
+    raises FloatingPointError when the loss became inf/nan since the last reset."""
 
     def __init__(self, examples_per_step: int):
         self.examples_per_step = examples_per_step
@@ -252,19 +252,22 @@ class Meter:
     def reset(self) -> None:
         self.n, self.loss, self.parts, self.t0 = 0, 0.0, {}, time.perf_counter()
 
-    def add(self, loss: float, parts: dict) -> None:
+    def add(self, loss, parts: dict) -> None:
         self.n += 1
-        self.loss += loss
+        self.loss = self.loss + loss
         for k, v in parts.items():
-            self.parts[k] = self.parts.get(k, 0.0) + float(v)
+            self.parts[k] = self.parts.get(k, 0.0) + v
 
     def peek(self) -> float:
-        return self.loss / max(self.n, 1)
+        mean = float(self.loss) / max(self.n, 1)
+        if not math.isfinite(mean):
+            raise FloatingPointError(f"loss is {mean} (mean of the last {self.n} steps)")
+        return mean
 
     def summary(self) -> dict:
         dt = max(time.perf_counter() - self.t0, 1e-9)
         out = {"loss": self.peek() if self.n else math.nan, "examples_per_s": self.n * self.examples_per_step / dt}
-        out.update({k: v / max(self.n, 1) for k, v in self.parts.items()})
+        out.update({k: float(v) / max(self.n, 1) for k, v in self.parts.items()})
         return out
 
 

@@ -28,8 +28,8 @@ text is encoded once per call.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -95,7 +95,7 @@ class TrainedModel:
             )
 
     # ------------------------------------------------------------ encoding
-    def enable_cache(self) -> "TrainedModel":
+    def enable_cache(self) -> TrainedModel:
         """Remember every encoded text (evaluations that share sentences encode them once)."""
         self.cache = {} if self.cache is None else self.cache
         return self

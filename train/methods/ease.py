@@ -215,7 +215,7 @@ class EASE(Method):
             mask_duplicates=opt.mask_duplicate_entities,
         )
         loss = l_simcse + opt.ease_loss_ratio * l_ent
-        return loss, {"loss_simcse": float(l_simcse.detach()), "loss_entity": float(l_ent.detach())}
+        return loss, {"loss_simcse": l_simcse.detach(), "loss_entity": l_ent.detach()}
 
     def describe(self):
         info = super().describe()

@@ -111,7 +111,7 @@ class GaussCSE(Method):
         )
         with torch.no_grad():  # how often the premise already has the broader Gaussian (direction by log-det)
             det_acc = (prem.log_det()[rows] > ent.log_det()[rows]).float().mean()
-        return loss, {"loss_gausscse": float(loss.detach()), "premise_broader": float(det_acc)}
+        return loss, {"loss_gausscse": loss.detach(), "premise_broader": det_acc}
 
     # ------------------------------------------------------------ after training
     def gaussian(self, pooled: torch.Tensor) -> Gaussian:

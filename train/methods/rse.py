@@ -121,7 +121,7 @@ class RSE(Method):
         loss = rse_loss(
             h_i, r_k, h_j, negatives, self.temperature, hard_negative_valid=valid, weights=weights, rows=rows
         )
-        return loss, {"loss_rse": float(loss.detach())}
+        return loss, {"loss_rse": loss.detach()}
 
     # ------------------------------------------------------------ after training
     def relation_scores(self, h_a: torch.Tensor, h_b: torch.Tensor, direction: str = "forward") -> torch.Tensor:

@@ -62,4 +62,4 @@ class SimCSESup(Method):
         loss = simcse_supervised_loss(
             anchor, positive, negative, self.temperature, self.options.hard_negative_weight, rows=rows
         )
-        return loss, {"loss_simcse_sup": float(loss.detach())}
+        return loss, {"loss_simcse_sup": loss.detach()}

@@ -52,4 +52,4 @@ class SimCSEUnsup(Method):
 
     def loss_from_embeddings(self, emb, batch):
         loss = simcse_loss(emb["z1"], emb["z2"], self.temperature)
-        return loss, {"loss_simcse": float(loss.detach())}
+        return loss, {"loss_simcse": loss.detach()}

