@@ -606,3 +606,15 @@ def test_local_mode_bf16_run(ray_session, world, tmp_path):
     run_dir = tmp_path / "runs" / "local"
     assert sorted(p.name for p in run_dir.glob("step-*")) == ["step-0000002", "step-0000003"]
     assert Path(out.checkpoint_path).parent == run_dir and (Path(out.model_path) / "modules.json").is_file()
+
+
+def test_pair_method_configs_carry_the_papers_values():
+    sup = load_config(REPO / "configs" / "simcse_sup.yaml")
+    assert (sup.method, sup.batch_size, sup.lr, sup.epochs, sup.pooling) == ("simcse_sup", 512, 5e-5, 3, "cls")
+    gauss = load_config(REPO / "configs" / "gausscse.yaml", ["gausscse.variant=ent+rev"])
+    assert gauss.pooling == "cls_raw" and gauss.gausscse.variant == "ent+rev" and gauss.max_len == 64
+    rse = load_config(REPO / "configs" / "rse.yaml")
+    assert rse.chunk_size == 256 and rse.rse.relation_lr == 1e-2
+    assert rse.rse.sts_weights == {"entailment": 1.0, "duplicate_question": 0.5}
+    with pytest.raises(ConfigError, match="gausscse.variant"):
+        load_config(REPO / "configs" / "gausscse.yaml", ["gausscse.variant=ent+foo", "data=x"]).validate()

@@ -236,13 +236,13 @@ def _kill_train_worker_when(path: Path, deadline_s: float, killed: list) -> None
 
 def test_killed_worker_resumes_with_same_steps_and_loss(ray_session, demo_pair_sets, tiny_model, tmp_path):
     """SimCSE-sup on the demo world's NLI triplets (96 rows: 6 steps per epoch, so the resume
-    crosses epochs); killed after its step-4 checkpoint is registered."""
+    crosses epochs); killed after its step-3 checkpoint is registered."""
     from train.run import run
 
     data, _ = demo_pair_sets
     base = dict(
         method="simcse_sup", model=tiny_model, data=str(data), batch_size=16, max_len=16, lr=1e-4,
-        epochs=4, max_steps=24, checkpoint_every_steps=4, log_every_steps=0, shuffle_buffer=0,
+        epochs=4, max_steps=12, checkpoint_every_steps=3, log_every_steps=0, shuffle_buffer=0,
         num_workers=1, storage_path=str(tmp_path / "runs"), max_failures=1, keep_checkpoints=10,
     )
     clean = run(TrainConfig.from_dict({**base, "run_name": "clean"}))
@@ -250,9 +250,9 @@ def test_killed_worker_resumes_with_same_steps_and_loss(ray_session, demo_pair_s
     killed: list = []
     watcher = threading.Thread(
         target=_kill_train_worker_when,
-        # step 8's folder appearing means step 4's checkpoint is registered (a kill during an upload
+        # step 6's folder appearing means step 3's checkpoint is registered (a kill during an upload
         # leaves the run with no checkpoint, and Ray rightly restarts it from scratch)
-        args=(tmp_path / "runs" / "faulty" / "step-0000008", 240, killed),
+        args=(tmp_path / "runs" / "faulty" / "step-0000006", 240, killed),
         daemon=True,
     )
     watcher.start()
@@ -262,8 +262,8 @@ def test_killed_worker_resumes_with_same_steps_and_loss(ray_session, demo_pair_s
 
     summary = json.loads((tmp_path / "runs" / "faulty" / "train_summary.json").read_text())
     last, clean_last = summary["last_metrics"], clean.metrics
-    assert last["step"] == clean_last["step"] == 24
-    assert 4 <= last["start_step"] < 24  # the restarted worker resumed from a checkpoint, not from scratch
+    assert last["step"] == clean_last["step"] == 12
+    assert 3 <= last["start_step"] < 12  # the restarted worker resumed from a checkpoint, not from scratch
     assert last["loss"] == pytest.approx(clean_last["loss"], rel=0.02)
     assert (Path(faulty.model_path) / "modules.json").is_file()
 
