@@ -275,3 +275,31 @@ def test_a_new_encoder_trains_with_dropout(tiny_model):
     batch = trainee.method.collate(numpy_batch("simcse_unsup", 4), trainee.encoder)
     z = trainee.method.embed(trainee.encoder, batch)
     assert not torch.allclose(z["z1"], z["z2"])  # two dropout views of the same sentences
+
+
+def test_length_buckets_keep_every_row_once_and_group_lengths():
+    from train.batch import length_buckets
+
+    rng = np.random.default_rng(0)
+    texts = _texts(rng, 64)
+    batches = [{"sentence": np.array(texts[i : i + 8], dtype=object), "row": np.arange(i, i + 8)} for i in range(0, 64, 8)]
+    out = list(length_buckets(iter(batches), "sentence", window=4, seed=1))
+    assert [len(b["row"]) for b in out] == [8] * 8
+    assert sorted(r for b in out for r in b["row"]) == list(range(64))
+    spread = lambda bs: np.mean([np.ptp([len(t) for t in b["sentence"]]) for b in bs])  # noqa: E731
+    assert spread(out) < 0.5 * spread(batches)  # similar lengths share a batch
+    again = list(length_buckets(iter(batches), "sentence", window=4, seed=1))
+    assert all((a["row"] == b["row"]).all() for a, b in zip(out, again))  # seeded
+
+
+def test_ray_data_tokens_are_cut_to_the_batch_longest_row(tiny_model):
+    from train.batch import _tokenize_batch, tokens_of
+    from train.encoder import Encoder
+
+    encoder = Encoder(tiny_model, "cls", max_len=16)
+    texts = np.array(["steel wine", "the old river town band book", None], dtype=object)
+    stored = _tokenize_batch({"sentence": texts.copy()}, tiny_model, 16, ["sentence"])
+    assert stored["sentence.input_ids"].shape == (3, 16) and stored["sentence.present"].tolist() == [True, True, False]
+    cut = tokens_of(stored, "sentence", encoder)
+    direct = tokens_of({"sentence": texts}, "sentence", encoder)
+    assert all(torch.equal(cut[k], direct[k]) for k in direct)
