@@ -1,6 +1,7 @@
 """Evaluation stage: load encoders, run evaluation tasks, write reports.
 
-``python -m eval --model PATH_OR_NAME --task sts --data DIR --split dev``.
+``python -m eval --model PATH_OR_NAME --task sts --data DIR --split dev``; tasks
+``sts``, ``nli``, ``direction``, ``relational_sts``, ``link_prediction`` (``eval.tasks``).
 Importing this package is cheap; torch and sentence-transformers load on use.
 """
 

@@ -1,7 +1,12 @@
 """``python -m eval``: evaluate one encoder on one task.
 
 The last line of stdout is always one JSON object with the result (for STS:
-``spearman`` as a fraction, ``pearson``, ``n_pairs``, ``skipped_rows``, ...).
+``spearman`` as a fraction, ``pearson``, ``n_pairs``, ``skipped_rows``, ...;
+nli: ``accuracy``, ``auprc``, ``auprc_trapezoid``; direction:
+``length_baseline_acc``, ``sim_acc``, ``det_acc``; link_prediction: ``MR``,
+``MRR``, ``Hits@k`` and ``per_relation``; relational_sts: ``spearman``).
+Task options (``--tune-data``, ``--tune-split``, ``--plots``, ``--limit``,
+``--weights``) are accepted only by the tasks that use them.
 User errors (bad arguments, missing data or model) exit with code 2 and a
 one-line message on stderr, without a traceback.
 """
@@ -38,23 +43,46 @@ def build_parser() -> argparse.ArgumentParser:
                         help="SentenceTransformer folder, plain Hugging Face model folder (mean pooling), "
                              "train checkpoint folder, or hub name")
     parser.add_argument("--task", default="sts", choices=sorted(TASKS), help="evaluation task (default: sts)")
-    parser.add_argument("--data", required=True, help="task data folder (sts: sts-{train,dev,test}.csv)")
-    parser.add_argument("--split", default="dev", help="split to evaluate: dev, test or train (default: dev)")
+    parser.add_argument("--data", required=True,
+                        help="task data folder (sts, relational_sts: sts-{train,dev,test}.csv; nli, direction, "
+                             "link_prediction: SentEval s1/s2/labels.<split> or SICK_<split>.txt)")
+    parser.add_argument("--split", default="dev",
+                        help="split to evaluate: dev, test, train (SICK: trial) (default: dev)")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size (default: 64)")
     parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda (default: auto)")
     parser.add_argument("--output", default=None, help="also write the JSON result to this file")
+    task_options = parser.add_argument_group("task options")
+    task_options.add_argument("--tune-data", default=None,
+                              help="nli: folder whose --tune-split tunes the threshold (default: --data; "
+                                   "SICK has no dev split: give a SentEval SNLI folder)")
+    task_options.add_argument("--tune-split", default=None, help="nli: split the threshold is tuned on (default: dev)")
+    task_options.add_argument("--plots", default=None,
+                              help="direction, link_prediction, relational_sts: write PNG plots into this folder "
+                                   "(GaussCSE variance scatter, RSE relation heatmap)")
+    task_options.add_argument("--limit", type=positive_int, default=None,
+                              help="nli, direction, link_prediction, relational_sts: use the first N pairs only")
+    task_options.add_argument("--weights", default=None,
+                              help="relational_sts: relation weights REL=W,REL=W (default: the model's sts_weights)")
     return parser
+
+
+TASK_OPTIONS = ("tune_data", "tune_split", "plots", "limit", "weights")
 
 
 def describe(result: dict) -> str:
     """A readable summary of a result (printed before the JSON line)."""
     lines = [f"{result.get('task', '?')} {result.get('split', '?')} on {result.get('data', '?')}",
              f"  model:    {result.get('model', '?')}"]
-    for key in ("spearman", "pearson"):
-        if isinstance(result.get(key), float):
-            lines.append(f"  {key + ':':9} {result[key]:.4f}  ({100 * result[key]:.2f} x100)")
+    for key, value in result.items():
+        if isinstance(value, float) and key not in ("seconds", "total_seconds", "threshold"):
+            lines.append(f"  {key + ':':9} {value:.4f}  ({100 * value:.2f} x100)")
+    for name, metrics in (result.get("per_relation") or {}).items():
+        lines.append(f"  {name}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                                               for k, v in metrics.items()))
     lines.append(f"  pairs:    {result.get('n_pairs', '?')}  (skipped rows: {result.get('skipped_rows', 0)}"
                  + (f", lines {result['skipped_lines']}" if result.get("skipped_lines") else "") + ")")
+    for plot in result.get("plots") or []:
+        lines.append(f"  plot:     {plot}")
     return "\n".join(lines)
 
 
@@ -64,21 +92,38 @@ def main(argv: list[str] | None = None) -> int:
     task = get_task(args.task)
     if args.split not in task.splits:
         return usage_error(f"task {task.name} has no split {args.split!r}; choose from {', '.join(task.splits)}")
+    options = {name: getattr(args, name) for name in TASK_OPTIONS if getattr(args, name) is not None}
+    unused = [name for name in options if name not in task.options]
+    if unused:
+        flags = ", ".join("--" + name.replace("_", "-") for name in unused)
+        return usage_error(f"{flags} does not apply to task {task.name}"
+                           + (f" (it takes {', '.join('--' + o.replace('_', '-') for o in task.options)})"
+                              if task.options else ""))
     try:
-        task.check_data(args.data, args.split)
+        task.check_data(args.data, args.split, **options)
     except (FileNotFoundError, ValueError) as error:
         return usage_error(str(error))
 
-    from eval.models import load_encoder
+    from eval.models import load_encoder, load_trained
 
     started = time.perf_counter()
     try:
-        model = load_encoder(args.model, device=args.device)
+        if task.model_kind == "trained":
+            model = load_trained(args.model, device=args.device)
+        else:
+            model = load_encoder(args.model, device=args.device)
     except FileNotFoundError as error:
         return usage_error(str(error))
-    result = {"model": args.model,
-              **task.run(model, args.data, args.split, batch_size=args.batch_size),
-              "total_seconds": round(time.perf_counter() - started, 2)}
+    if task.requires_method and model.method_name != task.requires_method:
+        return usage_error(f"task {task.name} needs a {task.requires_method} model; {args.model} is "
+                           + (f"a {model.method_name} model" if model.method_name else "a plain encoder (no heads)"))
+    from train.model import MethodMismatchError
+
+    try:
+        outcome = task.run(model, args.data, args.split, batch_size=args.batch_size, **options)
+    except (ValueError, MethodMismatchError) as error:
+        return usage_error(str(error))
+    result = {"model": args.model, **outcome, "total_seconds": round(time.perf_counter() - started, 2)}
 
     if args.output:
         output = Path(args.output)

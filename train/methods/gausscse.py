@@ -1,8 +1,8 @@
 """GaussCSE: sentences as diagonal Gaussians, asymmetric similarity by KL (Yoda et al., 2023, arXiv 2305.12990).
 
 Reads: the ``nli_triplets`` set (``premise``, ``entailment``, ``contradiction``).
-Batch: B triplets, encoded in ONE forward (3B rows; 2B when the variant has no
-``con``). ``pooling: cls_raw``: the [CLS] vector v, which the paper feeds to
+Batch: B triplets, encoded column by column (the contradictions only when the
+variant has ``con``). ``pooling: cls_raw``: the [CLS] vector v, which the paper feeds to
 "two distinct linear layers".
 Heads (:class:`~train.methods.pair_losses.GaussianHead`, ``self.head``):
 μ = W_μ v (``mean_mode: tanh`` gives the code's tanh(W_μ v)) and σ² = exp(ℓ),
@@ -26,6 +26,7 @@ Siblings: ``simcse_sup.py`` (same triplets, cosine of points instead of KL).
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import torch
 
@@ -56,6 +57,7 @@ class GaussCSE(Method):
         logvar_bound: str = "tanh"  # tanh | clamp | none (reference code: unbounded)
         min_logvar: float = -10.0
         max_logvar: float = 10.0
+        head_lr: Optional[float] = None  # learning rate of the fresh μ/σ heads (None: the encoder's, as the paper)
 
     @classmethod
     def validate_options(cls, options, cfg):
@@ -73,6 +75,8 @@ class GaussCSE(Method):
             raise ConfigError(f"gausscse.logvar_bound {options.logvar_bound!r} is not one of tanh, clamp, none")
         if not options.min_logvar < options.max_logvar:
             raise ConfigError("gausscse.min_logvar must be < gausscse.max_logvar")
+        if options.head_lr is not None and not options.head_lr > 0:
+            raise ConfigError(f"gausscse.head_lr must be > 0 or null, got {options.head_lr}")
 
     @classmethod
     def tokenized_columns(cls, options):
@@ -88,6 +92,11 @@ class GaussCSE(Method):
             min_logvar=options.min_logvar,
             max_logvar=options.max_logvar,
         )
+
+    def optimizer_groups(self, lr):
+        if self.options.head_lr is None:
+            return []
+        return [{"params": list(self.head.parameters()), "lr": self.options.head_lr, "weight_decay": 0.0}]
 
     def embed(self, encoder, batch):
         return encode_columns(encoder, batch, self.tokenized_columns(self.options))

@@ -3,8 +3,8 @@
 Reads: the ``relation_triples`` set (``sentence1``, ``relation``, ``sentence2``,
 ``hard_negative`` (nullable), ``weight``), e.g. built by ``python -m ingest.pairs``
 from SNLI / QQP / PAWS / ... with label names mapped to relations.
-Batch: B triples; sentence1, sentence2 and the in-relation hard negatives
-encoded in ONE forward. ``pooling: cls`` (CLS + MLP kept at inference, the
+Batch: B triples; sentence1, sentence2 and the in-relation hard negatives,
+encoded column by column. ``pooling: cls`` (CLS + MLP kept at inference, the
 reference code).
 Heads (:class:`~train.methods.pair_losses.RelationEmbedding`, ``self.relations``):
 one vector r_k per relation, N(0, 0.02), trained at its own learning rate

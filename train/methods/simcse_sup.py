@@ -3,8 +3,8 @@
 Reads: the ``nli_triplets`` set (``premise``, ``entailment``, ``contradiction``),
 e.g. built by ``python -m ingest.pairs`` from SNLI+MNLI or SimCSE's
 ``nli_for_simcse.csv``.
-Batch: B triplets; premise, entailment and contradiction are encoded in ONE
-forward (3B rows, padded to a common length).
+Batch: B triplets; premise, entailment and contradiction are encoded column by
+column, each padded to its own longest row (``base.encode_columns``).
 Heads: none (``pooling: cls``: CLS + MLP, kept at inference, the paper's
 supervised setting).
 Loss (:func:`~train.methods.pair_losses.simcse_supervised_loss`), τ = 0.05:
