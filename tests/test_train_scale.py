@@ -211,8 +211,9 @@ def test_grad_cache_activation_memory_falls_with_chunk_size(tiny_model):
 # ------------------------------------------------------------------ fault tolerance
 
 
-def _kill_train_worker_when(path: Path, deadline_s: float, killed: list) -> None:
-    """Find the run's Ray Train worker process, wait until ``path`` exists, SIGKILL the worker."""
+def _kill_train_worker_when_registered(run_dir: Path, checkpoint: str, deadline_s: float, killed: list) -> None:
+    """Find the run's Ray Train worker process; once Ray has registered ``checkpoint`` (it is in the
+    run's checkpoint_manager_snapshot.json), SIGKILL the worker."""
     import ray
     from ray.util.state import list_actors
 
@@ -225,34 +226,44 @@ def _kill_train_worker_when(path: Path, deadline_s: float, killed: list) -> None
             if "RayTrainWorker" in (actor.class_name or "") and actor.pid:
                 pid = actor.pid
         time.sleep(0.2)
-    while time.time() < end and not path.exists():
+    snapshot = run_dir / "checkpoint_manager_snapshot.json"
+
+    def registered() -> bool:
+        try:
+            return checkpoint in snapshot.read_text()
+        except OSError:
+            return False
+
+    while time.time() < end and not registered():
         time.sleep(0.01)
-    if pid is None or not path.exists():
-        killed.append(f"worker pid {pid}, {path} exists: {path.exists()}")
+    if pid is None or not registered():
+        killed.append(f"worker pid {pid}, {checkpoint} registered: {registered()}")
         return
     os.kill(pid, signal.SIGKILL)
     killed.append(pid)
 
 
 def test_killed_worker_resumes_with_same_steps_and_loss(ray_session, demo_pair_sets, tiny_model, tmp_path):
-    """SimCSE-sup on the demo world's NLI triplets (96 rows: 6 steps per epoch, so the resume
-    crosses epochs); killed after its step-3 checkpoint is registered."""
+    """RSE on the demo world's relation triples (288 rows: 18 steps per epoch, so the resume may
+    cross an epoch), tokenized by Ray Data, length-bucketed; the worker is killed once Ray has
+    registered the step-3 checkpoint. Also RSE's Ray Train job: saved relations and lr groups."""
+    from train.methods import load_method_heads
+    from train.methods.base import read_set
     from train.run import run
 
     data, _ = demo_pair_sets
     base = dict(
-        method="simcse_sup", model=tiny_model, data=str(data), batch_size=16, max_len=16, lr=1e-4,
-        epochs=4, max_steps=12, checkpoint_every_steps=3, log_every_steps=0, shuffle_buffer=0,
-        num_workers=1, storage_path=str(tmp_path / "runs"), max_failures=1, keep_checkpoints=10,
+        method="rse", model=tiny_model, data=str(data), batch_size=16, max_len=16, lr=1e-4,
+        epochs=2, max_steps=30, checkpoint_every_steps=3, log_every_steps=0, shuffle_buffer=0,
+        pretokenize=True, length_bucketing=2,
+        num_workers=1, storage_path=str(tmp_path / "runs"), max_failures=1, keep_checkpoints=20,
     )
     clean = run(TrainConfig.from_dict({**base, "run_name": "clean"}))
 
     killed: list = []
     watcher = threading.Thread(
-        target=_kill_train_worker_when,
-        # step 6's folder appearing means step 3's checkpoint is registered (a kill during an upload
-        # leaves the run with no checkpoint, and Ray rightly restarts it from scratch)
-        args=(tmp_path / "runs" / "faulty" / "step-0000006", 240, killed),
+        target=_kill_train_worker_when_registered,
+        args=(tmp_path / "runs" / "faulty", "step-0000003", 240, killed),
         daemon=True,
     )
     watcher.start()
@@ -262,10 +273,20 @@ def test_killed_worker_resumes_with_same_steps_and_loss(ray_session, demo_pair_s
 
     summary = json.loads((tmp_path / "runs" / "faulty" / "train_summary.json").read_text())
     last, clean_last = summary["last_metrics"], clean.metrics
-    assert last["step"] == clean_last["step"] == 12
-    assert 3 <= last["start_step"] < 12  # the restarted worker resumed from a checkpoint, not from scratch
+    assert last["step"] == clean_last["step"] == 30
+    assert 3 <= last["start_step"] < 30  # the restarted worker resumed from a checkpoint, not from scratch
     assert last["loss"] == pytest.approx(clean_last["loss"], rel=0.02)
     assert (Path(faulty.model_path) / "modules.json").is_file()
+
+    # RSE's job: the relations of the set are saved with the model; the table trains at its own lr
+    heads = load_method_heads(clean.model_path)
+    relations = sorted(set(read_set(data / "relation_triples", ["relation"])["relation"].to_pylist()))
+    assert heads.name == "rse" and heads.relation_names == relations
+    assert heads.relation_scores(torch.randn(2, 32), torch.randn(2, 32)).shape == (2, len(relations))
+    state = torch.load(Path(clean.checkpoint_path) / "state.pt", map_location="cpu", weights_only=False)
+    groups = state["optimizer"]["param_groups"]
+    assert [g["initial_lr"] for g in groups] == [pytest.approx(1e-2), pytest.approx(1e-4), pytest.approx(1e-4)]
+    assert groups[0]["weight_decay"] == 0.0 and len(groups[0]["params"]) == 1
 
 
 def test_a_new_encoder_trains_with_dropout(tiny_model):

@@ -20,11 +20,11 @@ def test_search_over_demo_world(demo_world, demo_sets, demo_tiny_bert, tmp_path)
     )
     settings = TuneSettings(
         search_space={"lr": {"loguniform": [1e-4, 1e-3]}, "temperature": {"choice": [0.05, 0.1]}},
-        num_samples=3, max_concurrent_trials=1, grace_period=1, reduction_factor=2, max_t=3,
+        num_samples=2, max_concurrent_trials=1, grace_period=1, reduction_factor=2, max_t=3,
         name="tune-test", storage_path=str(tmp_path / "runs"),
     )
     best_config, best_metrics, results = run_search(base, settings, str(demo_world.sts_dir))
-    assert len(results) == 3 and not results.errors
+    assert len(results) == 2 and not results.errors
     scores = [r.metrics["dev_spearman"] for r in results]
     assert all(-1 <= s <= 1 for s in scores)
     assert best_metrics["dev_spearman"] == max(scores)
@@ -32,7 +32,7 @@ def test_search_over_demo_world(demo_world, demo_sets, demo_tiny_bert, tmp_path)
     # the best trial's checkpoint holds a model the evaluation actor scored
     assert (Path(best_metrics["checkpoint_path"]) / "model" / "modules.json").is_file()
     trial_runs = sorted((tmp_path / "runs" / "tune-test" / "trials").glob("train-*"))
-    assert len(trial_runs) == 3
+    assert len(trial_runs) == 2
 
 
 def test_search_space_and_settings_errors(tmp_path):
