@@ -201,7 +201,11 @@ def ray_loop(model_path: str, sets: Path, batch: int, steps: int, warmup: int, r
 def st_fit(model_path: str, pairs, batch: int, steps: int, warmup: int, out: Path, cached_chunk: int | None = None) -> dict:
     import torch
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.sentence_transformer.losses import (
         CachedMultipleNegativesRankingLoss,
         MultipleNegativesRankingLoss,

@@ -28,7 +28,12 @@ from pathlib import Path
 import numpy as np
 
 from eval.nli_data import NliPairs, nli_split_files, read_nli
-from eval.pair_metrics import accuracy_at, auprc_trapezoid, average_precision, tune_threshold
+from eval.pair_metrics import (
+    accuracy_at,
+    auprc_trapezoid,
+    average_precision,
+    tune_threshold,
+)
 
 log = logging.getLogger(__name__)
 

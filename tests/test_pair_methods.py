@@ -8,7 +8,6 @@ test_train.py; SimCSE-sup's job is there too.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch

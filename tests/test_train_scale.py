@@ -307,7 +307,7 @@ def test_length_buckets_keep_every_row_once_and_group_lengths():
     out = list(length_buckets(iter(batches), "sentence", window=4, seed=1))
     assert [len(b["row"]) for b in out] == [8] * 8
     assert sorted(r for b in out for r in b["row"]) == list(range(64))
-    spread = lambda bs: np.mean([np.ptp([len(t) for t in b["sentence"]]) for b in bs])  # noqa: E731
+    spread = lambda bs: np.mean([np.ptp([len(t) for t in b["sentence"]]) for b in bs])
     assert spread(out) < 0.5 * spread(batches)  # similar lengths share a batch
     again = list(length_buckets(iter(batches), "sentence", window=4, seed=1))
     assert all((a["row"] == b["row"]).all() for a, b in zip(out, again))  # seeded

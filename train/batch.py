@@ -13,7 +13,7 @@ row of the training batch, so padding is per batch either way.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch

@@ -115,11 +115,12 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None):
 
     method = get_method(cfg.method)
     ds = ray.data.read_parquet(str(set_paths[method.train_set].resolve())).select_columns(method.sets[method.train_set])
+    resolved = _absolute_paths(cfg)
     if cfg.pretokenize:
         from train.batch import pretokenize
 
-        ds = pretokenize(ds, _absolute_paths(cfg).model, cfg.max_len, list(method.tokenized_columns(cfg.options)))
-    loop_config = _absolute_paths(cfg).to_dict()
+        ds = pretokenize(ds, resolved.model, cfg.max_len, list(method.tokenized_columns(cfg.options)))
+    loop_config = resolved.to_dict()
     loop_config.update(
         _num_rows=num_rows,
         _data_info=data_info,

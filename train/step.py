@@ -32,7 +32,7 @@ when it logs or reports.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -152,7 +152,7 @@ class ActivationMeter:
         return _Held(t, key, self)
 
     @staticmethod
-    def _unpack(held: "_Held") -> torch.Tensor:
+    def _unpack(held: _Held) -> torch.Tensor:
         return held.tensor
 
     def _release(self, key: int) -> None:
@@ -166,7 +166,7 @@ class ActivationMeter:
 
 
 class _Held:
-    __slots__ = ("tensor", "key", "meter")
+    __slots__ = ("key", "meter", "tensor")
 
     def __init__(self, tensor, key, meter):
         self.tensor, self.key, self.meter = tensor, key, meter

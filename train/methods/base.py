@@ -99,7 +99,8 @@ class Method(nn.Module):
         return {}
 
     def embed(self, encoder, batch: dict) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
+        """Default: one embedding per tokenized column (``encode_columns``)."""
+        return encode_columns(encoder, batch, self.tokenized_columns(self.options))
 
     def loss_from_embeddings(self, embeddings: dict[str, torch.Tensor], batch: dict) -> tuple[torch.Tensor, dict]:
         raise NotImplementedError

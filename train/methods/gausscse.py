@@ -32,7 +32,7 @@ import torch
 
 from train.distributed import gather_with_grad, local_labels
 from train.methods import register
-from train.methods.base import Method, encode_columns
+from train.methods.base import Method
 from train.methods.pair_losses import (
     SIMILARITY_FORMS,
     Gaussian,
@@ -97,9 +97,6 @@ class GaussCSE(Method):
         if self.options.head_lr is None:
             return []
         return [{"params": list(self.head.parameters()), "lr": self.options.head_lr, "weight_decay": 0.0}]
-
-    def embed(self, encoder, batch):
-        return encode_columns(encoder, batch, self.tokenized_columns(self.options))
 
     def _gathered(self, pooled: torch.Tensor) -> Gaussian:
         g = self.head(pooled)

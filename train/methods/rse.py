@@ -41,7 +41,7 @@ import torch
 from train.batch import present
 from train.distributed import gather_nograd, gather_with_grad, local_labels
 from train.methods import register
-from train.methods.base import Method, encode_columns, read_set
+from train.methods.base import Method, read_set
 from train.methods.pair_losses import RelationEmbedding, relation_scores, relational_similarity, rse_loss
 
 
@@ -104,9 +104,6 @@ class RSE(Method):
         if self.options.hard_negatives:
             out["has_hard_negative"] = torch.from_numpy(present(batch, "hard_negative"))
         return out
-
-    def embed(self, encoder, batch):
-        return encode_columns(encoder, batch, self.tokenized_columns(self.options))
 
     def loss_from_embeddings(self, emb, batch):
         rows = local_labels(emb["sentence1"].shape[0], emb["sentence1"].device)

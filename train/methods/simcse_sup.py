@@ -31,7 +31,7 @@ import dataclasses
 
 from train.distributed import gather_with_grad, local_labels
 from train.methods import register
-from train.methods.base import Method, encode_columns
+from train.methods.base import Method
 from train.methods.pair_losses import simcse_supervised_loss
 
 
@@ -49,9 +49,6 @@ class SimCSESup(Method):
     @classmethod
     def tokenized_columns(cls, options):
         return cls.text_columns if options.hard_negatives else cls.text_columns[:2]
-
-    def embed(self, encoder, batch):
-        return encode_columns(encoder, batch, self.tokenized_columns(self.options))
 
     def loss_from_embeddings(self, emb, batch):
         # every embedding is gathered; this worker's loss averages over its own anchors (rows)
