@@ -258,7 +258,8 @@ def test_killed_worker_resumes_with_same_steps_and_loss(ray_session, demo_pair_s
         pretokenize=True, length_bucketing=2,
         num_workers=1, storage_path=str(tmp_path / "runs"), max_failures=1, keep_checkpoints=20,
     )
-    clean = run(TrainConfig.from_dict({**base, "run_name": "clean"}))
+    # the uninterrupted reference runs in local mode (same loop, data and RNG, no worker to start)
+    clean = run(TrainConfig.from_dict({**base, "run_name": "clean", "num_workers": 0}))
 
     killed: list = []
     watcher = threading.Thread(
