@@ -3,8 +3,9 @@ sentence-transformers ``fit``, GradCache on/off, 1 vs 2 workers (and MFU on a GP
 
     python bench/train.py [--batch 32] [--steps 20] [--warmup 5] [--rounds 2] [--models minilm tiny]
                           [--snli-dir ../shared/data/nli/snli_senteval] [--out DIR]
+    python bench/train.py --mfu-smoke    # the GPU tokens/s + MFU code path, on CPU with a 2-layer BERT
 
-A script, not a test; about 8 minutes on a 2-core CPU machine with the defaults.
+A script, not a test; about 20 minutes on a 2-core CPU machine with the defaults (2 rounds).
 
 Same method, data, encoder, batch size and precision (fp32) everywhere: in-batch
 negatives over (premise, entailment) pairs of SNLI dev (``ingest.pairs``),
@@ -286,56 +287,61 @@ def activation_memory(model_path: str, pairs, batch: int, chunk: int) -> dict:
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
 
 
-def gpu_mfu(batch_rows: int = 256, seq_lens=(32, 128), steps: int = 20) -> dict:
+def gpu_mfu(batch_rows: int = 256, seq_lens=(32, 128), steps: int = 20, device: str = "cuda", bert_config=None) -> dict:
+    """Tokens/s and MFU of a BERT (``BertConfig()``: BERT-base, random weights) training step in bf16
+    through ``train.step.forward_backward``. ``device="cpu"`` with a small ``bert_config`` is the smoke
+    run of this code path (``--mfu-smoke``): no peak is known there, so no MFU."""
     import torch
-    from transformers import BertConfig, BertModel
+    from transformers import BertConfig, BertModel, BertTokenizerFast
 
     from train.encoder import Encoder
+    from train.loop import Trainee
+    from train.methods.simcse_unsup import SimCSEUnsup
     from train.step import forward_backward
 
-    name = torch.cuda.get_device_name()
-    peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+    cuda = device == "cuda"
+    name = torch.cuda.get_device_name() if cuda else "cpu"
+    peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None) if cuda else None
     if "H100" in name and "PCIe" in name:
         peak = 756.0
-    folder = Path(tempfile.mkdtemp(prefix="bert-base-"))
-    BertModel(BertConfig()).save_pretrained(folder)
-    from transformers import BertTokenizerFast
-
+    config = bert_config or BertConfig()
+    folder = Path(tempfile.mkdtemp(prefix="bert-mfu-"))
+    BertModel(config).save_pretrained(folder)
     vocab = folder / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(30517)]))
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab.write_text("\n".join(special + [f"w{i}" for i in range(config.vocab_size - len(special))]))
     BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(folder)
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
     results = {}
     for seq in seq_lens:
-        from train.loop import Trainee
-        from train.methods.simcse_unsup import SimCSEUnsup
-
         encoder = Encoder(str(folder), "cls", max_len=seq, dropout=0.1)
-        trainee = Trainee(encoder, SimCSEUnsup(SimCSEUnsup.Options(), hidden_size=768, temperature=0.05)).cuda()
+        trainee = Trainee(encoder, SimCSEUnsup(SimCSEUnsup.Options(), hidden_size=config.hidden_size,
+                                               temperature=0.05)).to(device)
         opt = torch.optim.AdamW(trainee.parameters(), lr=1e-5, fused=True)
-        ids = torch.randint(5, 30000, (batch_rows // 2, seq), device="cuda")
+        ids = torch.randint(len(special), config.vocab_size, (batch_rows // 2, seq), device=device)
         batch = {"sentence": {"input_ids": ids, "attention_mask": torch.ones_like(ids)}}
-
-        def autocast():
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-
-        for i in range(steps + 5):
-            if i == 5:
-                torch.cuda.synchronize()
+        warmup = min(5, steps)
+        for i in range(steps + warmup):
+            if i == warmup:
+                sync()
                 t0 = time.perf_counter()
-            forward_backward(trainee, trainee, batch, autocast=autocast)
+            forward_backward(trainee, trainee, batch, autocast=lambda: torch.autocast(device, dtype=torch.bfloat16))
             opt.step()
             opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
+        sync()
         dt = (time.perf_counter() - t0) / steps
-        cfg = encoder.model.config
         n_params = sum(p.numel() for n, p in encoder.named_parameters() if "embeddings" not in n)
         tokens = batch_rows * seq  # [x; x]: batch_rows sequences per step
-        flops = tokens * (6 * n_params + 12 * cfg.num_hidden_layers * cfg.hidden_size * seq)
+        flops = tokens * (6 * n_params + 12 * config.num_hidden_layers * config.hidden_size * seq)
         results[f"seq{seq}"] = {
             "tokens_per_s": round(tokens / dt),
-            "tflops": round(flops / dt / 1e12, 1),
+            "tflops": round(flops / dt / 1e12, 3),
             "mfu": round(flops / dt / 1e12 / peak, 3) if peak else None,
-            "peak_mem_gb": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+            "peak_mem_gb": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
         }
     return {"device": name, "peak_bf16_tflops": peak, **results}
 
@@ -352,7 +358,17 @@ def main(argv=None) -> int:
     ap.add_argument("--models", nargs="+", default=["minilm"], choices=["minilm", "tiny"])
     ap.add_argument("--snli-dir", type=Path, default=REPO.parent / "shared" / "data" / "nli" / "snli_senteval")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--mfu-smoke", action="store_true",
+                    help="only run the GPU tokens/s + MFU code path on CPU with a 2-layer BERT (a check that it runs)")
     args = ap.parse_args(argv)
+    if args.mfu_smoke:
+        from transformers import BertConfig
+
+        small = BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256,
+                           vocab_size=1000)
+        result = gpu_mfu(batch_rows=16, seq_lens=(32,), steps=2, device="cpu", bert_config=small)
+        print(json.dumps(result))
+        return 0
 
     import ray
     import torch
