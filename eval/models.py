@@ -20,9 +20,10 @@ import logging
 import os
 from pathlib import Path
 
+from train.model import ST_MARKER
+
 log = logging.getLogger(__name__)
 
-ST_MARKER = "modules.json"
 HF_MARKER = "config.json"
 
 
