@@ -253,7 +253,7 @@ def load(model_dir: str | Path, device: str | None = None) -> TrainedModel:
         except KeyError as e:
             raise ModelLoadError(f"{folder / METHOD_FILE}: {e.args[0]}") from None
         try:
-            method = load_method_heads(folder)
+            method = load_method_heads(folder, info=info)
         except (RuntimeError, TypeError) as e:
             raise ModelLoadError(f"{folder}: cannot rebuild the {info['method']} heads from "
                                  f"{HEADS_FILE} and {METHOD_FILE}: {e}") from None

@@ -34,17 +34,19 @@ def get_method(name: str):
     return METHODS[name]
 
 
-def load_method_heads(model_dir: str | Path, map_location: str = "cpu"):
+def load_method_heads(model_dir: str | Path, map_location: str = "cpu", info: dict | None = None):
     """The method module saved beside a SentenceTransformer folder (``structcse_method.json``
-    + ``structcse_heads.pt``), e.g. EASE's entity table + projection; None if absent."""
+    + ``structcse_heads.pt``), e.g. EASE's entity table + projection; None if absent.
+    ``info``: the method file's contents when the caller has already read (and checked) it."""
     import torch
 
     from train.methods.base import HEADS_FILE, METHOD_FILE
 
     model_dir = Path(model_dir)
-    if not (model_dir / METHOD_FILE).is_file():
-        return None
-    info = json.loads((model_dir / METHOD_FILE).read_text())
+    if info is None:
+        if not (model_dir / METHOD_FILE).is_file():
+            return None
+        info = json.loads((model_dir / METHOD_FILE).read_text())
     cls = get_method(info["method"])
     method = cls(
         cls.Options(**info["options"]),
