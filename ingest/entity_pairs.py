@@ -34,18 +34,17 @@ pair, or under the reason it gave none.
 from __future__ import annotations
 
 import math
-import random
-import zlib
 from collections import Counter
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import ray
 
 from ingest import schemas
-from ingest.units import stable_hash, table_writer, write_table
+from ingest.units import mix64, row_hashes, table_writer, write_table
 from ingest.wikitext import normalize_title
 
 _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(pa.string()), pa.list_(pa.int64())
@@ -53,11 +52,6 @@ _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(
 
 def _schema(**columns) -> pa.Schema:
     return pa.schema([pa.field(name, kind) for name, kind in columns.items()])
-
-
-def _bucket_hash(text: str) -> int:
-    """Cheaper than ``stable_hash`` and as stable across processes: only spreads rows over buckets."""
-    return zlib.crc32(text.encode("utf-8"))
 
 
 def _align(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -93,10 +87,12 @@ def _key_of(row: dict, key: list[str]) -> tuple:
     return tuple(row[k] for k in key)
 
 
+def _buckets(table: pa.Table, key: list[str], buckets: int) -> pa.Array:
+    return pa.array((row_hashes(table, key) % np.uint64(buckets)).astype(np.int64), _INT)
+
+
 def _with_bucket(batch: pa.Table, key: list[str], buckets: int) -> pa.Table:
-    columns = [batch[k].to_pylist() for k in key]
-    hashes = [_bucket_hash("\x1f".join(map(str, values))) % buckets for values in zip(*columns)]
-    return batch.append_column("_bucket", pa.array(hashes, _INT))
+    return batch.append_column("_bucket", _buckets(batch, key, buckets))
 
 
 def _groupby_bucket(ds, key: str | list[str], bucket_fn, partitions: int, **kwargs):
@@ -212,44 +208,74 @@ PAIRS = _schema(pair_key=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT, pos
                 positive_entity=_INT, positive_title=_STR, negative_type=_STR, slots=_INTS, dropped=_STR)
 
 
-def pair_key(wiki: str, page_id: int, sentence_index: int, qid: str) -> str:
-    return f"{wiki}:{page_id}:{sentence_index}:{qid}"
+_TYPE_DRAW, _SLOT_DRAW = np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F)
 
 
-def _pairs_for_entity(rows: list[dict], cap: int, seed: int, type_sizes: dict,
-                      candidates: int) -> list[dict]:
-    entity = next((r for r in rows if r["entity_index"] is not None), None)
-    mentions: dict[str, dict] = {}
-    out = []
-    for m in rows:
-        if m["entity_index"] is not None:
-            continue
-        key = pair_key(m["wiki"], m["page_id"], m["sentence_index"], m["qid"])
-        row = {"pair_key": key, "wiki": m["wiki"], "page_id": m["page_id"],
-               "sentence_index": m["sentence_index"], "positive_qid": m["qid"]}
-        if key in mentions:  # the entity linked twice in one sentence (e.g. by title and by a redirect)
-            out.append({**row, "dropped": "same_entity_twice_in_a_sentence"})
-        else:
-            mentions[key] = row
-    # a seeded order, global per entity: the cap keeps the same sample on any cluster
-    ordered = sorted(mentions.values(), key=lambda m: (stable_hash(f"{seed}:{m['pair_key']}"), m["pair_key"]))
-    for rank, row in enumerate(ordered):
-        if entity is None:
-            out.append({**row, "dropped": "entity_below_link_threshold_or_untyped"})
-            continue
-        if rank >= cap:
-            out.append({**row, "dropped": "entity_pair_cap"})
-            continue
-        rng = random.Random(stable_hash(f"{seed}:negative:{row['pair_key']}"))
-        types = [t for t in entity["types"] if type_sizes.get(t, 0) >= 2]
-        if not types:
-            out.append({**row, "dropped": "no_other_entity_of_its_type"})
-            continue
-        negative_type = types[rng.randrange(len(types))]
-        size = type_sizes[negative_type]
-        out.append({**row, "positive_entity": entity["entity_index"], "positive_title": entity["title"],
-                    "negative_type": negative_type, "slots": [rng.randrange(size) for _ in range(candidates)]})
-    return out
+def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict, candidates: int) -> pa.Table:
+    """The pairs of every entity in a hash bucket of QIDs, as Arrow/numpy column
+    operations. Per mention row: a pair, or dropped as a repeat of the entity in
+    its sentence, an entity outside the vocabulary, over the per-entity cap, or
+    with no other entity of its types. Each pair gets a P31 type and
+    ``candidates`` member slots of that type for its negative.
+
+    Every draw is a hash of the pair's own key and ``seed``: the cap keeps the
+    mentions with the smallest draws, the same sample on any cluster."""
+    is_entity = pc.is_valid(bucket["entity_index"])
+    entities = bucket.filter(is_entity).select(["qid", "entity_index", "title", "types"])
+    mentions = bucket.filter(pc.invert(is_entity)).select(["wiki", "page_id", "sentence_index", "qid"])
+    pair_keys = pc.binary_join_element_wise(
+        mentions["wiki"], pc.cast(mentions["page_id"], _STR), pc.cast(mentions["sentence_index"], _STR),
+        mentions["qid"], ":")
+    draws = row_hashes(mentions, ["wiki", "page_id", "sentence_index", "qid"], seed)
+    mentions = mentions.append_column("pair_key", pair_keys).append_column("draw", pa.array(draws, pa.uint64()))
+    # equal keys have equal draws, so a repeat sorts right after its first row
+    mentions = mentions.sort_by([("qid", "ascending"), ("draw", "ascending"), ("pair_key", "ascending")])
+    keys = mentions["pair_key"].to_numpy(zero_copy_only=False)
+    repeat = np.zeros(len(mentions), bool)
+    repeat[1:] = keys[1:] == keys[:-1]
+    pairs = mentions.filter(pa.array(~repeat))
+    qids = pairs["qid"].to_numpy(zero_copy_only=False)
+    group_starts = np.flatnonzero(np.r_[True, qids[1:] != qids[:-1]]) if len(pairs) else np.zeros(0, np.int64)
+    rank = np.arange(len(pairs)) - np.repeat(group_starts, np.diff(np.r_[group_starts, len(pairs)]))
+
+    # the entity of each pair, and its types that have another member
+    entity_types = [[t for t in types if type_sizes.get(t, 0) >= 2] for types in entities["types"].to_pylist()]
+    type_count = np.array([len(t) for t in entity_types] + [0], np.int64)
+    type_offset = np.r_[0, np.cumsum(type_count[:-1])]
+    flat_types = np.array([t for ts in entity_types for t in ts] + [""], object)
+    flat_sizes = np.array([type_sizes[t] for ts in entity_types for t in ts] + [1], np.uint64)
+    row = pc.index_in(pairs["qid"], value_set=entities["qid"])
+    has_entity = row.is_valid().to_numpy(zero_copy_only=False)
+    row = row.fill_null(len(entities)).to_numpy().astype(np.int64)  # the extra last slot: no entity, no types
+    n_types = type_count[row]
+    kept = has_entity & (rank < cap) & (n_types > 0)
+    dropped = np.where(~has_entity, "entity_below_link_threshold_or_untyped",
+                       np.where(rank >= cap, "entity_pair_cap",
+                                np.where(n_types == 0, "no_other_entity_of_its_type", None))).astype(object)
+
+    draws = pairs["draw"].to_numpy()
+    choice = type_offset[row] + (mix64(draws ^ _TYPE_DRAW) % np.maximum(n_types, 1).astype(np.uint64)).astype(np.int64)
+    sizes = flat_sizes[choice]
+    slot_draws = [mix64(draws + _SLOT_DRAW * np.uint64(j + 1)) % sizes for j in range(candidates)]
+    slots = np.stack(slot_draws, axis=1).astype(np.int64) if candidates else np.zeros((len(pairs), 0), np.int64)
+    mask = pa.array(~kept)
+    entity_index = entities["entity_index"].to_numpy(zero_copy_only=False)
+    titles = np.array(entities["title"].to_pylist() + [None], object)
+    table = pa.table({
+        "pair_key": pairs["pair_key"], "wiki": pairs["wiki"], "page_id": pairs["page_id"],
+        "sentence_index": pairs["sentence_index"], "positive_qid": pairs["qid"],
+        "positive_entity": pa.array(np.r_[entity_index, 0].astype(np.int64)[row], _INT, mask=~kept),
+        "positive_title": pa.array(titles[row], _STR, mask=~kept),
+        "negative_type": pa.array(flat_types[choice], _STR, mask=~kept),
+        "slots": pa.ListArray.from_arrays(pa.array(np.arange(len(pairs) + 1) * candidates, pa.int32()),
+                                          pa.array(slots.ravel(), _INT), mask=mask),
+        "dropped": pa.array(dropped, _STR),
+    })
+    repeats = mentions.filter(pa.array(repeat)).select(["pair_key", "wiki", "page_id", "sentence_index", "qid"])
+    repeats = repeats.rename_columns(["pair_key", "wiki", "page_id", "sentence_index", "positive_qid"])
+    repeats = repeats.append_column("dropped", pa.array(["same_entity_twice_in_a_sentence"] * len(repeats), _STR))
+    out = pa.concat_tables([_align(table, PAIRS), _align(repeats, PAIRS)])
+    return out.sort_by([("positive_qid", "ascending"), ("pair_key", "ascending"), ("dropped", "ascending")])
 
 
 # ---------------------------------------------------------------- 5. candidate slots -> entities
@@ -293,10 +319,6 @@ def _side(batch: pa.Table, side: int) -> pa.Table:
     return _align(batch.append_column("side", pa.array([side] * len(batch), _INT)), PICK_SIDES)
 
 
-def page_bucket(wiki: str, page_id: int, buckets: int) -> int:
-    return stable_hash(f"{wiki}:{page_id}") % buckets
-
-
 def _pick_negatives(bucket: pa.Table, buckets: int) -> pa.Table:
     """Whole pages: their linked entities, their pairs and the pairs'
     candidates. A pair's negative is its lowest-ranked candidate that is
@@ -316,8 +338,7 @@ def _pick_negatives(bucket: pa.Table, buckets: int) -> pa.Table:
         ["pair_key", "qid", "entity_index", "title"]).rename_columns(
         ["pair_key", "negative_qid", "negative_entity", "negative_title"])
     picked = pairs.join(chosen, keys="pair_key", join_type="left outer").sort_by("pair_key")
-    keys = zip(picked["wiki"].to_pylist(), picked["page_id"].to_pylist())
-    picked = picked.append_column("bucket", pa.array([page_bucket(w, p, buckets) for w, p in keys], _INT))
+    picked = picked.append_column("bucket", _buckets(picked, ["wiki", "page_id"], buckets))
     dropped = pc.if_else(pc.is_null(picked["negative_qid"]), pa.scalar("no_hard_negative"), pa.scalar(None, _STR))
     return _align(picked.append_column("dropped", dropped), PICKED)
 
@@ -331,9 +352,7 @@ WRITTEN = _schema(bucket=_INT, rows=_INT, file=_STR)
 
 
 def _sentence_side(batch: pa.Table, buckets: int) -> pa.Table:
-    wikis, page_ids = batch["wiki"].to_pylist(), batch["page_id"].to_pylist()
-    bucket = pa.array([page_bucket(w, p, buckets) for w, p in zip(wikis, page_ids)], _INT)
-    return _align(batch.append_column("bucket", bucket), WRITE_SIDES)
+    return _align(batch.append_column("bucket", _buckets(batch, ["wiki", "page_id"], buckets)), WRITE_SIDES)
 
 
 def _write_buckets(table: pa.Table, out: str) -> pa.Table:
@@ -439,8 +458,8 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
     vocabulary = read_set(f"{out}/entities")
     entity_sides = linked.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}).union(
         vocabulary.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}))
-    pairs = _groupby_map(entity_sides, "qid", _pairs_for_entity, PAIRS, parts, cap=cfg["max_pairs_per_entity"],
-                         seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"]).materialize()
+    pairs = _groupby_bucket(entity_sides, ["qid"], _pairs_for_entities, parts, cap=cfg["max_pairs_per_entity"],
+                            seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"]).materialize()
     dropped.update(_value_counts(pairs.map_batches(_keep, batch_format="pyarrow",
                                                    fn_kwargs={"column": "dropped", "null": False}), "dropped"))
     kept = pairs.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})

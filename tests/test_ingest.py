@@ -336,3 +336,46 @@ def test_multilingual_ingest_shares_entities_across_wikis(demo_world, ray_sessio
         "an entity with different en/de titles gets pairs from sentences of both wikis"
     entities = read_set(out / "entities")
     assert len({e["qid"] for e in entities}) == len(entities)
+
+
+def test_pairs_for_entities_counts_repeats_caps_and_untyped_entities():
+    import random
+
+    import pyarrow as pa
+
+    from ingest.entity_pairs import ENTITY_SIDES, _pairs_for_entities
+
+    entities = [  # Q1: two types, one with no other member; Q2: only that type; Q3 is not in the vocabulary
+        {"qid": "Q1", "entity_index": 1, "title": "One", "types": ["Q5", "Q99"]},
+        {"qid": "Q2", "entity_index": 2, "title": "Two", "types": ["Q99"]},
+    ]
+    mentions = [{"qid": "Q1", "wiki": "enwiki", "page_id": p, "sentence_index": s} for p in range(4) for s in range(2)]
+    mentions += [mentions[0], {"qid": "Q2", "wiki": "enwiki", "page_id": 9, "sentence_index": 0},
+                 {"qid": "Q3", "wiki": "enwiki", "page_id": 9, "sentence_index": 1}]
+    rows = entities + mentions
+    type_sizes = {"Q5": 7, "Q99": 1}
+
+    def pairs_of(rows):
+        return _pairs_for_entities(pa.Table.from_pylist(rows, schema=ENTITY_SIDES), cap=5, seed=3,
+                                   type_sizes=type_sizes, candidates=4)
+
+    out = pairs_of(rows)
+    assert len(out) == len(mentions)  # every mention is a pair or a counted drop
+    dropped = [r["dropped"] for r in out.to_pylist()]
+    assert dropped.count("same_entity_twice_in_a_sentence") == 1
+    assert dropped.count("entity_pair_cap") == 8 - 5
+    assert dropped.count("no_other_entity_of_its_type") == 1  # Q2
+    assert dropped.count("entity_below_link_threshold_or_untyped") == 1  # Q3
+    kept = [r for r in out.to_pylist() if r["dropped"] is None]
+    assert len(kept) == 5 and len({r["pair_key"] for r in kept}) == 5
+    for r in kept:
+        assert (r["positive_entity"], r["positive_title"], r["negative_type"]) == (1, "One", "Q5")
+        assert len(r["slots"]) == 4 and all(0 <= s < 7 for s in r["slots"])
+    assert len({tuple(r["slots"]) for r in kept}) > 1
+    # the same pairs and draws whatever order the rows come in; another seed samples others
+    shuffled = rows[:]
+    random.Random(0).shuffle(shuffled)
+    assert pairs_of(shuffled).equals(out)
+    other_seed = _pairs_for_entities(pa.Table.from_pylist(rows, schema=ENTITY_SIDES), cap=5, seed=4,
+                                     type_sizes=type_sizes, candidates=4)
+    assert other_seed.column("slots").to_pylist() != out.column("slots").to_pylist()
