@@ -3,7 +3,7 @@
     python bench/ingest.py [--repeat 40] [--out DIR] [--shard-bytes 2M] [--attempts 2] [--rounds 3]
                            [--skip-ingest]
 
-About 4-5 minutes on a 2-core machine with the defaults (the dumps are built
+About 8 minutes on a 2-core machine with the defaults (the dumps are built
 once per --out folder and reused).
 
 A script, not a test. On the real samples in ``../shared/data/wikipedia_xml_sample/``:
@@ -24,20 +24,24 @@ A script, not a test. On the real samples in ``../shared/data/wikipedia_xml_samp
    titles (100 pages per bz2 stream, stream 0 the siteinfo header, the last
    ``</mediawiki>``), and a second one half that size. ``python -m ingest
    --num-cpus N`` runs in a subprocess (with ``RAY_ADDRESS=local``: its own
-   fresh Ray) for N=1 and N=2 on the first dump, `--attempts` times each,
-   interleaved, the fastest counting, and N=2 once on the half dump; pages/s and
-   MB/s come from the job's own clock (the manifest's ``seconds``, which starts
-   after ``ray.init``). On a 2-core machine the driver and Ray's own processes
-   share the two cores with the workers, so 2 workers cannot quite reach 2x;
-   other load on the machine shows in the attempts. Every 0.2 s the
-   script reads the RSS of each ``ray::`` process under the job; a worker that
-   ever ran ``process_unit`` is a data worker, and its peak is its largest RSS.
-   The two dump sizes show whether a worker's peak grows with the dump.
+   fresh Ray) for N=1 and N=2 on both dumps, `--attempts` times each,
+   interleaved, the fastest counting; pages/s and MB/s come from the job's own
+   clock (the manifest's ``seconds``, which starts after ``ray.init``). The
+   job figures hold each job's fixed cost (Ray Data's start and planning, the
+   tail of the last tasks); the steady state (extra pages of the big dump over
+   its extra seconds) leaves it out, and the fixed cost is printed beside it.
+   On a 2-core machine the driver and Ray's own processes share the two cores
+   with the workers, so 2 workers cannot quite reach 2x; other load on the
+   machine shows in the attempts. Every 0.2 s the script reads the RSS of each
+   ``ray::`` process under the job; a worker that ever ran ``process_unit`` is
+   a data worker, and its peak is its largest RSS. The two dump sizes show
+   whether a worker's peak grows with the dump.
 4. **Wikidata and entity pairs.** A Wikidata ``.json.gz`` (gzip members of
    2,000 lines, as Wikimedia writes it) with one item per distinct link target
-   of the sample (enwiki sitelink, one of 40 P31 types); ingest of the half dump
-   with it on 2 workers; pass 1 and pass 2 seconds from the manifest and pass
-   2's link mentions per second per core (the figure docs/scale.md plans with).
+   of the sample (enwiki sitelink, one of 40 P31 types); ingest of both dumps
+   with it on 2 workers; pass 1 and pass 2 seconds from the manifest, pass 2's
+   link mentions per second per core, and its steady state between the two
+   dumps with its fixed cost (the figures docs/scale.md plans with).
 
 The last line printed is one JSON object with the headline figures.
 """
@@ -493,21 +497,25 @@ def main(argv=None) -> int:
     if not args.skip_ingest:
         log(f"[bench] dumps of {max(1, args.repeat // 2)} and {args.repeat} copies in {out}")
         small, big = build_dumps(out, args.repeat)
-        attempts = {1: [], 2: []}
-        for attempt in range(args.attempts):  # interleaved, so a burst of outside load hits both
-            for num_cpus in (1, 2):
-                attempts[num_cpus].append(
-                    run_ingest(big, out / f"ingest-{num_cpus}cpu-{attempt}", num_cpus, args.shard_bytes))
-        for num_cpus in (1, 2):
-            best = max(attempts[num_cpus], key=lambda r: r["pages_per_s"])
-            best["attempts_pages_per_s"] = [r["pages_per_s"] for r in attempts[num_cpus]]
-            best["best"] = True
-            runs.append(best)
-        runs.append(run_ingest(small, out / "ingest-2cpu-half", 2, args.shard_bytes))
-        all_runs = attempts[1] + attempts[2] + runs[-1:]
+        attempts: dict[tuple[int, int], list] = {}
+        for attempt in range(args.attempts):  # interleaved, so a burst of outside load hits every configuration
+            for dump in (small, big):
+                for num_cpus in (1, 2):
+                    name = f"ingest-{num_cpus}cpu-x{dump['copies']}-{attempt}"
+                    attempts.setdefault((num_cpus, dump["copies"]), []).append(
+                        run_ingest(dump, out / name, num_cpus, args.shard_bytes))
+        best = {}
+        for key, tries in attempts.items():
+            best[key] = max(tries, key=lambda r: r["pages_per_s"])
+            best[key]["attempts_pages_per_s"] = [r["pages_per_s"] for r in tries]
+            best[key]["best"] = True
+        runs = [best[(1, big["copies"])], best[(2, big["copies"])], best[(2, small["copies"])],
+                best[(1, small["copies"])]]
+        all_runs = [r for tries in attempts.values() for r in tries]
         log("[bench] Wikidata + entity pairs")
         wikidata = build_wikidata(out, articles)
         pairs = run_pairs(small, wikidata, out / "pairs-2cpu", 2, args.shard_bytes)
+        pairs_big = run_pairs(big, wikidata, out / "pairs-2cpu-big", 2, args.shard_bytes)
 
     print(f"\n== Extractor, one core, {speed['pages']} enwiki articles ({speed['megabytes']:.2f} MB wikitext), "
           f"fastest of {speed['rounds']} rounds ==")
@@ -541,7 +549,7 @@ def main(argv=None) -> int:
                               "wikiextractor": speed["wikiextractor"]["mb_per_s"]},
     }
     if runs:
-        one, two, two_small = runs
+        one, two, two_small, one_small = runs
         print("\n== Ingest (python -m ingest --num-cpus N; job clock from the manifest, Ray start excluded) ==")
         print(_table(
             [[f"{r['num_cpus']}{' *' if r.get('best') else ''}", r["copies"], r["pages"], r["units"], r["seconds"],
@@ -552,7 +560,18 @@ def main(argv=None) -> int:
         scaling = round(two["pages_per_s"] / one["pages_per_s"], 2)
         growth = (round(two["peak_rss_mb_per_worker"] / two_small["peak_rss_mb_per_worker"], 2)
                   if two["peak_rss_mb_per_worker"] and two_small["peak_rss_mb_per_worker"] else None)
+        # steady state: the extra pages of the bigger dump over its extra seconds, which
+        # leaves out each job's fixed cost (Ray Data's start, planning, the last task's tail)
+        steady = {n: (big_run["pages"] - small_run["pages"]) / (big_run["seconds"] - small_run["seconds"])
+                  for n, big_run, small_run in ((1, one, one_small), (2, two, two_small))}
+        fixed = {n: round(small_run["seconds"] - small_run["pages"] / steady[n], 2)
+                 for n, small_run in ((1, one_small), (2, two_small))}
+        mb_per_page = big["compressed_bytes"] / 1e6 / two["pages"]
+        steady_scaling = round(steady[2] / steady[1], 2)
         print("(* the fastest attempt, which the ratios use)")
+        print(f"steady state (extra pages / extra seconds, {two_small['copies']} -> {two['copies']} copies): "
+              f"1 worker {steady[1]:.1f} pages/s, 2 workers {steady[2]:.1f} pages/s ({steady_scaling}x); "
+              f"fixed cost per job {fixed[1]} s (1 worker), {fixed[2]} s (2 workers)")
         print(f"scaling 2 vs 1 worker: {scaling}x; worker peak RSS at {two['copies']} vs {two_small['copies']} copies: "
               f"{two['peak_rss_mb_per_worker']} vs {two_small['peak_rss_mb_per_worker']} MB ({growth}x)")
         summary.update({
@@ -565,6 +584,11 @@ def main(argv=None) -> int:
             "ingest_job_seconds": {"1_worker": one["seconds"], "2_workers": two["seconds"],
                                    "2_workers_half_dump": two_small["seconds"]},
             "ingest_mb_per_s_bz2": {"1_worker": one["compressed_mb_per_s"], "2_workers": two["compressed_mb_per_s"]},
+            "scaling_2_workers_steady_state": steady_scaling,
+            "steady_state_pages_per_s": {"1_worker": round(steady[1], 1), "2_workers": round(steady[2], 1)},
+            "steady_state_mb_per_s_bz2": {"1_worker": round(steady[1] * mb_per_page, 2),
+                                          "2_workers": round(steady[2] * mb_per_page, 2)},
+            "fixed_seconds_per_job": {"1_worker": fixed[1], "2_workers": fixed[2]},
             "peak_rss_mb": {f"{two_small['copies']}_copies": two_small["peak_rss_mb_per_worker"],
                             f"{two['copies']}_copies": two["peak_rss_mb_per_worker"]},
             "peak_rss_growth_2x_dump": growth,
@@ -576,7 +600,20 @@ def main(argv=None) -> int:
                        pairs["entity_pairs"], pairs["pass2_mentions_per_s_per_core"], pairs["links_accounted"]]],
                      ["pass 1 s", "pass 2 s", "link mentions", "entities", "pairs", "pass-2 mentions/s/core",
                       "links accounted"]))
+        extra_mentions = pairs_big["link_mentions"] - pairs["link_mentions"]
+        pass2_steady = extra_mentions / (pairs_big["pass2_seconds"] - pairs["pass2_seconds"]) / 2
+        pass2_fixed = round(pairs["pass2_seconds"] - pairs["link_mentions"] / (2 * pass2_steady), 2)
+        print(_table([[pairs_big["pass1_seconds"], pairs_big["pass2_seconds"], pairs_big["link_mentions"],
+                       pairs_big["entities"], pairs_big["entity_pairs"], pairs_big["pass2_mentions_per_s_per_core"],
+                       pairs_big["links_accounted"]]],
+                     ["pass 1 s", "pass 2 s", "link mentions", "entities", "pairs", "pass-2 mentions/s/core",
+                      "links accounted"]))
+        print(f"pass 2 steady state ({pairs['pages']} -> {pairs_big['pages']} pages): {pass2_steady:.0f} "
+              f"mentions/s per core; fixed cost {pass2_fixed} s")
         summary["pairs"] = pairs
+        summary["pairs_big"] = pairs_big
+        summary["pass2_steady_state_mentions_per_s_per_core"] = round(pass2_steady, 1)
+        summary["pass2_fixed_seconds"] = pass2_fixed
     else:
         summary.update({"scaling_2_workers": None, "peak_rss_mb_per_worker": None})
     summary["bench_seconds"] = round(time.perf_counter() - bench_started, 1)

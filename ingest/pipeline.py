@@ -151,13 +151,14 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     log(f"[ingest] {len(dump_files)} Wikipedia file(s) ({', '.join(wikis)}) in {len(shards)} shard(s); "
         f"{len(cfg.wikidata)} Wikidata file(s) in {len(wikidata_ranges)} range(s)")
 
-    # pass 1: biggest units first, so the last task to start is a small one
+    # pass 1: one Ray task per unit, biggest first, so the last task to start is a
+    # small one. Plain tasks, not a Ray Data map: the streaming executor's
+    # scheduling loop took a share of the driver's CPU that the workers need on a
+    # small machine. A task whose worker dies is retried (the unit rewrites its files).
     units.sort(key=lambda u: (-u["size"], u["kind"], u["unit_id"]))
-    results = (
-        ray.data.from_items(units, override_num_blocks=max(1, len(units)))
-        .map(process_unit, fn_kwargs={"out": out, "cfg": task_cfg}, num_cpus=1)
-        .take_all()
-    )
+    run_unit = ray.remote(num_cpus=1, max_retries=3)(process_unit)
+    cfg_ref = ray.put(task_cfg)
+    results = ray.get([run_unit.remote(unit, out, cfg_ref) for unit in units], timeout=24 * 3600)
     pass1_seconds = round(time.time() - started, 2)
     results.sort(key=lambda r: (r["kind"], r["unit_id"]))
     unit_results = [json.loads(r["result"]) for r in results]

@@ -185,7 +185,7 @@ def language_of(wiki: str) -> str:
 
 
 def process_unit(row: dict, out: str, cfg: dict) -> dict:
-    """Ray Data ``map`` function: run one unit unless its done-marker says it ran.
+    """One pass-1 Ray task: run one unit unless its done-marker says it ran.
     Returns ``{kind, unit_id, result (JSON), peak_rss_mb, resumed}``."""
     kind, unit_id, spec = row["kind"], row["unit_id"], row["spec"]
     marker = f"{out}/_work/done/{kind}-{unit_id:05d}.json"
@@ -200,7 +200,6 @@ def process_unit(row: dict, out: str, cfg: dict) -> dict:
     else:
         result = process_wikidata_range(wikidata.WikidataRange.from_json(spec), out, cfg)
     write_json({"fingerprint": stamp, "result": result}, marker)
-    # one row shape for both kinds (Ray Data blocks must share a schema);
     # peak memory belongs to this run's worker, not to the unit's output
     return {"kind": kind, "unit_id": unit_id, "result": json.dumps(result),
             "peak_rss_mb": _peak_rss_mb(), "resumed": False}
