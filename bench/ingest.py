@@ -360,7 +360,7 @@ class RayWorkerMemory:
 def run_ingest(dump: dict, out: Path, num_cpus: int, shard_bytes: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     command = [sys.executable, "-m", "ingest", "--wikipedia", dump["path"], "--out", str(out),
-               "--num-cpus", str(num_cpus), "--shard-bytes", shard_bytes, "--no-resume"]
+               "--num-cpus", str(num_cpus), "--no-dashboard", "--shard-bytes", shard_bytes, "--no-resume"]
     env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONPATH": str(REPO)}  # a fresh local Ray, never another's
     log(f"[bench] {' '.join(command[1:])}")
     started = time.perf_counter()
@@ -428,7 +428,7 @@ def build_wikidata(out: Path, articles, types: int = 40) -> dict:
 def run_pairs(dump: dict, wikidata: dict, out: Path, num_cpus: int, shard_bytes: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     command = [sys.executable, "-m", "ingest", "--wikipedia", dump["path"], "--wikidata", wikidata["path"],
-               "--out", str(out), "--num-cpus", str(num_cpus), "--shard-bytes", shard_bytes,
+               "--out", str(out), "--num-cpus", str(num_cpus), "--no-dashboard", "--shard-bytes", shard_bytes,
                "--wikidata-range-bytes", "1M", "--entity-link-threshold", "10", "--no-resume"]
     env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONPATH": str(REPO)}
     log(f"[bench] {' '.join(command[1:])}")

@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-cpus", type=int,
                         help="start a local Ray with this many CPUs (default: connect to RAY_ADDRESS or start one "
                         "with all CPUs)")
+    parser.add_argument("--no-dashboard", action="store_true",
+                        help="with --num-cpus: start that local Ray without its dashboard, which takes CPU the "
+                        "workers need on a small machine")
     return parser
 
 
@@ -78,7 +81,7 @@ def main(argv=None) -> int:
     if args.num_cpus:
         import ray
 
-        ray.init(num_cpus=args.num_cpus)
+        ray.init(num_cpus=args.num_cpus, include_dashboard=not args.no_dashboard)
     try:
         run_ingest(cfg)
     except (FileNotFoundError, DumpFormatError, SchemaError) as e:
