@@ -761,9 +761,7 @@ def split_sentences(
     rules = SENTENCE_RULES.get(base_language(language), GENERIC_RULES)
     ordered = sorted(links)  # tuples: by start first; already sorted when from wikitext_to_text
     link_starts = list(map(_link_start, ordered))
-    link_count = len(ordered)
     sentences = []
-    next_link = 0
     for start, end in _sentence_bounds(text, ordered, link_starts, rules):
         length = end - start
         if length < min_chars or length > max_chars:
@@ -772,14 +770,9 @@ def split_sentences(
             continue
         if stats is not None:
             stats["kept"] += 1
-        while next_link < link_count and link_starts[next_link] < start:
-            next_link += 1
-        inside = []
-        while next_link < link_count and link_starts[next_link] < end:
-            link = ordered[next_link]
-            if link.end <= end:
-                inside.append(_new_link((link.start - start, link.end - start, link.target, link.anchor)))
-            next_link += 1
+        first, stop = bisect_left(link_starts, start), bisect_left(link_starts, end)
+        inside = [_new_link((s - start, e - start, target, anchor))
+                  for s, e, target, anchor in ordered[first:stop] if e <= end] if first < stop else []
         sentences.append((text[start:end], inside))
     return sentences
 

@@ -28,10 +28,12 @@ Resume (decision): a checkpoint stores the epoch to resume and how many batches
 of it were done. A resumed worker restarts that epoch's iterator and discards
 (reads without training on) that many batches, so the step count, the LR
 schedule and the number of examples seen are exactly those of an
-uninterrupted run. Ray Data's streaming split does not promise the same order
-in a new run, so the skipped rows are the same *number*, not necessarily the
-same rows; SimCSE/EASE train one epoch, where restarting the epoch would
-repeat everything. The RNG needs no saving: it is a function of (seed, rank, step).
+uninterrupted run. With one worker the rows arrive in file order
+(``preserve_order``, set by ``train.run``), so a run is deterministic given its
+seed and the skipped rows are the same rows; with several workers Ray Data's
+streaming split hands blocks to whichever worker asks first, so the skipped
+rows are the same *number*, not necessarily the same rows. SimCSE/EASE train
+one epoch, where restarting the epoch would repeat everything. The RNG needs no saving: it is a function of (seed, rank, step).
 
 Config keys (``train_loop_config``): every ``TrainConfig`` field at top level
 (``lr``, ``batch_size``, ``temperature``, ``evaluator``, ``evaluator_namespace``,
