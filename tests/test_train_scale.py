@@ -325,3 +325,33 @@ def test_ray_data_tokens_are_cut_to_the_batch_longest_row(tiny_model):
     cut = tokens_of(stored, "sentence", encoder)
     direct = tokens_of({"sentence": texts}, "sentence", encoder)
     assert all(torch.equal(cut[k], direct[k]) for k in direct)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_unpadded_forward_equals_the_stock_forward(tiny_model, attention):
+    """Real tokens get the stock forward's hidden states and gradients (eval mode: no dropout)."""
+    from transformers import AutoModel
+
+    from train.encoder import Encoder
+    from train.unpadded import supports_unpadding, unpadded_forward
+
+    encoder = Encoder(tiny_model, "mean", max_len=16)
+    model = AutoModel.from_pretrained(tiny_model, attn_implementation=attention).eval()
+    assert encoder.unpad and supports_unpadding(model)
+    batch = encoder.tokenize(_texts(np.random.default_rng(3), 6))
+    real = batch["attention_mask"].bool()
+    assert not real.all(), "the batch must hold padding"
+
+    def run(forward):
+        model.zero_grad()
+        hidden = forward()
+        (hidden[real] ** 2).sum().backward()
+        return hidden.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    stock, stock_grads = run(lambda: model(**batch).last_hidden_state)
+    ours, our_grads = run(lambda: unpadded_forward(model, **batch))
+    assert torch.allclose(ours[real], stock[real], atol=1e-6)
+    assert (ours[~real] == 0).all()
+    assert stock_grads.keys() == our_grads.keys()
+    for name, grad in stock_grads.items():
+        assert torch.allclose(our_grads[name], grad, atol=1e-5), name

@@ -69,7 +69,8 @@ class TrainConfig:
     mixed_precision: str = "none"  # none | bf16 | fp16 (fp16 needs a GPU)
     # speed / memory
     chunk_size: Optional[int] = None  # GradCache: rows per encoder chunk on each worker (None: no caching)
-    compile: bool = False  # torch.compile the encoder (dynamic shapes: batches are padded to their longest row)
+    unpad: bool = True  # BERT encoders: Linear/LayerNorm/GELU on real tokens only (train.unpadded); same outputs
+    compile: bool = False  # torch.compile the encoder's stock forward (dynamic shapes; turns unpad off)
     pretokenize: bool = False  # tokenize in Ray Data tasks (padded to max_len, cut per batch) instead of in the step
     length_bucketing: int = 0  # regroup every N batches by length (less padding; changes in-batch negatives); 0 = off
     # run bookkeeping

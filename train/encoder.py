@@ -11,6 +11,9 @@ Poolings (SimCSE's names in brackets):
 The HF pooler (BERT's NSP head) is removed: SimCSE does not use it, and an
 unused parameter would break DDP.
 
+For BERT encoders the forward runs the per-token layers on the real tokens
+only (``train.unpadded``; ``unpad=False`` takes the stock forward).
+
 ``forward`` gives the train-time embedding (MLP for cls and cls_mlp), ``encode``
 the inference embedding; ``save_sentence_transformer(path)`` writes a folder
 that ``SentenceTransformer(path)`` loads and that gives the same embeddings as
@@ -26,12 +29,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from train.unpadded import supports_unpadding, unpadded_forward
+
 # BERT/RoBERTa/MPNet/... and DistilBERT names of the encoder's dropout probabilities
 DROPOUT_ATTRS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout")
 
 
 class Encoder(nn.Module):
-    def __init__(self, model: str, pooling: str = "cls_mlp", max_len: int = 32, dropout: float | None = None):
+    def __init__(self, model: str, pooling: str = "cls_mlp", max_len: int = 32, dropout: float | None = None,
+                 unpad: bool = True):
         super().__init__()
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -50,6 +56,7 @@ class Encoder(nn.Module):
         if getattr(self.model, "pooler", None) is not None:
             self.model.pooler = None
         self.tokenizer = AutoTokenizer.from_pretrained(model)
+        self.unpad = unpad and supports_unpadding(self.model)  # per-token layers on real tokens only
         d = self.hidden_size
         self.mlp = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if pooling in ("cls", "cls_mlp") else None
 
@@ -68,10 +75,13 @@ class Encoder(nn.Module):
         """Sentence embeddings (B, d). ``inference`` defaults to ``not self.training``."""
         if inference is None:
             inference = not self.training
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None:
-            kwargs["token_type_ids"] = token_type_ids
-        hidden = self.model(**kwargs).last_hidden_state
+        if self.unpad:
+            hidden = unpadded_forward(self.model, input_ids, attention_mask, token_type_ids)
+        else:
+            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None:
+                kwargs["token_type_ids"] = token_type_ids
+            hidden = self.model(**kwargs).last_hidden_state
         if self.pooling == "mean":
             m = attention_mask.unsqueeze(-1).to(hidden.dtype)
             return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)

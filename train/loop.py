@@ -81,7 +81,7 @@ class Trainee(nn.Module):
 
 
 def build_trainee(cfg: TrainConfig, data_info: dict) -> Trainee:
-    encoder = Encoder(cfg.model, cfg.pooling, cfg.max_len, cfg.dropout)
+    encoder = Encoder(cfg.model, cfg.pooling, cfg.max_len, cfg.dropout, unpad=cfg.unpad)
     method = get_method(cfg.method)(
         cfg.options, hidden_size=encoder.hidden_size, temperature=cfg.temperature, data_info=data_info
     )
@@ -120,7 +120,8 @@ def train_loop_per_worker(config: dict) -> dict:
     elif rank == 0:
         trainee.method.init_pretrained(set_paths)  # DDP broadcasts rank 0's parameters
     model = ray.train.torch.prepare_model(trainee)
-    if cfg.compile:
+    if cfg.compile:  # compiles the stock forward, so the unpadded path is off
+        trainee.encoder.unpad = False
         trainee.encoder.model.compile(dynamic=True)
 
     # 3. optimizer, schedule, progress --------------------------------------
