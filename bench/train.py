@@ -360,6 +360,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--models", nargs="+", default=["minilm"], choices=["minilm", "tiny"])
+    ap.add_argument("--configs", nargs="+", default=None, metavar="NAME",
+                    help="run only these configurations (default: all); ratios need both of their configurations")
     ap.add_argument("--snli-dir", type=Path, default=REPO.parent / "shared" / "data" / "nli" / "snli_senteval")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--mfu-smoke", action="store_true",
@@ -417,6 +419,8 @@ def main(argv=None) -> int:
         best: dict = {}
         for r in range(args.rounds):
             for name, fn in configs.items():
+                if args.configs and name not in args.configs:
+                    continue
                 t0 = time.time()
                 res = fn()
                 print(f"[bench] {key} round {r + 1} {name}: {res['samples_per_s']:.1f} samples/s "
@@ -425,17 +429,18 @@ def main(argv=None) -> int:
                     best[name] = res
         mem = activation_memory(path, pairs, args.batch, chunk)
         sps = {k: v["samples_per_s"] for k, v in best.items()}
-        ratios = {
-            "ray_vs_plain": sps["ray"] / sps["plain"],
-            "ray_padded_vs_plain": sps["ray_padded"] / sps["plain"],
-            "unpad_speedup": sps["ray"] / sps["ray_padded"],
-            "vs_sentence_transformers": sps["ray"] / sps["st"],
-            "vs_sentence_transformers_fast": sps["ray_fast"] / sps["st"],
-            "gradcache_overhead": sps["ray"] / sps["ray_gradcache"],
-            "gradcache_overhead_4_chunks": sps["ray"] / sps["ray_gradcache_4"],
-            "st_cached_overhead": sps["st"] / sps["st_cached"],
-            "scaling_2_workers": sps["ray_2workers"] / sps["ray"],
+        pairs_of_ratios = {
+            "ray_vs_plain": ("ray", "plain"),
+            "ray_padded_vs_plain": ("ray_padded", "plain"),
+            "unpad_speedup": ("ray", "ray_padded"),
+            "vs_sentence_transformers": ("ray", "st"),
+            "vs_sentence_transformers_fast": ("ray_fast", "st"),
+            "gradcache_overhead": ("ray", "ray_gradcache"),
+            "gradcache_overhead_4_chunks": ("ray", "ray_gradcache_4"),
+            "st_cached_overhead": ("st", "st_cached"),
+            "scaling_2_workers": ("ray_2workers", "ray"),
         }
+        ratios = {k: sps[a] / sps[b] for k, (a, b) in pairs_of_ratios.items() if a in sps and b in sps}
         print(f"\n{key} ({path}), batch {args.batch} pairs, chunk {chunk}")
         print(f"{'config':<16}{'samples/s':>12}")
         for name, v in sps.items():
