@@ -33,7 +33,8 @@ uninterrupted run. With one worker the rows arrive in file order
 seed and the skipped rows are the same rows; with several workers Ray Data's
 streaming split hands blocks to whichever worker asks first, so the skipped
 rows are the same *number*, not necessarily the same rows. SimCSE/EASE train
-one epoch, where restarting the epoch would repeat everything. The RNG needs no saving: it is a function of (seed, rank, step).
+one epoch, where restarting the epoch would repeat everything. The RNG needs no
+saving: it is a function of (seed, rank, step).
 
 Config keys (``train_loop_config``): every ``TrainConfig`` field at top level
 (``lr``, ``batch_size``, ``temperature``, ``evaluator``, ``evaluator_namespace``,

@@ -120,7 +120,10 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None):
         from train.batch import pretokenize
 
         ds = pretokenize(ds, resolved.model, cfg.max_len, list(method.tokenized_columns(cfg.options)))
-    ds.context.execution_options.preserve_order = True  # local mode iterates ds itself, not a split
+    # blocks in file order, not in the order their read tasks finish: a one-worker run (and local
+    # mode, which iterates ds itself) sees the same rows in the same order every time; with several
+    # workers the streaming split hands blocks to whichever worker asks first
+    ds.context.execution_options.preserve_order = True
     loop_config = resolved.to_dict()
     loop_config.update(
         _num_rows=num_rows,
@@ -152,21 +155,8 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None):
         torch_config=TorchConfig(backend=None if cfg.use_gpu else "gloo"),
         run_config=run_config,
         datasets={"train": ds},
-        dataset_config=DataConfig(execution_options=_ordered_ingest()),
+        dataset_config=DataConfig(execution_options=ds.context.execution_options),  # Train copies them per shard
     )
-
-
-def _ordered_ingest():
-    """Ray Train's ingest options with ``preserve_order``: blocks reach the
-    workers in file order, not in the order their read tasks finish, so a
-    one-worker run sees the same rows in the same order every time. (With
-    several workers the streaming split hands blocks to whichever worker asks
-    first, which no option fixes.)"""
-    from ray.train import DataConfig
-
-    options = DataConfig.default_ingest_options()
-    options.preserve_order = True
-    return options
 
 
 def _absolute_paths(cfg: TrainConfig) -> TrainConfig:
