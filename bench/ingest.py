@@ -27,7 +27,7 @@ A script, not a test. On the real samples in ``../shared/data/wikipedia_xml_samp
    fresh Ray) for N=1 and N=2 on both dumps, `--attempts` times each,
    interleaved, the fastest counting; pages/s and MB/s come from the job's own
    clock (the manifest's ``seconds``, which starts after ``ray.init``). The
-   job figures hold each job's fixed cost (Ray Data's start and planning, the
+   job figures hold each job's fixed cost (Ray's task start-up, planning, the
    tail of the last tasks); the steady state (extra pages of the big dump over
    its extra seconds) leaves it out, and the fixed cost is printed beside it.
    On a 2-core machine the driver and Ray's own processes share the two cores
@@ -455,6 +455,14 @@ def run_pairs(dump: dict, wikidata: dict, out: Path, num_cpus: int, shard_bytes:
 # ---------------------------------------------------------------- report
 
 
+def _steady_state(small_count: int, small_seconds: float, big_count: int, big_seconds: float) -> tuple[float, float]:
+    """(items/s, fixed seconds per job) from two job sizes: the extra items of the bigger
+    job over its extra seconds leave out each job's fixed cost (Ray's task start-up,
+    planning, the tail of the last tasks), which is what the smaller job spent beyond them."""
+    rate = (big_count - small_count) / (big_seconds - small_seconds)
+    return rate, round(small_seconds - small_count / rate, 2)
+
+
 def _table(rows: list[list], header: list[str]) -> str:
     cells = [header] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
@@ -560,12 +568,10 @@ def main(argv=None) -> int:
         scaling = round(two["pages_per_s"] / one["pages_per_s"], 2)
         growth = (round(two["peak_rss_mb_per_worker"] / two_small["peak_rss_mb_per_worker"], 2)
                   if two["peak_rss_mb_per_worker"] and two_small["peak_rss_mb_per_worker"] else None)
-        # steady state: the extra pages of the bigger dump over its extra seconds, which
-        # leaves out each job's fixed cost (Ray Data's start, planning, the last task's tail)
-        steady = {n: (big_run["pages"] - small_run["pages"]) / (big_run["seconds"] - small_run["seconds"])
-                  for n, big_run, small_run in ((1, one, one_small), (2, two, two_small))}
-        fixed = {n: round(small_run["seconds"] - small_run["pages"] / steady[n], 2)
-                 for n, small_run in ((1, one_small), (2, two_small))}
+        steady, fixed = {}, {}
+        for n, big_run, small_run in ((1, one, one_small), (2, two, two_small)):
+            steady[n], fixed[n] = _steady_state(small_run["pages"], small_run["seconds"],
+                                                big_run["pages"], big_run["seconds"])
         mb_per_page = big["compressed_bytes"] / 1e6 / two["pages"]
         steady_scaling = round(steady[2] / steady[1], 2)
         print("(* the fastest attempt, which the ratios use)")
@@ -595,19 +601,15 @@ def main(argv=None) -> int:
             "dump_pages": {f"{two_small['copies']}_copies": two_small["pages"], f"{two['copies']}_copies": two["pages"]},
         })
         print(f"\n== Wikidata ({wikidata['items']} items, {pairs['wikidata_ranges']} ranges) + entity pairs, "
-              f"2 workers, {pairs['pages']} pages ==")
-        print(_table([[pairs["pass1_seconds"], pairs["pass2_seconds"], pairs["link_mentions"], pairs["entities"],
-                       pairs["entity_pairs"], pairs["pass2_mentions_per_s_per_core"], pairs["links_accounted"]]],
-                     ["pass 1 s", "pass 2 s", "link mentions", "entities", "pairs", "pass-2 mentions/s/core",
+              f"2 workers ==")
+        print(_table([[r["pages"], r["pass1_seconds"], r["pass2_seconds"], r["link_mentions"], r["entities"],
+                       r["entity_pairs"], r["pass2_mentions_per_s_per_core"], r["links_accounted"]]
+                      for r in (pairs, pairs_big)],
+                     ["pages", "pass 1 s", "pass 2 s", "link mentions", "entities", "pairs", "pass-2 mentions/s/core",
                       "links accounted"]))
-        extra_mentions = pairs_big["link_mentions"] - pairs["link_mentions"]
-        pass2_steady = extra_mentions / (pairs_big["pass2_seconds"] - pairs["pass2_seconds"]) / 2
-        pass2_fixed = round(pairs["pass2_seconds"] - pairs["link_mentions"] / (2 * pass2_steady), 2)
-        print(_table([[pairs_big["pass1_seconds"], pairs_big["pass2_seconds"], pairs_big["link_mentions"],
-                       pairs_big["entities"], pairs_big["entity_pairs"], pairs_big["pass2_mentions_per_s_per_core"],
-                       pairs_big["links_accounted"]]],
-                     ["pass 1 s", "pass 2 s", "link mentions", "entities", "pairs", "pass-2 mentions/s/core",
-                      "links accounted"]))
+        mentions_per_s, pass2_fixed = _steady_state(pairs["link_mentions"], pairs["pass2_seconds"],
+                                                    pairs_big["link_mentions"], pairs_big["pass2_seconds"])
+        pass2_steady = mentions_per_s / 2
         print(f"pass 2 steady state ({pairs['pages']} -> {pairs_big['pages']} pages): {pass2_steady:.0f} "
               f"mentions/s per core; fixed cost {pass2_fixed} s")
         summary["pairs"] = pairs

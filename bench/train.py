@@ -353,6 +353,20 @@ def gpu_mfu(batch_rows: int = 256, seq_lens=(32, 128), steps: int = 20, device: 
 # ------------------------------------------------------------------ main
 
 
+# the printed ratios: (numerator, denominator) configurations' samples/s
+RATIOS = {
+    "ray_vs_plain": ("ray", "plain"),
+    "vs_sentence_transformers": ("ray", "st"),
+    "vs_sentence_transformers_fast": ("ray_fast", "st"),
+    "ray_padded_vs_plain": ("ray_padded", "plain"),
+    "unpad_speedup": ("ray", "ray_padded"),
+    "gradcache_overhead": ("ray", "ray_gradcache"),
+    "gradcache_overhead_4_chunks": ("ray", "ray_gradcache_4"),
+    "st_cached_overhead": ("st", "st_cached"),
+    "scaling_2_workers": ("ray_2workers", "ray"),
+}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=32, help="pairs per worker per step")
@@ -429,18 +443,7 @@ def main(argv=None) -> int:
                     best[name] = res
         mem = activation_memory(path, pairs, args.batch, chunk)
         sps = {k: v["samples_per_s"] for k, v in best.items()}
-        pairs_of_ratios = {
-            "ray_vs_plain": ("ray", "plain"),
-            "ray_padded_vs_plain": ("ray_padded", "plain"),
-            "unpad_speedup": ("ray", "ray_padded"),
-            "vs_sentence_transformers": ("ray", "st"),
-            "vs_sentence_transformers_fast": ("ray_fast", "st"),
-            "gradcache_overhead": ("ray", "ray_gradcache"),
-            "gradcache_overhead_4_chunks": ("ray", "ray_gradcache_4"),
-            "st_cached_overhead": ("st", "st_cached"),
-            "scaling_2_workers": ("ray_2workers", "ray"),
-        }
-        ratios = {k: sps[a] / sps[b] for k, (a, b) in pairs_of_ratios.items() if a in sps and b in sps}
+        ratios = {k: sps[a] / sps[b] for k, (a, b) in RATIOS.items() if a in sps and b in sps}
         print(f"\n{key} ({path}), batch {args.batch} pairs, chunk {chunk}")
         print(f"{'config':<16}{'samples/s':>12}")
         for name, v in sps.items():
@@ -458,9 +461,7 @@ def main(argv=None) -> int:
     else:
         print("[bench] no GPU here: tokens/s and MFU not measured", flush=True)
     head = summary.get("minilm") or summary.get("tiny") or {}
-    result = {k: head.get(k) for k in ("ray_vs_plain", "vs_sentence_transformers", "vs_sentence_transformers_fast",
-                                        "ray_padded_vs_plain", "unpad_speedup",
-                                        "gradcache_overhead", "gradcache_overhead_4_chunks", "st_cached_overhead", "scaling_2_workers")}
+    result = {k: head.get(k) for k in RATIOS}
     result.update(encoder="minilm" if summary.get("minilm") else "tiny", batch=args.batch, per_model=summary)
     if "gpu" in summary:
         result["mfu_bf16"] = {k: v["mfu"] for k, v in summary["gpu"].items() if k.startswith("seq")}
