@@ -258,6 +258,14 @@ def test_line_markup_quotes_entities_and_magic_words():
 
 def test_nowiki_content_is_literal():
     assert text_of("<nowiki>{{not a template}}</nowiki> and [[a]]<nowiki/>b") == "{{not a template}} and ab"
+    assert text_of("<NoWiki>{{x}}</noWiki> y") == "{{x}} y"  # tag names are case-insensitive
+
+
+def test_brace_tokens_are_taken_leftmost_first():
+    # "\n|}" closes the table, then "}}" the template: "|}}}" is not read as "|" + "}}" + "}"
+    assert text_of("x {{t|\n{| \n|}}} y") == "x y"
+    assert text_of("x {{t|a|}} y") == "x y"  # "|}}" closing a template whose last parameter is empty
+    assert text_of("a }} b {{c}}} d") == "a b } d"  # stray closers go; a third brace stays
 
 
 def test_paragraphs_are_separated_by_one_newline():
