@@ -1,9 +1,9 @@
 """Benchmark of the Wikipedia ingest: extractor speed, link agreement, Ray scaling.
 
-    python bench/ingest.py [--repeat 40] [--out DIR] [--shard-bytes 2M] [--attempts 2] [--rounds 3]
+    python bench/ingest.py [--repeat 40] [--out DIR] [--shard-bytes 2M] [--attempts 3] [--rounds 5]
                            [--skip-ingest]
 
-About 8 minutes on a 2-core machine with the defaults (the dumps are built
+About 10 minutes on a 2-core machine with the defaults (the dumps are built
 once per --out folder and reused).
 
 A script, not a test. On the real samples in ``../shared/data/wikipedia_xml_sample/``:
@@ -487,7 +487,7 @@ def main(argv=None) -> int:
                         help="work folder for the dumps and the ingest outputs")
     parser.add_argument("--shard-bytes", default="2M",
                         help="passed to python -m ingest: small shards keep both workers busy to the end")
-    parser.add_argument("--attempts", type=int, default=2,
+    parser.add_argument("--attempts", type=int, default=3,
                         help="ingest runs per worker count on the --repeat dump (the fastest counts)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the extractor timing (each page's fastest counts)")
     parser.add_argument("--skip-ingest", action="store_true", help="only the extractor speed and link agreement")
