@@ -592,3 +592,11 @@ def test_links_agree_with_mwparserfromhell_on_bgwiki_and_tables():
         assert agreement.precision >= 0.98 and agreement.recall >= 0.98, (
             parts, agreement.missed.most_common(10), agreement.extra.most_common(10)
         )
+
+
+def test_every_other_whitespace_becomes_one_space():
+    from ingest.wikitext import _OTHER_SPACE_CHARS
+
+    others = {c for c in map(chr, range(0x110000)) if c.isspace() and c not in " \n"}
+    assert set(_OTHER_SPACE_CHARS) == others and len(_OTHER_SPACE_CHARS) == len(others)
+    assert text_of("a\u2009b&nbsp;c\t \td\u3000[[e]]\r\nf") == "a b c d e\nf"
