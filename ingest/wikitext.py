@@ -32,8 +32,9 @@ markup costs linear time. Scanning cost is set by how a regex starts: CPython's
 engine skips to a literal prefix in a fast C loop (about 1 ns per character of a
 54 kB enwiki page), but tests a leading character class or alternation at every
 position (7-9 ns); so the hot scans start with a literal where the markup allows
-(comments, blocks, templates, hidden links, line markup), and the one-class scans
-left (inline tokens, other whitespace, sentence cuts) are one pass each. Links to other wikis
+(comments, blocks, templates, hidden links, line markup), other whitespace is
+found by one-character `in` tests, and the one-class scans left (inline tokens,
+sentence cuts) are one pass each. Links to other wikis
 (``[[wikt:…]]``, ``[[:fr:…]]``) keep their text but give no `Link`; links to
 other namespaces of the same wiki (``[[:Category:X]]``, ``[[Wikipedia:…]]``) do
 give one. ``tests/wikitext_oracle.py`` measures the links against
@@ -370,18 +371,20 @@ def _closing_brackets_end(text: str, pos: int) -> int:
 
 # ---------------------------------------------------------------- 6 line markup
 
-# Each alternative starts at a "\n" (a literal prefix lets the regex engine skip ahead).
-_LINE_MARKUP = re.compile(r"\n[ \t]*(?:=[^\n]*=[ \t]*(?=\n|\Z)|[*#:;]+[ \t]*|-{4,})")
-_FIRST_LINE_MARKUP = re.compile(_LINE_MARKUP.pattern[2:])  # the same markup on the first line
-_BEHAVIOUR_SWITCH = re.compile(r"__[A-Z]+__")
+# A heading, list marker or horizontal rule at a line start. After a "\n" it is found
+# by a regex with a literal prefix (the engine skips ahead to each "\n"); the first
+# line is matched in place.
+_LINE_START_MARKUP = r"[ \t]*(?:=[^\n]*=[ \t]*(?=\n|\Z)|[*#:;]+[ \t]*|-{4,})"
+_LINE_MARKUP = re.compile(r"\n" + _LINE_START_MARKUP)
+_FIRST_LINE_MARKUP = re.compile(_LINE_START_MARKUP)
+_BEHAVIOUR_SWITCH = re.compile(r"__[A-Z]+__")  # its literal "__" prefix: as fast as an `in` test
 
 
 def _remove_line_markup(text: str) -> str:
     first = _FIRST_LINE_MARKUP.match(text)
     if first is not None:
         text = text[first.end() :]
-    text = _LINE_MARKUP.sub("\n", text)
-    return _BEHAVIOUR_SWITCH.sub("", text) if "_" in text and "__" in text else text
+    return _BEHAVIOUR_SWITCH.sub("", _LINE_MARKUP.sub("\n", text))
 
 
 # ---------------------------------------------------------------- 7 inline rendering
