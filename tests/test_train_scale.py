@@ -355,3 +355,29 @@ def test_unpadded_forward_equals_the_stock_forward(tiny_model, attention):
     assert stock_grads.keys() == our_grads.keys()
     for name, grad in stock_grads.items():
         assert torch.allclose(our_grads[name], grad, atol=1e-5), name
+
+
+def test_columns_packed_into_one_forward_equal_one_forward_per_column(tiny_model):
+    """Several columns of different lengths through one token matrix: the same embeddings and
+    gradients (eval mode) as a forward per column; pooling as in ``Encoder.forward``."""
+    from train.encoder import Encoder
+
+    rng = np.random.default_rng(4)
+    for pooling in ("cls", "mean"):
+        encoder = Encoder(tiny_model, pooling, max_len=16).eval()
+        columns = [encoder.tokenize(_texts(rng, rows)) for rows in (5, 3, 4)]
+        assert len({column["input_ids"].shape[1] for column in columns}) > 1, "columns must differ in length"
+
+        def run(forward):
+            encoder.zero_grad()
+            embeddings = forward()
+            sum((z * torch.arange(1.0, z.shape[1] + 1)).sum() ** 2 for z in embeddings).backward()
+            return [z.detach() for z in embeddings], {n: p.grad.clone() for n, p in encoder.named_parameters()
+                                                      if p.grad is not None}
+
+        separate, separate_grads = run(lambda: [encoder(**column) for column in columns])
+        packed, packed_grads = run(lambda: encoder.forward_columns(columns))
+        assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(packed, separate))
+        assert packed_grads.keys() == separate_grads.keys()
+        for name, grad in separate_grads.items():
+            assert torch.allclose(packed_grads[name], grad, rtol=1e-4, atol=1e-4), (pooling, name)

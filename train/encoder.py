@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from train.unpadded import supports_unpadding, unpadded_forward
+from train.unpadded import supports_unpadding, unpadded_forward, unpadded_forward_columns
 
 # BERT/RoBERTa/MPNet/... and DistilBERT names of the encoder's dropout probabilities
 DROPOUT_ATTRS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout")
@@ -73,8 +73,6 @@ class Encoder(nn.Module):
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, *, inference: bool | None = None) -> torch.Tensor:
         """Sentence embeddings (B, d). ``inference`` defaults to ``not self.training``."""
-        if inference is None:
-            inference = not self.training
         if self.unpad:
             hidden = unpadded_forward(self.model, input_ids, attention_mask, token_type_ids)
         else:
@@ -82,6 +80,20 @@ class Encoder(nn.Module):
             if token_type_ids is not None:
                 kwargs["token_type_ids"] = token_type_ids
             hidden = self.model(**kwargs).last_hidden_state
+        return self.pool(hidden, attention_mask, inference)
+
+    def forward_columns(self, columns: list[dict], *, inference: bool | None = None) -> list[torch.Tensor]:
+        """``[self(**column) for column in columns]``; an unpadded encoder runs them as one
+        token matrix (``unpadded_forward_columns``), each padded to its own longest row."""
+        if not self.unpad or len(columns) < 2:
+            return [self(**column, inference=inference) for column in columns]
+        hidden = unpadded_forward_columns(self.model, columns)
+        return [self.pool(h, column["attention_mask"], inference) for h, column in zip(hidden, columns)]
+
+    def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor, inference: bool | None = None) -> torch.Tensor:
+        """(B, L, d) last hidden states -> (B, d) sentence embeddings."""
+        if inference is None:
+            inference = not self.training
         if self.pooling == "mean":
             m = attention_mask.unsqueeze(-1).to(hidden.dtype)
             return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)

@@ -15,6 +15,11 @@ The padded positions of the returned (B, L, d) tensor are zero, where the
 stock forward has values no pooling reads. MiniLM-L6, batch 32 SNLI pairs,
 one CPU thread: a training step 1.37 s -> 0.95 s.
 
+``unpadded_forward_columns`` runs several columns of a batch (premises and
+hypotheses) as one token matrix, attention per column: 0.94 -> 0.86 s per
+step, and a GradCache step (half-size chunks, whose GEMMs gain most) 1.30 ->
+1.13 s.
+
 Used by ``train.encoder.Encoder`` for the models ``supports_unpadding``
 accepts (BERT encoders with absolute positions); others take the stock forward.
 """
@@ -40,31 +45,70 @@ def supports_unpadding(model) -> bool:
 def unpadded_forward(model, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
     """``model(input_ids, attention_mask, token_type_ids).last_hidden_state`` at
     the real tokens (``attention_mask`` 1), zeros at the pads."""
-    rows, length = input_ids.shape
-    is_real = attention_mask.bool()
-    real = is_real.reshape(-1).nonzero().squeeze(1)
-    hidden = model.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
-    width = hidden.shape[-1]
-    hidden = hidden.reshape(rows * length, width).index_select(0, real)
-    keys = is_real[:, None, None, :]
-    eager = getattr(model.config, "_attn_implementation", None) == "eager"
+    column = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    return unpadded_forward_columns(model, [column])[0]
 
-    def padded(tokens: torch.Tensor) -> torch.Tensor:
-        return tokens.new_zeros(rows * length, tokens.shape[-1]).index_copy(0, real, tokens)
+
+def unpadded_forward_columns(model, columns: list[dict]) -> list[torch.Tensor]:
+    """`unpadded_forward` of several token dicts at once (a batch's columns:
+    anchors, positives, ...). The real tokens of all of them form one matrix for
+    the per-token layers, so each projection is one larger GEMM instead of one
+    per column; attention runs per column, padded to that column's longest row."""
+    packings = [_Packing(column["attention_mask"]) for column in columns]
+    token_ids, token_types, positions = [], [], []
+    for column, packing in zip(columns, packings):
+        input_ids, token_type_ids = column["input_ids"], column.get("token_type_ids")
+        if token_type_ids is None:  # explicit: the embeddings' buffered default is max_position_embeddings long
+            token_type_ids = torch.zeros_like(input_ids)
+        position_ids = torch.arange(packing.length, device=input_ids.device).expand(packing.rows, -1)
+        token_ids.append(packing.real(input_ids.reshape(-1)))
+        token_types.append(packing.real(token_type_ids.reshape(-1)))
+        positions.append(packing.real(position_ids.reshape(-1)))
+    hidden = model.embeddings(input_ids=torch.cat(token_ids)[None], token_type_ids=torch.cat(token_types)[None],
+                              position_ids=torch.cat(positions)[None])[0]
+    counts = [packing.count for packing in packings]
+    eager = getattr(model.config, "_attn_implementation", None) == "eager"
 
     for layer in model.encoder.layer:
         attention = layer.attention.self
         heads, head_size = attention.num_attention_heads, attention.attention_head_size
-        query, key, value = (
-            padded(projection(hidden)).view(rows, length, heads, head_size).transpose(1, 2)
-            for projection in (attention.query, attention.key, attention.value)
-        )
-        context = _attend(query, key, value, keys, getattr(attention, "scaling", head_size**-0.5),
-                          attention.dropout.p if attention.training else 0.0, eager)
-        context = context.transpose(1, 2).reshape(rows * length, heads * head_size).index_select(0, real)
+        scale = getattr(attention, "scaling", head_size**-0.5)
+        dropout = attention.dropout.p if attention.training else 0.0
+        projected = [projection(hidden).split(counts) for projection in (attention.query, attention.key, attention.value)]
+        contexts = []
+        for i, packing in enumerate(packings):
+            query, key, value = (
+                packing.padded(tokens[i]).view(packing.rows, packing.length, heads, head_size).transpose(1, 2)
+                for tokens in projected
+            )
+            context = _attend(query, key, value, packing.keys, scale, dropout, eager)
+            contexts.append(packing.real(context.transpose(1, 2).reshape(-1, heads * head_size)))
+        context = torch.cat(contexts) if len(contexts) > 1 else contexts[0]
         attended = layer.attention.output(context, hidden)
         hidden = layer.output(layer.intermediate(attended), attended)
-    return padded(hidden).view(rows, length, width)
+
+    width = hidden.shape[-1]
+    return [packing.padded(tokens).view(packing.rows, packing.length, width)
+            for packing, tokens in zip(packings, hidden.split(counts))]
+
+
+class _Packing:
+    """Where one column's real tokens sit among its (rows x length) positions."""
+
+    def __init__(self, attention_mask: torch.Tensor):
+        self.rows, self.length = attention_mask.shape
+        is_real = attention_mask.bool()
+        self.index = is_real.reshape(-1).nonzero().squeeze(1)
+        self.count = self.index.numel()
+        self.keys = is_real[:, None, None, :]  # attention's mask: real keys only
+
+    def real(self, positions: torch.Tensor) -> torch.Tensor:
+        """(rows * length, ...) -> (real tokens, ...)"""
+        return positions.index_select(0, self.index)
+
+    def padded(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(real tokens, d) -> (rows * length, d), zeros at the pads"""
+        return tokens.new_zeros(self.rows * self.length, tokens.shape[-1]).index_copy(0, self.index, tokens)
 
 
 def _attend(query, key, value, keys, scale: float, dropout: float, eager: bool) -> torch.Tensor:
