@@ -270,20 +270,32 @@ def st_fit(model_path: str, pairs, batch: int, steps: int, warmup: int, out: Pat
 # ------------------------------------------------------------------ memory
 
 
-def activation_memory(model_path: str, pairs, batch: int, chunk: int) -> dict:
+def in_process_trainee(model_path: str):
+    """The Ray loop's trainee (MNRL: ``simcse_sup`` without hard negatives, as ``ray_loop``
+    configures it), built in this process, and a function collating (anchor, positive)
+    pairs into its step input."""
     import numpy as np
 
     from train.config import TrainConfig
     from train.loop import build_trainee
-    from train.step import ActivationMeter, forward_backward
 
     cfg = TrainConfig.from_dict({"method": "simcse_sup", "simcse_sup": {"hard_negatives": False}, "model": model_path,
-                                 "data": "-", "pooling": "mean", "dropout": None, "max_len": MAX_LEN})
+                                 "data": "-", "pooling": "mean", "dropout": None, "max_len": MAX_LEN,
+                                 "temperature": TEMPERATURE})
     trainee = build_trainee(cfg, {})
-    rows = pairs[:batch]
-    numpy_batch = {"premise": np.array([a for a, _ in rows], dtype=object),
-                   "entailment": np.array([p for _, p in rows], dtype=object)}
-    inputs = trainee.method.collate(numpy_batch, trainee.encoder)
+
+    def collate(rows) -> dict:
+        return trainee.method.collate({"premise": np.array([a for a, _ in rows], dtype=object),
+                                       "entailment": np.array([p for _, p in rows], dtype=object)}, trainee.encoder)
+
+    return trainee, collate
+
+
+def activation_memory(model_path: str, pairs, batch: int, chunk: int) -> dict:
+    from train.step import ActivationMeter, forward_backward
+
+    trainee, collate = in_process_trainee(model_path)
+    inputs = collate(pairs[:batch])
     out = {}
     for name, size in (("uncached", None), ("gradcache", chunk)):
         with ActivationMeter() as meter:
@@ -293,26 +305,19 @@ def activation_memory(model_path: str, pairs, batch: int, chunk: int) -> dict:
     return out
 
 
-def gradcache_step_times(model_path: str, pairs, batch: int, chunks: dict, batches: int = 8, rounds: int = 4) -> dict:
+STEP_TIME_ROUNDS = 4
+
+
+def gradcache_step_times(model_path: str, pairs, batch: int, chunks: dict, batches: int = 8,
+                         rounds: int = STEP_TIME_ROUNDS) -> dict:
     """Seconds per forward + backward (``train.step.forward_backward``, the Ray loop's own step)
     for each ``{name: chunk_size}``, in this process on one thread: the configurations take
     turns batch by batch on the same ``batches`` batches, and each batch counts with its
     fastest of ``rounds`` (load from elsewhere falls on all alike and drops out)."""
-    import numpy as np
-
-    from train.config import TrainConfig
-    from train.loop import build_trainee
     from train.step import forward_backward
 
-    cfg = TrainConfig.from_dict({"method": "simcse_sup", "simcse_sup": {"hard_negatives": False}, "model": model_path,
-                                 "data": "-", "pooling": "mean", "dropout": None, "max_len": MAX_LEN})
-    trainee = build_trainee(cfg, {})
-    inputs = []
-    for start in range(0, batches * batch, batch):
-        rows = pairs[start : start + batch]
-        inputs.append(trainee.method.collate({"premise": np.array([a for a, _ in rows], dtype=object),
-                                              "entailment": np.array([p for _, p in rows], dtype=object)},
-                                             trainee.encoder))
+    trainee, collate = in_process_trainee(model_path)
+    inputs = [collate(pairs[start : start + batch]) for start in range(0, batches * batch, batch)]
     fastest = {name: [float("inf")] * len(inputs) for name in chunks}
     for _ in range(rounds):
         for i, step_input in enumerate(inputs):
@@ -485,7 +490,7 @@ def main(argv=None) -> int:
         steps = {}
         if not args.configs or "step_times" in args.configs:
             steps = gradcache_step_times(path, shuffled, args.batch, {"uncached": None, "chunk": half, "chunk_4": quarter})
-            print(f"[bench] {key} step seconds (forward + backward, fastest of 4 per batch): "
+            print(f"[bench] {key} step seconds (forward + backward, fastest of {STEP_TIME_ROUNDS} per batch): "
                   + ", ".join(f"{k} {v:.3f}" for k, v in steps.items()), flush=True)
             ratios["gradcache_overhead"] = steps["chunk"] / steps["uncached"]
             ratios["gradcache_overhead_4_chunks"] = steps["chunk_4"] / steps["uncached"]
