@@ -381,3 +381,30 @@ def test_columns_packed_into_one_forward_equal_one_forward_per_column(tiny_model
         assert packed_grads.keys() == separate_grads.keys()
         for name, grad in separate_grads.items():
             assert torch.allclose(packed_grads[name], grad, rtol=1e-4, atol=1e-4), (pooling, name)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_cpu_dropout_drops_each_element_with_p_and_replays_under_a_seed(p):
+    """The unpadded forward's CPU dropout (three 16-bit lanes per 64-bit draw): each lane drops
+    with p rounded to 1/65536, kept values and their gradients are scaled by 1/(1-p), and the
+    same seed gives the same masks (what GradCache's replay relies on)."""
+    from train.unpadded import _bernoulli_dropout
+
+    drop = round(p * 65536) / 65536
+    states = torch.rand(1000, 3001) + 0.5  # no zeros of its own; 3001 columns: lanes do not line up with rows
+    torch.manual_seed(7)
+    out = _bernoulli_dropout(states.requires_grad_(), p)
+    dropped = out.detach() == 0
+    tolerance = 5 * (drop * (1 - drop) / (dropped.numel() / 3)) ** 0.5
+    for lane in range(3):
+        assert abs(dropped.view(-1)[lane::3].float().mean().item() - drop) < tolerance, lane
+    kept = ~dropped
+    assert torch.allclose(out.detach()[kept], states.detach()[kept] / (1 - drop))
+    out.backward(torch.ones_like(out))
+    assert torch.equal(states.grad == 0, dropped)
+    assert torch.allclose(states.grad[kept], torch.full_like(states.grad[kept], 1 / (1 - drop)))
+
+    torch.manual_seed(7)
+    assert torch.equal(_bernoulli_dropout(states.detach(), p), out.detach())
+    assert not torch.equal(_bernoulli_dropout(states.detach(), p), out.detach())
+    assert (_bernoulli_dropout(states.detach(), 1.0) == 0).all()
