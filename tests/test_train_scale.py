@@ -385,19 +385,19 @@ def test_columns_packed_into_one_forward_equal_one_forward_per_column(tiny_model
 
 @pytest.mark.parametrize("p", [0.1, 0.5])
 def test_cpu_dropout_drops_each_element_with_p_and_replays_under_a_seed(p):
-    """The unpadded forward's CPU dropout (three 16-bit lanes per 64-bit draw): each lane drops
-    with p rounded to 1/65536, kept values and their gradients are scaled by 1/(1-p), and the
+    """The unpadded forward's CPU dropout (four 15-bit lanes per 64-bit draw): each lane drops
+    with p rounded to 1/32768, kept values and their gradients are scaled by 1/(1-p), and the
     same seed gives the same masks (what GradCache's replay relies on)."""
     from train.unpadded import _bernoulli_dropout
 
-    drop = round(p * 65536) / 65536
+    drop = round(p * 32768) / 32768
     states = torch.rand(1000, 3001) + 0.5  # no zeros of its own; 3001 columns: lanes do not line up with rows
     torch.manual_seed(7)
     out = _bernoulli_dropout(states.requires_grad_(), p)
     dropped = out.detach() == 0
-    tolerance = 5 * (drop * (1 - drop) / (dropped.numel() / 3)) ** 0.5
-    for lane in range(3):
-        assert abs(dropped.view(-1)[lane::3].float().mean().item() - drop) < tolerance, lane
+    tolerance = 5 * (drop * (1 - drop) / (dropped.numel() / 4)) ** 0.5
+    for lane in range(4):
+        assert abs(dropped.view(-1)[lane::4].float().mean().item() - drop) < tolerance, lane
     kept = ~dropped
     assert torch.allclose(out.detach()[kept], states.detach()[kept] / (1 - drop))
     out.backward(torch.ones_like(out))
