@@ -174,39 +174,52 @@ _BLOCK_TAG = re.compile(
 
 
 def _remove_extension_blocks(text: str) -> str:
-    """Drop paired and self-closing extension tags with their content."""
+    """Drop paired and self-closing extension tags with their content.
+
+    A block ends after the next close tag of its name; an unclosed one at its
+    paragraph end, never past a reopening of the same name. The tags are read in
+    one ``finditer`` pass (a page has ~150, most of them refs); only after an
+    unclosed block does the pass restart, from that block's end."""
     if "<" not in text:
         return text
     spans: list[tuple[int, int]] = []
-    pos = 0
-    while True:
-        tag = _BLOCK_TAG.search(text, pos)
-        if tag is None:
-            return _cut_spans(text, spans)
-        is_close, name = tag.group(1), tag.group(2).lower()
-        if is_close or tag.group(3).rstrip().endswith("/"):
+    pos, size = 0, len(text)
+    while pos < size:
+        pos = _block_spans(text, pos, spans)
+    return _cut_spans(text, spans)
+
+
+def _block_spans(text: str, pos: int, spans: list[tuple[int, int]]) -> int:
+    """Append the blocks from `pos` on to `spans`; returns where to go on after an
+    unclosed block that ended at its paragraph end, or the text's length when done."""
+    opened = None  # (start, end, name) of the open block
+    for tag in _BLOCK_TAG.finditer(text, pos):
+        is_close, name, attributes = tag.group(1, 2, 3)
+        name = name.lower()
+        if opened is not None:
+            if name != opened[2]:
+                continue  # another tag inside the block
+            if is_close:
+                spans.append((opened[0], tag.end()))
+                opened = None
+                continue
+            if attributes.rstrip().endswith("/"):
+                continue  # a self-closing tag of the same name inside the block
+            # reopened before closing: the open one ends at its paragraph end or here
+            end = _paragraph_end(text, opened[1], tag.start())
+            spans.append((opened[0], end))
+            opened = None
+            if end < tag.start():
+                return end  # the tags between are outside any block: read them again
+        if is_close or attributes.rstrip().endswith("/"):
             spans.append((tag.start(), tag.end()))  # self-closing or stray close tag
-            pos = tag.end()
-            continue
-        end = _block_end(text, tag.end(), name)
-        spans.append((tag.start(), end))
-        pos = end
-
-
-def _block_end(text: str, pos: int, name: str) -> int:
-    """End of the block opened just before `pos`: after its close tag, or, when it
-    is unclosed, its paragraph end (never past a reopening of the same tag)."""
-    search_from = pos
-    while True:
-        tag = _BLOCK_TAG.search(text, search_from)
-        if tag is None:
-            return _paragraph_end(text, pos)
-        if tag.group(2).lower() == name:
-            if tag.group(1):
-                return tag.end()
-            if not tag.group(3).rstrip().endswith("/"):
-                return _paragraph_end(text, pos, tag.start())
-        search_from = tag.end()
+        else:
+            opened = (tag.start(), tag.end(), name)
+    if opened is None:
+        return len(text)
+    end = _paragraph_end(text, opened[1])
+    spans.append((opened[0], end))
+    return end
 
 
 # ---------------------------------------------------------------- 4 templates and tables
