@@ -55,6 +55,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     from ingest.demo_world import generate_demo_world
     from ingest.pipeline import IngestConfig, run_ingest
     from train.run import run as train_run
+    from train.run import warn_if_other_ray_instances
     from train.tiny_bert import build_tiny_bert
 
     started = time.time()
@@ -65,6 +66,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     world = generate_demo_world(out / "world", seed=seed)
 
     if not ray.is_initialized():
+        warn_if_other_ray_instances(log)
         ray.init(configure_logging=False)
     log(f"[2/{steps}] ingest with Ray Data -> {out / 'sets'}")
     manifest = run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],

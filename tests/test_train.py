@@ -636,3 +636,18 @@ def test_pair_method_configs_carry_the_papers_values():
     assert rse.rse.sts_weights == {"entailment": 1.0, "duplicate_question": 0.5}
     with pytest.raises(ConfigError, match="gausscse.variant"):
         load_config(REPO / "configs" / "gausscse.yaml", ["gausscse.variant=ent+foo", "data=x"]).validate()
+
+
+def test_other_ray_instances_are_named_before_a_second_local_ray_starts(ray_session, monkeypatch):
+    """For a new driver the test session's Ray is another instance on this machine: the check
+    names its GCS address and how to avoid the clash; with RAY_ADDRESS set it stays quiet."""
+    from train.run import warn_if_other_ray_instances
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    own = ray_session.get_runtime_context().gcs_address
+    said = []
+    assert own in warn_if_other_ray_instances(said.append)
+    assert len(said) == 1 and own in said[0] and "RAY_ADDRESS" in said[0]
+    monkeypatch.setenv("RAY_ADDRESS", own)
+    said.clear()
+    assert warn_if_other_ray_instances(said.append) == [] and said == []

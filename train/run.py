@@ -22,9 +22,11 @@ Layout of a run (``{storage_path}/{run_name}/``)::
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ingest.schemas import check_set
@@ -91,7 +93,33 @@ def _ensure_ray() -> None:
     import ray
 
     if not ray.is_initialized():
+        warn_if_other_ray_instances()
         ray.init()  # a laptop starts a local Ray; under `ray job submit` this connects to the cluster
+
+
+def warn_if_other_ray_instances(log=None) -> list[str]:
+    """Warn, before ``ray.init()`` starts a local Ray, when other Ray instances run on this
+    machine and ``RAY_ADDRESS`` does not name one; returns their GCS addresses.
+
+    Ray's state API resolves "the" local instance by listing GCS processes, and with two it
+    fails ("Found multiple active Ray instances"). Ray Train's placement-group cleaner polls
+    it, so its actors die; a trial Tune stops early then keeps its placement group, and the
+    next trials wait for CPUs that never come (the demo beside a second instance stalled
+    this way for 5+ minutes in its Tune step)."""
+    if os.environ.get("RAY_ADDRESS"):
+        return []
+    try:
+        from ray._private.services import find_gcs_addresses
+
+        running = sorted(find_gcs_addresses())
+    except Exception:  # a private helper: never let the check itself stop a run
+        return []
+    if running:
+        message = (f"[structcse] warning: other Ray instance(s) run on this machine ({', '.join(running)}). A second "
+                   "local Ray beside them breaks Ray's state API (Ray Train's placement-group cleaner dies) and "
+                   "runs can stall: stop them (`ray stop`), or set RAY_ADDRESS to run on one of them.")
+        (log or partial(print, flush=True))(message)
+    return running
 
 
 def _storage(cfg: TrainConfig) -> str:
