@@ -46,7 +46,6 @@ def training_config(method: str, overrides: list[str]):
 
 
 def demo(out: Path, seed: int, skip_tune: bool) -> dict:
-    import ray
     import pyarrow.dataset as pads
 
     from eval.models import load_encoder
@@ -54,8 +53,8 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     from eval.sts import evaluate_sts
     from ingest.demo_world import generate_demo_world
     from ingest.pipeline import IngestConfig, run_ingest
+    from train.run import ensure_ray
     from train.run import run as train_run
-    from train.run import warn_if_other_ray_instances
     from train.tiny_bert import build_tiny_bert
 
     started = time.time()
@@ -65,9 +64,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     log(f"[1/{steps}] demo world (seed {seed}) -> {out / 'world'}")
     world = generate_demo_world(out / "world", seed=seed)
 
-    if not ray.is_initialized():
-        warn_if_other_ray_instances(log)
-        ray.init(configure_logging=False)
+    ensure_ray(log, configure_logging=False)
     log(f"[2/{steps}] ingest with Ray Data -> {out / 'sets'}")
     manifest = run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
                                        out=str(out / "sets"), seed=seed, shard_bytes=1), log=log)

@@ -430,7 +430,7 @@ def test_missing_column_fails_before_any_worker(world, tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("Ray was reached before the schema check")
 
-    monkeypatch.setattr(run_mod, "_ensure_ray", boom)
+    monkeypatch.setattr(run_mod, "ensure_ray", boom)
     monkeypatch.setattr(ray.data, "read_parquet", boom)
     cfg = _cfg(world, tmp_path, method="ease", data=str(broken))
     with pytest.raises(SchemaError, match=r"entity_pairs.*negative_entity"):

@@ -89,12 +89,14 @@ def preflight(cfg: TrainConfig) -> tuple[dict[str, Path], dict, int]:
     return set_paths, method.data_info(cfg, set_paths), num_rows
 
 
-def _ensure_ray() -> None:
+def ensure_ray(log=None, **init_kwargs) -> None:
+    """``ray.init(**init_kwargs)`` unless Ray is up: a laptop starts a local Ray (after
+    `warn_if_other_ray_instances`); under `ray job submit` this connects to the cluster."""
     import ray
 
     if not ray.is_initialized():
-        warn_if_other_ray_instances()
-        ray.init()  # a laptop starts a local Ray; under `ray job submit` this connects to the cluster
+        warn_if_other_ray_instances(log)
+        ray.init(**init_kwargs)
 
 
 def warn_if_other_ray_instances(log=None) -> list[str]:
@@ -134,7 +136,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None):
     ``TuneReportCallback``); ``run_config`` replaces the one built from ``cfg``.
     """
     set_paths, data_info, num_rows = preflight(cfg)
-    _ensure_ray()
+    ensure_ray()
     import ray.data
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer

@@ -22,7 +22,7 @@ from ray import tune
 
 from eval.evaluator import start_evaluator, stop_evaluator
 from train.config import ConfigError, TrainConfig
-from train.run import build_trainer, warn_if_other_ray_instances
+from train.run import build_trainer, ensure_ray
 
 # A trial's driver only builds and waits on its TorchTrainer: it reserves no
 # CPU (the Train workers and Ray Data's tasks need them), only a little memory,
@@ -108,12 +108,9 @@ def trial_driver(config: dict) -> None:
 
 def run_search(base: TrainConfig, settings: TuneSettings, dev_sts: str, log=print):
     """Run the search; returns ``(best_config, best_metrics, result_grid)``."""
-    import ray
     from ray.tune.schedulers import ASHAScheduler
 
-    if not ray.is_initialized():
-        warn_if_other_ray_instances(log)
-        ray.init()
+    ensure_ray(log)
     storage = str(Path(settings.storage_path).resolve()) if "://" not in settings.storage_path else settings.storage_path
     namespace = f"structcse-tune-{settings.name}"
     evaluator_name = "sts-evaluator"
