@@ -180,7 +180,17 @@ def test_grad_cache_equals_the_large_batch_with_dropout(tiny_model, method):
     trainee.zero_grad(set_to_none=True)
 
     torch.manual_seed(123)
+    words = trainee.encoder.model.embeddings.word_embeddings.weight
+    accumulations = []  # autograd's writes of a dense word-embedding gradient: one per chunk without deferral
+
+    def count_dense_write(param):
+        if param.grad is not None:
+            accumulations.append(1)
+
+    hook = words.register_post_accumulate_grad_hook(count_dense_write)
     loss, _ = forward_backward(trainee, trainee, batch, chunk_size=chunk)
+    hook.remove()
+    assert accumulations == [] and words.grad is not None  # written once, from all chunks' rows
     cached = grads_of(trainee)
     trainee.zero_grad(set_to_none=True)
     assert float(loss) == pytest.approx(float(ref_loss), rel=1e-12)

@@ -23,13 +23,14 @@ that ``SentenceTransformer(path)`` loads and that gives the same embeddings as
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from train.unpadded import supports_unpadding, unpadded_forward, unpadded_forward_columns
+from train.unpadded import one_word_embedding_backward, supports_unpadding, unpadded_forward, unpadded_forward_columns
 
 # BERT/RoBERTa/MPNet/... and DistilBERT names of the encoder's dropout probabilities
 DROPOUT_ATTRS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout")
@@ -89,6 +90,12 @@ class Encoder(nn.Module):
             return [self(**column, inference=inference) for column in columns]
         hidden = unpadded_forward_columns(self.model, columns)
         return [self.pool(h, column["attention_mask"], inference) for h, column in zip(hidden, columns)]
+
+    def one_word_embedding_backward(self):
+        """A context in which backward passes through the word embeddings are collected
+        and applied to their gradient once, on leaving (`train.unpadded.one_word_embedding_backward`;
+        for GradCache's per-chunk backwards). A no-op for the stock forward."""
+        return one_word_embedding_backward(self.model) if self.unpad else contextlib.nullcontext()
 
     def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor, inference: bool | None = None) -> torch.Tensor:
         """(B, L, d) last hidden states -> (B, d) sentence embeddings."""

@@ -33,6 +33,8 @@ accepts (BERT encoders with absolute positions); others take the stock forward.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 
@@ -72,7 +74,8 @@ def unpadded_forward_columns(model, columns: list[dict]) -> list[torch.Tensor]:
         token_types.append(packing.real(token_type_ids.reshape(-1)))
         positions.append(packing.real(position_ids.reshape(-1)))
     embeddings = model.embeddings
-    hidden = (embeddings.word_embeddings(torch.cat(token_ids)) + embeddings.token_type_embeddings(torch.cat(token_types))
+    hidden = (_word_vectors(embeddings.word_embeddings, torch.cat(token_ids))
+              + embeddings.token_type_embeddings(torch.cat(token_types))
               + embeddings.position_embeddings(torch.cat(positions)))
     hidden = _dropout(embeddings.LayerNorm(hidden), embeddings.dropout)
     counts = [packing.count for packing in packings]
@@ -99,6 +102,74 @@ def unpadded_forward_columns(model, columns: list[dict]) -> list[torch.Tensor]:
     width = hidden.shape[-1]
     return [packing.padded(tokens).view(packing.rows, packing.length, width)
             for packing, tokens in zip(packings, hidden.split(counts))]
+
+
+@contextlib.contextmanager
+def one_word_embedding_backward(model):
+    """Within the block, the backward passes through ``model``'s word embeddings
+    (in `unpadded_forward_columns`) only collect (token ids, gradient rows); on
+    leaving it, they are added to ``word_embeddings.weight.grad`` at once.
+
+    For GradCache (``train.step``), which runs one backward per chunk. Each
+    backward of ``nn.Embedding`` writes a dense (vocabulary x d) gradient: for
+    MiniLM a fresh 47 MB buffer, zeroed, page-faulted in and then added to
+    ``.grad``. With k chunks that is k of them per step where the uncached step
+    has one; here a GradCache step has one too, of all chunks' rows. Equal
+    gradients (the same sums, in another order). Not re-entrant per model."""
+    words = model.embeddings.word_embeddings
+    collected = _WordGradients(words)
+    _deferred_word_gradients[words] = collected
+    try:
+        yield
+    finally:
+        del _deferred_word_gradients[words]
+    collected.add_to_grad()
+
+
+_deferred_word_gradients: dict = {}
+
+
+class _WordGradients:
+    def __init__(self, words: torch.nn.Embedding):
+        self.words = words
+        self.ids: list[torch.Tensor] = []
+        self.rows: list[torch.Tensor] = []
+
+    def add_to_grad(self) -> None:
+        if not self.rows:
+            return
+        weight = self.words.weight
+        ids, rows = torch.cat(self.ids), torch.cat(self.rows).to(weight.dtype)
+        if self.words.padding_idx is not None:  # nn.Embedding never updates its padding row
+            real = ids != self.words.padding_idx
+            ids, rows = ids[real], rows[real]
+        if weight.grad is None:
+            weight.grad = torch.zeros_like(weight)
+        weight.grad.index_add_(0, ids, rows)
+
+
+class _DeferredLookup(torch.autograd.Function):
+    """``weight[ids]`` whose backward hands its gradient rows to a `_WordGradients`."""
+
+    @staticmethod
+    def forward(ctx, weight, ids, collected):
+        ctx.save_for_backward(ids)
+        ctx.collected = collected
+        return weight.index_select(0, ids)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (ids,) = ctx.saved_tensors
+        ctx.collected.ids.append(ids)
+        ctx.collected.rows.append(grad)
+        return None, None, None
+
+
+def _word_vectors(words: torch.nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
+    collected = _deferred_word_gradients.get(words)
+    if collected is None or not torch.is_grad_enabled() or not words.weight.requires_grad:
+        return words(ids)
+    return _DeferredLookup.apply(words.weight, ids, collected)
 
 
 class _Packing:
