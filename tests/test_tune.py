@@ -20,7 +20,7 @@ def test_search_over_demo_world(demo_world, demo_sets, demo_tiny_bert, tmp_path)
     )
     settings = TuneSettings(
         search_space={"lr": {"loguniform": [1e-4, 1e-3]}, "temperature": {"choice": [0.05, 0.1]}},
-        num_samples=2, max_concurrent_trials=1, grace_period=1, reduction_factor=2, max_t=3,
+        num_samples=2, max_concurrent_trials=2, grace_period=1, reduction_factor=2, max_t=3,
         name="tune-test", storage_path=str(tmp_path / "runs"),
     )
     best_config, best_metrics, results = run_search(base, settings, str(demo_world.sts_dir))
