@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from train.config import ConfigError, TrainConfig
-from tune.search import TuneSettings, build_search_space, load_tune_settings, run_search
+from tune.search import TuneSettings, build_search_space, build_tuner, load_tune_settings, run_search
 
 
 def test_search_over_demo_world(demo_world, demo_sets, demo_tiny_bert, tmp_path):
@@ -33,6 +33,30 @@ def test_search_over_demo_world(demo_world, demo_sets, demo_tiny_bert, tmp_path)
     assert (Path(best_metrics["checkpoint_path"]) / "model" / "modules.json").is_file()
     trial_runs = sorted((tmp_path / "runs" / "tune-test" / "trials").glob("train-*"))
     assert len(trial_runs) == 2
+
+
+def _report_config(config):
+    from ray import tune
+
+    tune.report({"score": config["lr"]})
+
+
+def test_the_seed_fixes_the_sampled_trial_configs(ray_session, tmp_path):
+    """The same seed samples the same trial configs: a rerun of a search is the same search.
+    The real Tuner wiring, with a trainable that only reports."""
+    settings = dict(search_space={"lr": {"loguniform": [1e-5, 1e-3]}, "batch_size": {"choice": [16, 32, 64, 128]}},
+                    num_samples=2, max_concurrent_trials=2, metric="score", max_t=1)
+
+    def sampled(seed: int, name: str) -> list:
+        tune_settings = TuneSettings(**settings, seed=seed, name=name)
+        space = build_search_space(tune_settings.search_space)
+        results = build_tuner(_report_config, space, tune_settings, str(tmp_path)).fit()
+        assert not results.errors
+        return sorted((r.config["lr"], r.config["batch_size"]) for r in results)
+
+    first = sampled(0, "seed-0")
+    assert len({lr for lr, _ in first}) == 2  # sampled, not one value
+    assert sampled(0, "seed-0-again") == first
 
 
 def test_search_space_and_settings_errors(tmp_path):

@@ -106,10 +106,34 @@ def trial_driver(config: dict) -> None:
     build_trainer(cfg, callbacks=[TuneReportCallback()]).fit()
 
 
+def build_tuner(trainable, param_space: dict, settings: TuneSettings, storage: str):
+    """The ``Tuner`` of a search: ASHA over ``settings``' rungs; the trials' values are
+    sampled from ``settings.seed``, so the same seed runs the same trial configs."""
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    return tune.Tuner(
+        trainable,
+        param_space=param_space,
+        tune_config=tune.TuneConfig(
+            metric=settings.metric,
+            mode=settings.mode,
+            num_samples=settings.num_samples,
+            max_concurrent_trials=settings.max_concurrent_trials,
+            search_alg=BasicVariantGenerator(random_state=settings.seed),
+            scheduler=ASHAScheduler(
+                time_attr="training_iteration",
+                max_t=settings.max_t,
+                grace_period=settings.grace_period,
+                reduction_factor=settings.reduction_factor,
+            ),
+        ),
+        run_config=tune.RunConfig(name=settings.name, storage_path=storage),
+    )
+
+
 def run_search(base: TrainConfig, settings: TuneSettings, dev_sts: str, log=print):
     """Run the search; returns ``(best_config, best_metrics, result_grid)``."""
-    from ray.tune.schedulers import ASHAScheduler
-
     ensure_ray(log)
     storage = str(Path(settings.storage_path).resolve()) if "://" not in settings.storage_path else settings.storage_path
     namespace = f"structcse-tune-{settings.name}"
@@ -117,27 +141,16 @@ def run_search(base: TrainConfig, settings: TuneSettings, dev_sts: str, log=prin
     start_evaluator(dev_sts, settings.dev_split, name=evaluator_name, namespace=namespace)
     started = time.time()
     try:
-        tuner = tune.Tuner(
+        tuner = build_tuner(
             tune.with_resources(trial_driver, TRIAL_DRIVER_RESOURCES),
-            param_space={
+            {
                 **build_search_space(settings.search_space),
                 "base": base.to_dict(),
                 "evaluator": {"name": evaluator_name, "namespace": namespace},
                 "storage_path": f"{storage}/{settings.name}/trials",
             },
-            tune_config=tune.TuneConfig(
-                metric=settings.metric,
-                mode=settings.mode,
-                num_samples=settings.num_samples,
-                max_concurrent_trials=settings.max_concurrent_trials,
-                scheduler=ASHAScheduler(
-                    time_attr="training_iteration",
-                    max_t=settings.max_t,
-                    grace_period=settings.grace_period,
-                    reduction_factor=settings.reduction_factor,
-                ),
-            ),
-            run_config=tune.RunConfig(name=settings.name, storage_path=storage),
+            settings,
+            storage,
         )
         results = tuner.fit()
     finally:
