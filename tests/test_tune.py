@@ -36,22 +36,33 @@ def test_search_over_demo_world(demo_world, demo_sets, demo_tiny_bert, tmp_path)
 
 
 def _report_config(config):
+    import time
+
     from ray import tune
 
+    started = time.time()
+    time.sleep(1.0)
+    Path(config["folder"], f"{started}-{time.time()}").touch()
     tune.report({"score": config["lr"]})
 
 
 def test_the_seed_fixes_the_sampled_trial_configs(ray_session, tmp_path):
-    """The same seed samples the same trial configs: a rerun of a search is the same search.
-    The real Tuner wiring, with a trainable that only reports."""
+    """The same seed samples the same trial configs: a rerun of a search is the same search;
+    and max_concurrent_trials=1 runs one trial at a time (Tune ignores it for a given search_alg:
+    4 demo trials ran at once on 2 CPUs and starved Ray Data). The real Tuner wiring, with a
+    trainable that only records when it ran and reports."""
     settings = dict(search_space={"lr": {"loguniform": [1e-5, 1e-3]}, "batch_size": {"choice": [16, 32, 64, 128]}},
-                    num_samples=2, max_concurrent_trials=2, metric="score", max_t=1)
+                    num_samples=2, max_concurrent_trials=1, metric="score", max_t=1)
 
     def sampled(seed: int, name: str) -> list:
         tune_settings = TuneSettings(**settings, seed=seed, name=name)
-        space = build_search_space(tune_settings.search_space)
+        folder = tmp_path / f"{name}-spans"  # tmp_path / name is the run's Tune folder
+        folder.mkdir()
+        space = {**build_search_space(tune_settings.search_space), "folder": str(folder)}
         results = build_tuner(_report_config, space, tune_settings, str(tmp_path)).fit()
         assert not results.errors
+        spans = sorted(tuple(map(float, p.name.split("-"))) for p in folder.iterdir())
+        assert len(spans) == 2 and spans[0][1] <= spans[1][0], f"trials overlapped: {spans}"
         return sorted((r.config["lr"], r.config["batch_size"]) for r in results)
 
     first = sampled(0, "seed-0")

@@ -119,8 +119,9 @@ def build_tuner(trainable, param_space: dict, settings: TuneSettings, storage: s
             metric=settings.metric,
             mode=settings.mode,
             num_samples=settings.num_samples,
-            max_concurrent_trials=settings.max_concurrent_trials,
-            search_alg=BasicVariantGenerator(random_state=settings.seed),
+            # what Tune builds when given no search_alg, plus the seed; Tune ignores
+            # max_concurrent_trials for a search_alg like this one, so the generator holds it
+            search_alg=BasicVariantGenerator(max_concurrent=settings.max_concurrent_trials, random_state=settings.seed),
             scheduler=ASHAScheduler(
                 time_attr="training_iteration",
                 max_t=settings.max_t,
