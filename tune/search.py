@@ -119,9 +119,10 @@ def build_tuner(trainable, param_space: dict, settings: TuneSettings, storage: s
             metric=settings.metric,
             mode=settings.mode,
             num_samples=settings.num_samples,
-            # what Tune builds when given no search_alg, plus the seed; Tune ignores
+            # what Tune builds when given no search_alg (null: no limit), plus the seed; Tune ignores
             # max_concurrent_trials for a search_alg like this one, so the generator holds it
-            search_alg=BasicVariantGenerator(max_concurrent=settings.max_concurrent_trials, random_state=settings.seed),
+            search_alg=BasicVariantGenerator(max_concurrent=settings.max_concurrent_trials or 0,
+                                             random_state=settings.seed),
             scheduler=ASHAScheduler(
                 time_attr="training_iteration",
                 max_t=settings.max_t,
