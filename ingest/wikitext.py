@@ -50,7 +50,7 @@ import re
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from itertools import accumulate
 from operator import itemgetter
 from typing import NamedTuple
@@ -67,6 +67,7 @@ class Link(NamedTuple):
 
 _new_link = partial(tuple.__new__, Link)  # Link((start, end, target, anchor)) without a Python frame
 _link_start = itemgetter(0)
+_link_end = itemgetter(1)
 
 
 # ---------------------------------------------------------------- titles
@@ -692,6 +693,12 @@ class SentenceRules:
     lowercase_letters_are_abbreviations: bool = True  # "c. 1900", "b. 1950"; not bg ("1916 г.")
     ordinal_numbers: bool = False  # de "am 3. Oktober": a small number + "." may be an ordinal
 
+    @cached_property
+    def special_words(self) -> frozenset[str]:
+        """The listed words of all kinds: a word that is in none of them, starts in
+        lowercase, has no "." and is no number is never an abbreviation."""
+        return self.never_final | self.before_number | self.maybe_final
+
 
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
@@ -820,40 +827,70 @@ def split_sentences(
     rules = SENTENCE_RULES.get(base_language(language), GENERIC_RULES)
     ordered = sorted(links)  # tuples: by start first; already sorted when from wikitext_to_text
     link_starts = list(map(_link_start, ordered))
+    link_ends = list(map(_link_end, ordered))
     sentences = []
-    for start, end in _sentence_bounds(text, ordered, link_starts, rules):
+    add = sentences.append
+    too_short = too_long = 0
+    first = 0  # the first link starting at or after the sentence: both only move forward
+    for start, end in _sentence_bounds(text, link_starts, link_ends, rules):
         length = end - start
-        if length < min_chars or length > max_chars:
-            if stats is not None:
-                stats["too_short" if length < min_chars else "too_long"] += 1
+        if length < min_chars:
+            too_short += 1
             continue
-        if stats is not None:
-            stats["kept"] += 1
-        first, stop = bisect_left(link_starts, start), bisect_left(link_starts, end)
-        inside = [_new_link((s - start, e - start, target, anchor))
-                  for s, e, target, anchor in ordered[first:stop] if e <= end] if first < stop else []
-        sentences.append((text[start:end], inside))
+        if length > max_chars:
+            too_long += 1
+            continue
+        first = bisect_left(link_starts, start, first)
+        stop = bisect_left(link_starts, end, first)
+        if first == stop:
+            add((text[start:end], []))
+            continue
+        add((text[start:end], [_new_link((s - start, e - start, target, anchor))
+                               for s, e, target, anchor in ordered[first:stop] if e <= end]))
+    if stats is not None:
+        for reason, count in (("kept", len(sentences)), ("too_short", too_short), ("too_long", too_long)):
+            if count:
+                stats[reason] += count
     return sentences
 
 
-def _sentence_bounds(text: str, links: list[Link], link_starts: list[int], rules: SentenceRules):
-    """Stripped, non-empty (start, end) sentence spans, in order."""
+def _sentence_bounds(text: str, link_starts: list[int], link_ends: list[int], rules: SentenceRules):
+    """Stripped, non-empty (start, end) sentence spans, in order.
+
+    One loop over the candidate cuts, the checks of `_is_sentence_end` written out:
+    a page has hundreds of cuts, and most end a sentence after a lowercase word,
+    which needs no abbreviation rule (`_is_abbreviation` is called for the rest)."""
     bounds: list[tuple[int, int]] = []
+    add = bounds.append
     begin = 0
     text_length = len(text)
+    special = rules.special_words
     for cut in _SENTENCE_CUT.finditer(text):
-        cut_start = cut.start()
         end = cut.end("punctuation")
         if end < 0:  # "\n"
-            end, next_begin = cut_start, cut_start + 1
+            end = cut.start()
+            next_begin = end + 1
         else:
             next_begin = cut.end()
-            if next_begin < text_length and not _is_sentence_end(
-                text, cut_start, end, next_begin, links, link_starts, rules
-            ):
-                continue
+            if next_begin < text_length:
+                following = text[next_begin]
+                if not (following.isupper() or following.isdigit() or following in _OPENING_CHARS):
+                    continue
+                if link_starts:  # not inside a link; links do not overlap, so only the last one starting before can hold it
+                    index = bisect_left(link_starts, end) - 1
+                    if index >= 0 and link_ends[index] > end:
+                        continue
+                punct_start = cut.start()
+                # a single period, maybe closed by quotes or brackets: `"Stop." Then` ends, `„сл.Хр.“ (след` does not
+                if text[punct_start] == "." and (end - punct_start == 1 or text[punct_start + 1] not in _END_PUNCTUATION):
+                    space = text.rfind(" ", 0, punct_start)  # the "\n" search stops there: not back to the paragraph's start
+                    word_start = max(space, text.rfind("\n", space + 1, punct_start)) + 1
+                    word = text[word_start:punct_start].lstrip(_WORD_PREFIX_CHARS)
+                    if (word in special or len(word) < 2 or "." in word or word[0].isupper() or word.isdigit()) \
+                            and _is_abbreviation(word, text, next_begin, rules):
+                        continue
         if begin < end and not (text[begin].isspace() or text[end - 1].isspace()):
-            bounds.append((begin, end))  # the usual case: compacted text
+            add((begin, end))  # the usual case: compacted text
         else:
             _add_stripped(bounds, text, begin, end)
         begin = next_begin
@@ -868,25 +905,6 @@ def _add_stripped(bounds: list, text: str, start: int, end: int) -> None:
         end -= 1
     if end > start:
         bounds.append((start, end))
-
-
-def _is_sentence_end(text, punct_start, end, next_begin, links, link_starts, rules) -> bool:
-    following = text[next_begin]
-    if not (following.isupper() or following.isdigit() or following in _OPENING_CHARS):
-        return False
-    if links:  # not inside a link; links do not overlap, so only the last one starting before can hold it
-        index = bisect_left(link_starts, end) - 1
-        if index >= 0 and links[index].end > end:
-            return False
-    if text[punct_start] != "." or (end - punct_start > 1 and text[punct_start + 1] in _END_PUNCTUATION):
-        return True  # "!", "?", an ellipsis
-    # a single period, maybe closed by quotes or brackets: `"Stop." Then` ends, `„сл.Хр.“ (след` does not
-    return not _is_abbreviation(_word_before(text, punct_start), text, next_begin, rules)
-
-
-def _word_before(text: str, pos: int) -> str:
-    word_start = max(text.rfind(" ", 0, pos), text.rfind("\n", 0, pos)) + 1
-    return text[word_start:pos].lstrip(_WORD_PREFIX_CHARS)
 
 
 def _is_abbreviation(word: str, text: str, next_begin: int, rules: SentenceRules) -> bool:
