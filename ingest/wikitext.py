@@ -510,9 +510,9 @@ def _render_inline(text: str, language: str = "en") -> tuple[str, list[str]]:
     def render(token: re.Match) -> str:
         kind = token.lastgroup
         if kind == "simple":
-            title, anchor, trail = token.group("simple_title", "simple_anchor", "simple_trail")
+            title, anchor, trail = token.group(2, 3, 4)  # simple_title, simple_anchor, simple_trail
             add_target(title[0].upper() + title[1:])
-            return _LINK_START + (anchor or title) + (trail or "") + _LINK_END
+            return f"\ufdd0{anchor or title}{trail or ''}\ufdd1"  # _LINK_START … _LINK_END
         if kind == "link":
             anchor, target = _parse_wikilink(token.group("inner"), token.group("trail") or "")
             stripped = anchor.strip()
@@ -616,7 +616,7 @@ def _spaces_for_other_whitespace(text: str) -> str:
 
 
 _SPACE_RUN = re.compile("  +")
-_NEWLINE_RUN = re.compile(r"\n[ \n]*")
+_NEWLINE_RUN = re.compile(r"\n[ \n]+")
 
 
 def _compact_whitespace(text: str, targets: list[str]) -> tuple[str, list[Link]]:
