@@ -167,20 +167,35 @@ DROPPED_BLOCK_TAGS = (
     "pre", "score", "timeline", "graph", "imagemap", "mapframe", "maplink", "hiero",
     "templatedata", "templatestyles", "inputbox", "categorytree", "includeonly", "table",
 )
-_BLOCK_TAG = re.compile(
-    r"<(/?)[ \t]*(" + "|".join(sorted(DROPPED_BLOCK_TAGS, key=len, reverse=True))
-    + r")\b([^<>]*)>",
+_BLOCK_NAMES = "|".join(sorted(DROPPED_BLOCK_TAGS, key=len, reverse=True))
+_BLOCK_OR_TAG = re.compile(
+    # a whole block: an open tag (not self-closing), content holding no tag of its
+    # name, and its close tag; most refs are one such match
+    r"<[ \t]*(?P<block>" + _BLOCK_NAMES + r")\b(?:[^<>]*[^<>/\s])?\s*>"
+    r"[^<]*(?:<(?!/?[ \t]*(?P=block)\b[^<>]*>)[^<]*)*"
+    r"</[ \t]*(?P=block)\b[^<>]*>"
+    # else one tag: (close slash, name, attributes)
+    r"|<(/?)[ \t]*(" + _BLOCK_NAMES + r")\b([^<>]*)>",
     re.I,
 )
+_TAG_BY_NAME: dict[str, re.Pattern] = {}
+
+
+def _tag_named(name: str) -> re.Pattern:
+    regex = _TAG_BY_NAME.get(name)
+    if regex is None:
+        regex = _TAG_BY_NAME[name] = re.compile(r"<(/?)[ \t]*" + name + r"\b([^<>]*)>", re.I)
+    return regex
 
 
 def _remove_extension_blocks(text: str) -> str:
     """Drop paired and self-closing extension tags with their content.
 
     A block ends after the next close tag of its name; an unclosed one at its
-    paragraph end, never past a reopening of the same name. The tags are read in
-    one ``finditer`` pass (a page has ~150, most of them refs); only after an
-    unclosed block does the pass restart, from that block's end."""
+    paragraph end, never past a reopening of the same name. A closed block with
+    no other tag of its name inside is one regex match (a page has ~70 blocks,
+    most of them refs); only after an unclosed block does the scan restart, from
+    that block's end."""
     if "<" not in text:
         return text
     spans: list[tuple[int, int]] = []
@@ -193,34 +208,41 @@ def _remove_extension_blocks(text: str) -> str:
 def _block_spans(text: str, pos: int, spans: list[tuple[int, int]]) -> int:
     """Append the blocks from `pos` on to `spans`; returns where to go on after an
     unclosed block that ended at its paragraph end, or the text's length when done."""
-    opened = None  # (start, end, name) of the open block
-    for tag in _BLOCK_TAG.finditer(text, pos):
-        is_close, name, attributes = tag.group(1, 2, 3)
-        name = name.lower()
-        if opened is not None:
-            if name != opened[2]:
-                continue  # another tag inside the block
-            if is_close:
-                spans.append((opened[0], tag.end()))
-                opened = None
-                continue
-            if attributes.rstrip().endswith("/"):
+    search, add = _BLOCK_OR_TAG.search, spans.append
+    while True:
+        tag = search(text, pos)
+        if tag is None:
+            return len(text)
+        pos = tag.end()
+        if tag.start("block") >= 0:
+            add((tag.start(), pos))
+            continue
+        is_close, name, attributes = tag.group(2, 3, 4)
+        if is_close or attributes.rstrip().endswith("/"):
+            add((tag.start(), pos))  # self-closing or stray close tag
+            continue
+        # an open block holding a tag of its name, or unclosed: only the tags of
+        # its name matter until it ends (the others inside it go with it)
+        same_name = _tag_named(name.lower()).search
+        opened_start, opened_end = tag.start(), pos
+        while True:
+            inner = same_name(text, pos)
+            if inner is None:
+                end = _paragraph_end(text, opened_end)
+                add((opened_start, end))
+                return end
+            pos = inner.end()
+            if inner.group(1):
+                add((opened_start, pos))
+                break
+            if inner.group(2).rstrip().endswith("/"):
                 continue  # a self-closing tag of the same name inside the block
             # reopened before closing: the open one ends at its paragraph end or here
-            end = _paragraph_end(text, opened[1], tag.start())
-            spans.append((opened[0], end))
-            opened = None
-            if end < tag.start():
+            end = _paragraph_end(text, opened_end, inner.start())
+            add((opened_start, end))
+            if end < inner.start():
                 return end  # the tags between are outside any block: read them again
-        if is_close or attributes.rstrip().endswith("/"):
-            spans.append((tag.start(), tag.end()))  # self-closing or stray close tag
-        else:
-            opened = (tag.start(), tag.end(), name)
-    if opened is None:
-        return len(text)
-    end = _paragraph_end(text, opened[1])
-    spans.append((opened[0], end))
-    return end
+            opened_start, opened_end = inner.start(), pos
 
 
 # ---------------------------------------------------------------- 4 templates and tables

@@ -215,6 +215,26 @@ def test_comments_refs_and_extension_blocks_are_removed():
     assert links == []
 
 
+@pytest.mark.parametrize(
+    "wikitext, expected",
+    [
+        ("a<ref>x<ref name=b/>y</ref>b", "ab"),  # a self-closing tag of its name inside a block
+        ("a<ref>x\n\ny<ref>z</ref>b", "a\n\nyb"),  # reopened: the first ends at its paragraph end
+        ("a<ref>x <ref>z</ref>b\n\nc", "ab\n\nc"),  # reopened in the same paragraph: ends there
+        ("a<math>x<ref>c</math>d</ref>e", "ade"),  # another name's tags inside; then a stray close tag
+        ("a<REF Name=x>y</ref >b<Ref/>c", "abc"),  # names in any case
+        ("a<ref>x<b>y</b>\n\nz</ref>b", "ab"),  # a closed block spans paragraphs
+        ("a<ref name=a/ >b</ref>c", "abc"),  # self-closing, then a stray close tag
+        ("a<math>x\n\nb <ref>y</ref> c", "a\n\nb  c"),  # unclosed: to its paragraph end
+        ("a<references>\n<ref>x</ref>\n</references>b", "ab"),
+    ],
+)
+def test_extension_block_boundaries(wikitext, expected):
+    from ingest.wikitext import _remove_extension_blocks
+
+    assert _remove_extension_blocks(wikitext) == expected
+
+
 def test_inline_html_tags_keep_their_text():
     text = text_of("a <small>small</small> <sup>2</sup> <span style=\"x\">span</span><br/>b <div>c</div>")
     assert text == "a small 2 span b c"
