@@ -879,9 +879,9 @@ def split_sentences(
 def _sentence_bounds(text: str, link_starts: list[int], link_ends: list[int], rules: SentenceRules):
     """Stripped, non-empty (start, end) sentence spans, in order.
 
-    One loop over the candidate cuts, the checks of `_is_sentence_end` written out:
-    a page has hundreds of cuts, and most end a sentence after a lowercase word,
-    which needs no abbreviation rule (`_is_abbreviation` is called for the rest)."""
+    One loop over the candidate cuts with every check written out (no call per
+    cut): a page has hundreds of cuts, and most end a sentence after a lowercase
+    word, which needs no abbreviation rule (`_is_abbreviation` is called for the rest)."""
     bounds: list[tuple[int, int]] = []
     add = bounds.append
     begin = 0
@@ -898,14 +898,19 @@ def _sentence_bounds(text: str, link_starts: list[int], link_ends: list[int], ru
                 following = text[next_begin]
                 if not (following.isupper() or following.isdigit() or following in _OPENING_CHARS):
                     continue
-                if link_starts:  # not inside a link; links do not overlap, so only the last one starting before can hold it
+                # not inside a link; links do not overlap, so only the last one starting before can hold it
+                if link_starts:
                     index = bisect_left(link_starts, end) - 1
                     if index >= 0 and link_ends[index] > end:
                         continue
                 punct_start = cut.start()
-                # a single period, maybe closed by quotes or brackets: `"Stop." Then` ends, `„сл.Хр.“ (след` does not
-                if text[punct_start] == "." and (end - punct_start == 1 or text[punct_start + 1] not in _END_PUNCTUATION):
-                    space = text.rfind(" ", 0, punct_start)  # the "\n" search stops there: not back to the paragraph's start
+                # a single period, maybe closed by quotes or brackets: `"Stop." Then` ends,
+                # `„сл.Хр.“ (след` does not
+                if text[punct_start] == "." and (
+                    end - punct_start == 1 or text[punct_start + 1] not in _END_PUNCTUATION
+                ):
+                    # the word before; the "\n" search stops at the space, not back at the paragraph's start
+                    space = text.rfind(" ", 0, punct_start)
                     word_start = max(space, text.rfind("\n", space + 1, punct_start)) + 1
                     word = text[word_start:punct_start].lstrip(_WORD_PREFIX_CHARS)
                     if (word in special or len(word) < 2 or "." in word or word[0].isupper() or word.isdigit()) \
