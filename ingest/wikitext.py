@@ -50,7 +50,7 @@ import re
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cache, cached_property, partial
 from itertools import accumulate
 from operator import itemgetter
 from typing import NamedTuple
@@ -178,14 +178,11 @@ _BLOCK_OR_TAG = re.compile(
     r"|<(/?)[ \t]*(" + _BLOCK_NAMES + r")\b([^<>]*)>",
     re.I,
 )
-_TAG_BY_NAME: dict[str, re.Pattern] = {}
 
 
+@cache
 def _tag_named(name: str) -> re.Pattern:
-    regex = _TAG_BY_NAME.get(name)
-    if regex is None:
-        regex = _TAG_BY_NAME[name] = re.compile(r"<(/?)[ \t]*" + name + r"\b([^<>]*)>", re.I)
-    return regex
+    return re.compile(r"<(/?)[ \t]*" + name + r"\b([^<>]*)>", re.I)
 
 
 def _remove_extension_blocks(text: str) -> str:
@@ -534,7 +531,7 @@ def _render_inline(text: str, language: str = "en") -> tuple[str, list[str]]:
         if kind == "simple":
             title, anchor, trail = token.group(2, 3, 4)  # simple_title, simple_anchor, simple_trail
             add_target(title[0].upper() + title[1:])
-            return f"\ufdd0{anchor or title}{trail or ''}\ufdd1"  # _LINK_START … _LINK_END
+            return f"{_LINK_START}{anchor or title}{trail or ''}{_LINK_END}"
         if kind == "link":
             anchor, target = _parse_wikilink(token.group("inner"), token.group("trail") or "")
             stripped = anchor.strip()
