@@ -168,6 +168,11 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     wikidata_sources = _wikidata_manifest(wikidata_results)
     log(f"[ingest] pass 1: {pages['in_input']} pages: {pages['written']} written, dropped {pages['dropped']}"
         + (f"; {resumed} unit(s) already done" if resumed else ""))
+    loops = Counter(r.get("extractor_loops", "unknown") for r in wikipedia_results)
+    if loops["python"]:
+        log(f"[ingest] warning: {loops['python']} of {len(wikipedia_results)} shard(s) ran the extractor's Python "
+            "loops (same output, about 1.5x slower): _structcse_wikitext was not importable on their nodes; "
+            "`pip install` the project there with a C compiler (cluster.yaml does)")
 
     digest_by_path = {d["path"]: d for d in ray.get(digests, timeout=24 * 3600)}
     for s in sources + wikidata_sources:
@@ -191,7 +196,8 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
         sets["wikidata"] = {"path": f"{out}/wikidata", "rows": n_items}
 
     manifest = {**common, "sets": sets, "units": len(units), "units_resumed": resumed,
-                "peak_rss_mb_per_worker": peak_rss, "pass1_seconds": pass1_seconds}
+                "peak_rss_mb_per_worker": peak_rss, "pass1_seconds": pass1_seconds,
+                "extractor_loops": dict(sorted(loops.items()))}
     wikidata_set = cfg.wikidata_set or (f"{out}/wikidata" if cfg.wikidata else None)
     if wikidata_set:
         input_bytes = sum(d["bytes"] for d in digest_by_path.values())

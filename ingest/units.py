@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 
 from ingest import multistream, schemas, wikidata
 from ingest.wikipedia import Page, PageError, decode_xml_bytes, iter_pages_from_file, parse_pages
-from ingest.wikitext import normalize_title, split_sentences, wikitext_to_text
+from ingest.wikitext import extractor_loops, normalize_title, split_sentences, wikitext_to_text
 
 MENTIONS = pa.schema(
     [
@@ -323,6 +323,7 @@ def process_wikipedia_shard(shard: multistream.WikipediaShard, out: str, cfg: di
         "quarantined": json.dumps(quarantined),
         "sentences": len(pages.sentences),
         "mentions": len(pages.mentions),
+        "extractor_loops": extractor_loops(),
     }
 
 

@@ -41,6 +41,13 @@ give one. ``tests/wikitext_oracle.py`` measures the links against
 mwparserfromhell (``bench/ingest.py`` prints the figures).
 
 `split_sentences` is described in its section below.
+
+The two loops that pay Python's per-step cost once per link and once per
+candidate sentence cut, the whitespace pass (`_compact_whitespace`) and the
+sentence splitter (`_split_sentences`), have C versions in ``_structcse_wikitext.c``,
+built by ``pip install`` where a C compiler is present and used when they are;
+the Python versions are their specification (``tests/test_wikitext_c.py``
+checks that both give the same output) and the fallback.
 """
 
 from __future__ import annotations
@@ -54,6 +61,16 @@ from functools import cache, cached_property, partial
 from itertools import accumulate
 from operator import itemgetter
 from typing import NamedTuple
+
+try:  # the C loops, built by `pip install` where a C compiler is present
+    import _structcse_wikitext as _wikitext_c
+except ImportError:
+    _wikitext_c = None
+
+
+def extractor_loops() -> str:
+    """"c" when the C loops are in use here, else "python" (same output, slower)."""
+    return "python" if _wikitext_c is None else "c"
 
 
 class Link(NamedTuple):
@@ -674,6 +691,8 @@ def wikitext_to_text(wikitext: str, language: str = "en") -> tuple[str, list[Lin
     text = _remove_hidden_links(text)
     text = _remove_line_markup(text)
     rendered, targets = _render_inline(text, language)
+    if _wikitext_c is not None:
+        return _wikitext_c.compact_whitespace(rendered, targets, Link)
     return _compact_whitespace(rendered, targets)
 
 
@@ -717,6 +736,12 @@ class SentenceRules:
         """The listed words of all kinds: a word that is in none of them, starts in
         lowercase, has no "." and is no number is never an abbreviation."""
         return self.never_final | self.before_number | self.maybe_final
+
+    @cached_property
+    def capitalised_tails(self) -> frozenset[str]:
+        """What follows the first letter of a capitalised never-final word ("Ibid" of
+        "ibid"): a lowercased letter is at most 3 characters."""
+        return frozenset(word[cut:] for word in self.never_final for cut in (1, 2, 3) if cut <= len(word))
 
 
 def _words(text: str) -> frozenset[str]:
@@ -845,6 +870,23 @@ def split_sentences(
     """
     rules = SENTENCE_RULES.get(base_language(language), GENERIC_RULES)
     ordered = sorted(links)  # tuples: by start first; already sorted when from wikitext_to_text
+    if _wikitext_c is not None:
+        sentences, too_short, too_long = _wikitext_c.split_sentences(
+            text, ordered, min_chars, max_chars, _is_abbreviation, rules, rules.special_words,
+            rules.capitalised_tails, Link,
+        )
+    else:
+        sentences, too_short, too_long = _split_sentences(text, ordered, min_chars, max_chars, rules)
+    if stats is not None:
+        for reason, count in (("kept", len(sentences)), ("too_short", too_short), ("too_long", too_long)):
+            if count:
+                stats[reason] += count
+    return sentences
+
+
+def _split_sentences(text: str, ordered: list[Link], min_chars: int, max_chars: int, rules: SentenceRules):
+    """`split_sentences` on sorted links, in Python (the C version's specification):
+    the kept sentences and the counts of those too short and too long."""
     link_starts = list(map(_link_start, ordered))
     link_ends = list(map(_link_end, ordered))
     sentences = []
@@ -866,11 +908,7 @@ def split_sentences(
             continue
         add((text[start:end], [_new_link((s - start, e - start, target, anchor))
                                for s, e, target, anchor in ordered[first:stop] if e <= end]))
-    if stats is not None:
-        for reason, count in (("kept", len(sentences)), ("too_short", too_short), ("too_long", too_long)):
-            if count:
-                stats[reason] += count
-    return sentences
+    return sentences, too_short, too_long
 
 
 def _sentence_bounds(text: str, link_starts: list[int], link_ends: list[int], rules: SentenceRules):
