@@ -12,6 +12,7 @@ import pytest
 
 from ingest import multistream, schemas
 from ingest.pipeline import IngestConfig, run_ingest
+from ingest.wikitext import extractor_loops
 from tests.conftest import REPO, shared_data
 
 ENWIKI_SAMPLE = ("wikipedia_xml_sample", "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
@@ -29,6 +30,9 @@ def test_demo_world_every_page_accounted(demo_world, demo_sets):
     assert pages["written"] + sum(pages["dropped"].values()) == demo_world.num_pages
     assert pages["dropped"].get("redirect", 0) > 0
     assert pages["dropped"].get("non_article_namespace", 0) > 0
+    # the Ray workers run the same extractor loops as this process (the C ones where built)
+    assert list(manifest["extractor_loops"]) == [extractor_loops()]
+    assert manifest["extractor_loops"][extractor_loops()] >= len(manifest["sources"])  # one per shard
     for name in ("sentences", "entity_pairs", "entities"):
         schemas.check_set(out / name, name)
         set_manifest = schemas.read_manifest(out / name)
