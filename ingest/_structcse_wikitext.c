@@ -206,6 +206,282 @@ done:
     return NULL;
 }
 
+/* ------------------------------------------------------------ render_inline */
+
+/* A growing UCS4 string. */
+typedef struct {
+    Py_UCS4 *chars;
+    Py_ssize_t length, capacity;
+} Writer;
+
+static int
+reserve(Writer *writer, Py_ssize_t extra)
+{
+    if (writer->length + extra <= writer->capacity)
+        return 0;
+    Py_ssize_t capacity = Py_MAX(2 * writer->capacity, writer->length + extra + 256);
+    Py_UCS4 *chars = PyMem_Realloc(writer->chars, capacity * sizeof(Py_UCS4));
+    if (chars == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    writer->chars = chars;
+    writer->capacity = capacity;
+    return 0;
+}
+
+static int
+write_slice(Writer *writer, int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
+{
+    if (end <= start)
+        return 0;
+    if (reserve(writer, end - start) < 0)
+        return -1;
+    Py_UCS4 *out = writer->chars + writer->length;
+    Py_ssize_t count = end - start;
+    if (kind == PyUnicode_1BYTE_KIND)
+        for (Py_ssize_t i = 0; i < count; i++)
+            out[i] = ((const Py_UCS1 *)data)[start + i];
+    else if (kind == PyUnicode_2BYTE_KIND)
+        for (Py_ssize_t i = 0; i < count; i++)
+            out[i] = ((const Py_UCS2 *)data)[start + i];
+    else
+        memcpy(out, (const Py_UCS4 *)data + start, count * sizeof(Py_UCS4));
+    writer->length += count;
+    return 0;
+}
+
+/* The first position from `pos` on holding one of [\[\]&<'{}] (the token
+ * regex's leading class), or `length`. */
+static Py_ssize_t
+next_token_candidate(int kind, const void *data, Py_ssize_t length, Py_ssize_t pos)
+{
+    const uint64_t below_64 = (1ULL << '&') | (1ULL << '<') | (1ULL << '\'');
+    const uint64_t from_64 = (1ULL << ('[' - 64)) | (1ULL << (']' - 64)) | (1ULL << ('{' - 64)) | (1ULL << ('}' - 64));
+#define IS_CANDIDATE(c) \
+    ((((c) < 64) & (int)(below_64 >> ((c) & 63))) | ((((c) >> 6) == 1) & (int)(from_64 >> ((c) & 63))))
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *chars = data;
+        while (pos < length && !IS_CANDIDATE(chars[pos]))
+            pos++;
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *chars = data;
+        while (pos < length && !IS_CANDIDATE(chars[pos]))
+            pos++;
+    }
+    else {
+        const Py_UCS4 *chars = data;
+        while (pos < length && !IS_CANDIDATE(chars[pos]))
+            pos++;
+    }
+    return pos;
+#undef IS_CANDIDATE
+}
+
+static int
+write_string(Writer *writer, PyObject *string)
+{
+    if (!PyUnicode_Check(string)) {
+        PyErr_Format(PyExc_TypeError, "render returned %R, not a str", string);
+        return -1;
+    }
+    return write_slice(writer, PyUnicode_KIND(string), PyUnicode_DATA(string), 0, PyUnicode_GET_LENGTH(string));
+}
+
+static int
+write_char(Writer *writer, Py_UCS4 c)
+{
+    if (reserve(writer, 1) < 0)
+        return -1;
+    writer->chars[writer->length++] = c;
+    return 0;
+}
+
+/* A character of a simple link's title, [^|:&<'#_\s\[\]{}], or with `anchor`, of
+ * its anchor, [^|&<'\s\[\]{}]. */
+static inline int
+is_simple_char(Py_UCS4 c, int anchor)
+{
+    switch (c) {
+    case '|': case '&': case '<': case '\'': case '[': case ']': case '{': case '}':
+        return 0;
+    case ':': case '#': case '_':
+        return anchor;
+    default:
+        return !Py_UNICODE_ISSPACE(c);
+    }
+}
+
+/* The end of the words at `pos` ([^…]+(?: [^…]+)*), or `pos` when there is none. */
+static Py_ssize_t
+simple_words_end(int kind, const void *data, Py_ssize_t length, Py_ssize_t pos, int anchor)
+{
+    if (pos >= length || !is_simple_char(PyUnicode_READ(kind, data, pos), anchor))
+        return pos;
+    for (;;) {
+        while (pos < length && is_simple_char(PyUnicode_READ(kind, data, pos), anchor))
+            pos++;
+        if (pos + 1 < length && PyUnicode_READ(kind, data, pos) == ' '
+            && is_simple_char(PyUnicode_READ(kind, data, pos + 1), anchor))
+            pos++;
+        else
+            return pos;
+    }
+}
+
+static inline int
+is_trail_char(Py_UCS4 c, PyObject *trail)
+{
+    return PyUnicode_FindChar(trail, c, 0, PyUnicode_GET_LENGTH(trail), 1) >= 0;
+}
+
+/* "Title"[0].upper() + "Title"[1:] */
+static PyObject *
+capitalised(PyObject *text, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_UCS4 first = PyUnicode_READ_CHAR(text, start);
+    if (first >= 'a' && first <= 'z') {
+        PyObject *title = PyUnicode_Substring(text, start, end);
+        if (title == NULL)
+            return NULL;
+        /* a fresh ASCII/Latin-1 or wider string of our own: set its first character */
+        PyObject *copy = PyUnicode_New(end - start, PyUnicode_MAX_CHAR_VALUE(title));
+        if (copy == NULL) {
+            Py_DECREF(title);
+            return NULL;
+        }
+        PyUnicode_CopyCharacters(copy, 0, title, 0, end - start);
+        PyUnicode_WriteChar(copy, 0, first - 'a' + 'A');
+        Py_DECREF(title);
+        return copy;
+    }
+    if (first < 0x80)
+        return PyUnicode_Substring(text, start, end);
+    PyObject *head = PyUnicode_Substring(text, start, start + 1);
+    PyObject *tail = PyUnicode_Substring(text, start + 1, end);
+    PyObject *upper = head == NULL ? NULL : PyObject_CallMethod(head, "upper", NULL);
+    PyObject *title = upper == NULL || tail == NULL ? NULL : PyUnicode_Concat(upper, tail);
+    Py_XDECREF(head);
+    Py_XDECREF(tail);
+    Py_XDECREF(upper);
+    return title;
+}
+
+/* Whether "http:", "https:", "ftp:", "mailto:" or "//" starts at `pos`. */
+static int
+starts_with_protocol(int kind, const void *data, Py_ssize_t length, Py_ssize_t pos)
+{
+    static const char *protocols[] = {"http:", "https:", "ftp:", "mailto:", "//"};
+    for (size_t p = 0; p < sizeof(protocols) / sizeof(*protocols); p++) {
+        const char *protocol = protocols[p];
+        Py_ssize_t i = 0;
+        while (protocol[i] && pos + i < length && PyUnicode_READ(kind, data, pos + i) == (Py_UCS4)protocol[i])
+            i++;
+        if (!protocol[i])
+            return 1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(render_inline_doc,
+"render_inline(text, regex, render, targets, trail) -> str\n\n"
+"regex.sub(render, text) for wikitext._render_inline's token regex, with the most\n"
+"frequent tokens done here: simple links (their target appended to `targets`),\n"
+"quote runs and doubled stray brackets. At a \"[\" that starts no simple link, an\n"
+"\"&\" or a \"<\", regex.match decides and render renders. `trail` holds the\n"
+"characters of the language's link trail.");
+
+static PyObject *
+render_inline(PyObject *module, PyObject *args)
+{
+    PyObject *text, *regex, *render, *targets, *trail;
+    if (!PyArg_ParseTuple(args, "UOOO!U", &text, &regex, &render, &PyList_Type, &targets, &trail))
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    Writer writer = {NULL, 0, 0};
+    Py_ssize_t copied = 0, pos = 0; /* text[copied:pos] is still to be written */
+    while ((pos = next_token_candidate(kind, data, length, pos)) < length) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, pos);
+        Py_UCS4 next = pos + 1 < length ? PyUnicode_READ(kind, data, pos + 1) : 0;
+        Py_ssize_t token_end = -1;
+        if (c == '\'' || c == ']' || c == '{' || c == '}') {
+            if (next != c) {
+                pos++;
+                continue;
+            }
+            token_end = pos + 2; /* '' and more: quotes; ]] {{ }}: stray */
+            if (c == '\'')
+                while (token_end < length && PyUnicode_READ(kind, data, token_end) == '\'')
+                    token_end++;
+            if (write_slice(&writer, kind, data, copied, pos) < 0)
+                goto error;
+        }
+        else if (c == '[' && next == '[') {
+            Py_ssize_t title_end = simple_words_end(kind, data, length, pos + 2, 0), anchor_end = -1;
+            Py_ssize_t end = title_end;
+            if (title_end > pos + 2 && end < length && PyUnicode_READ(kind, data, end) == '|') {
+                anchor_end = simple_words_end(kind, data, length, end + 1, 1);
+                end = anchor_end > end + 1 ? anchor_end : -1;
+            }
+            if (title_end > pos + 2 && end >= 0 && end + 1 < length && PyUnicode_READ(kind, data, end) == ']'
+                && PyUnicode_READ(kind, data, end + 1) == ']') {
+                token_end = end + 2;
+                while (token_end < length && is_trail_char(PyUnicode_READ(kind, data, token_end), trail))
+                    token_end++;
+                PyObject *target = capitalised(text, pos + 2, title_end);
+                if (target == NULL)
+                    goto error;
+                int appended = PyList_Append(targets, target);
+                Py_DECREF(target);
+                if (appended < 0 || write_slice(&writer, kind, data, copied, pos) < 0 || write_char(&writer, LINK_START) < 0)
+                    goto error;
+                if (anchor_end >= 0 ? write_slice(&writer, kind, data, title_end + 1, anchor_end) < 0
+                                    : write_slice(&writer, kind, data, pos + 2, title_end) < 0)
+                    goto error;
+                if (write_slice(&writer, kind, data, end + 2, token_end) < 0 || write_char(&writer, LINK_END) < 0)
+                    goto error;
+            }
+        }
+        else if (c == '[' && !starts_with_protocol(kind, data, length, pos + 1)) {
+            pos++; /* "[" and no "[" or URL after it: no token */
+            continue;
+        }
+        if (token_end < 0) { /* the regex decides */
+            PyObject *match = PyObject_CallMethod(regex, "match", "On", text, pos);
+            if (match == NULL)
+                goto error;
+            if (match == Py_None) {
+                Py_DECREF(match);
+                pos++;
+                continue;
+            }
+            PyObject *end = PyObject_CallMethod(match, "end", NULL);
+            PyObject *rendered = end == NULL ? NULL : PyObject_CallOneArg(render, match);
+            Py_DECREF(match);
+            token_end = end == NULL ? -1 : PyLong_AsSsize_t(end);
+            Py_XDECREF(end);
+            if (rendered == NULL || token_end < 0 || write_slice(&writer, kind, data, copied, pos) < 0
+                || write_string(&writer, rendered) < 0) {
+                Py_XDECREF(rendered);
+                goto error;
+            }
+            Py_DECREF(rendered);
+        }
+        pos = copied = token_end;
+    }
+    if (write_slice(&writer, kind, data, copied, length) < 0)
+        goto error;
+    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, writer.chars, writer.length);
+    PyMem_Free(writer.chars);
+    return result;
+error:
+    PyMem_Free(writer.chars);
+    return NULL;
+}
+
 /* ------------------------------------------------------------ split_sentences */
 
 static inline int
@@ -518,6 +794,7 @@ done:
 static PyMethodDef methods[] = {
     {"compact_whitespace", compact_whitespace, METH_VARARGS, compact_whitespace_doc},
     {"split_sentences", split_sentences, METH_VARARGS, split_sentences_doc},
+    {"render_inline", render_inline, METH_VARARGS, render_inline_doc},
     {NULL, NULL, 0, NULL},
 };
 

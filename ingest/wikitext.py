@@ -42,12 +42,14 @@ mwparserfromhell (``bench/ingest.py`` prints the figures).
 
 `split_sentences` is described in its section below.
 
-The two loops that pay Python's per-step cost once per link and once per
-candidate sentence cut, the whitespace pass (`_compact_whitespace`) and the
-sentence splitter (`_split_sentences`), have C versions in ``_structcse_wikitext.c``,
-built by ``pip install`` where a C compiler is present and used when they are;
-the Python versions are their specification (``tests/test_wikitext_c.py``
-checks that both give the same output) and the fallback.
+The three loops that pay Python's per-step cost once per link and once per
+candidate sentence cut have C versions in ``_structcse_wikitext.c``, built by
+``pip install`` where a C compiler is present and used when they are: the inline
+tokenizer (simple links, quote runs and doubled stray brackets in C; at other
+tokens the regex decides, as in the Python version), the whitespace pass
+(`_compact_whitespace`) and the sentence splitter (`_split_sentences`). The
+Python versions are their specification (``tests/test_wikitext_c.py`` checks
+that both give the same output) and the fallback.
 """
 
 from __future__ import annotations
@@ -567,7 +569,25 @@ def _render_inline(text: str, language: str = "en") -> tuple[str, list[str]]:
             return _render_tag(token)
         return ""  # quotes and stray brackets
 
-    return _inline_regex(language).sub(render, text), targets
+    regex = _inline_regex(language)
+    if _wikitext_c is not None:
+        return _wikitext_c.render_inline(text, regex, render, targets, _trail_characters(language)), targets
+    return regex.sub(render, text), targets
+
+
+@cache
+def _trail_characters(language: str) -> str:
+    """The characters of the language's link-trail class ("a-zäö" -> "ab…zäö")."""
+    trail = LINK_TRAILS.get(base_language(language), LINK_TRAILS["en"])
+    characters, i = [], 0
+    while i < len(trail):
+        if i + 2 < len(trail) and trail[i + 1] == "-":
+            characters.extend(map(chr, range(ord(trail[i]), ord(trail[i + 2]) + 1)))
+            i += 3
+        else:
+            characters.append(trail[i])
+            i += 1
+    return "".join(characters)
 
 
 def _render_label(label: str) -> str:

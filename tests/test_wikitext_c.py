@@ -19,15 +19,22 @@ pytestmark = pytest.mark.skipif(
 LANGUAGES = ("en", "de", "fr", "es", "bg", "xx")
 
 
-def rendered(wikitext_: str, language: str) -> tuple[str, list[str]]:
-    """The page as `wikitext_to_text` hands it to the whitespace pass."""
+def before_inline(wikitext_: str) -> str:
+    """The page as `wikitext_to_text` hands it to the inline pass."""
     text = wikitext._remove_comments(wikitext_)
     text = wikitext._escape_nowiki(text)
     text = wikitext._remove_extension_blocks(text)
     text = wikitext._remove_templates_and_tables(text)
     text = wikitext._remove_hidden_links(text)
-    text = wikitext._remove_line_markup(text)
-    return wikitext._render_inline(text, language)
+    return wikitext._remove_line_markup(text)
+
+
+def render_inline_both(text: str, language: str, monkeypatch) -> tuple[tuple, tuple]:
+    """`_render_inline` with the C tokenizer, then with the regex alone."""
+    with_c = wikitext._render_inline(text, language)
+    with monkeypatch.context() as patch:
+        patch.setattr(wikitext, "_wikitext_c", None)
+        return with_c, wikitext._render_inline(text, language)
 
 
 def c_split(text: str, links: list[Link], min_chars: int, max_chars: int, language: str):
@@ -44,13 +51,15 @@ def python_split(text: str, links: list[Link], min_chars: int, max_chars: int, l
 
 
 @pytest.mark.parametrize("sample", [ENWIKI, BGWIKI, TABLES], ids=["enwiki", "bgwiki", "tables"])
-def test_same_output_as_python_on_real_pages(sample):
+def test_same_output_as_python_on_real_pages(sample, monkeypatch):
     pages = [page for page in real_pages(*sample) if page.redirect is None]
     assert pages
     sentences = 0
     for page in pages:
         for language in ("en", "bg"):
-            text, targets = rendered(page.wikitext, language)
+            with_c, python = render_inline_both(before_inline(page.wikitext), language, monkeypatch)
+            assert with_c == python, page.title
+            text, targets = python
             python_text, python_links = wikitext._compact_whitespace(text, targets)
             c_text, c_links = _wikitext_c.compact_whitespace(text, targets, Link)
             assert (c_text, c_links) == (python_text, python_links), page.title
@@ -78,6 +87,24 @@ PIECES = [
 def random_text(rng: random.Random, pieces: int, markers: bool = False) -> str:
     choices = PIECES + ["\ufdd0", "\ufdd1"] if markers else PIECES
     return "".join(rng.choice(choices) for _ in range(pieces))
+
+
+# Inline markup: every token kind and its broken forms, namespaces, trails in several scripts.
+INLINE_PIECES = [
+    "[", "[[", "]", "]]", "{", "}", "{{", "}}", "|", "'", "''", "'''", "&", "&amp;", "&#65;", "&#x41;", "&bogus", ";",
+    "<", ">", "<b>", "</b>", "<br/>", "<ref>", "<bré>", "http://x.org", "https:", "//", "ftp:", "mailto:", " ", "  ",
+    "\n", "\t", "\xa0", ":", "#", "_", "a", "foo", "Bar", "s", "é", "ß", "ж", "ä", "Ä", "ǆ", "İ", "1", "x y",
+    "Категория:", "File:", "en:", "wikt:", "(x)", ",", ".",
+]
+
+
+def test_render_inline_same_as_python_on_random_text(monkeypatch):
+    rng = random.Random(3)
+    for _ in range(20_000):
+        text = "".join(rng.choice(INLINE_PIECES) for _ in range(rng.randint(0, 30)))
+        language = rng.choice(LANGUAGES)
+        with_c, python = render_inline_both(text, language, monkeypatch)
+        assert with_c == python, (text, language)
 
 
 def test_compact_whitespace_same_as_python_on_random_text():
