@@ -170,9 +170,9 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
         + (f"; {resumed} unit(s) already done" if resumed else ""))
     loops = Counter(r.get("extractor_loops", "unknown") for r in wikipedia_results)
     if loops["python"]:
-        log(f"[ingest] warning: {loops['python']} of {len(wikipedia_results)} shard(s) ran the extractor's Python "
-            "loops (same output, about 1.5x slower): _structcse_wikitext was not importable on their nodes; "
-            "`pip install` the project there with a C compiler (cluster.yaml does)")
+        log(f"[ingest] warning: {loops['python']} of {len(wikipedia_results)} shard(s) ran the extractor's "
+            "Python loops (same output; the extractor about 2x slower): _structcse_wikitext was not importable "
+            "on their nodes; `pip install` the project there with a C compiler (cluster.yaml does)")
 
     digest_by_path = {d["path"]: d for d in ray.get(digests, timeout=24 * 3600)}
     for s in sources + wikidata_sources:
