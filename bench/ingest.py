@@ -15,7 +15,9 @@ A script, not a test. On the real samples in ``../shared/data/wikipedia_xml_samp
    wikitexts of the enwiki sample (so only extraction is timed). The extractors
    take turns page by page for `--rounds` rounds; each page counts with its
    fastest time (so load from elsewhere, which comes in bursts, falls on all
-   sides alike and drops out). pages/s, MB/s of wikitext, and the ratio.
+   sides alike and drops out). pages/s, MB/s of wikitext, and the ratio. A
+   fourth row runs the project's extractor with the Python versions of its C
+   loops (`_structcse_wikitext`), as on a machine without a C compiler.
 2. **Link agreement** with mwparserfromhell (``tests/wikitext_oracle.py``, which
    documents what counts: article text outside templates, refs, tables and
    captions): precision and recall of (target, anchor) pairs on the enwiki
@@ -114,8 +116,19 @@ def project_extract_only_page(page) -> int:
     return len(wikitext_to_text(page.wikitext)[1])
 
 
+def project_python_loops_page(page) -> int:
+    """`project_page` with the Python versions of the C loops (a machine without a compiler)."""
+    from ingest import wikitext
+
+    loops, wikitext._wikitext_c = wikitext._wikitext_c, None
+    try:
+        return project_page(page)
+    finally:
+        wikitext._wikitext_c = loops
+
+
 EXTRACTORS = {"wikiextractor": wikiextractor_page, "project": project_page,
-              "project_extract_only": project_extract_only_page}
+              "project_extract_only": project_extract_only_page, "project_python_loops": project_python_loops_page}
 
 
 def extractor_speed(articles, rounds: int) -> dict:
@@ -149,6 +162,7 @@ def extractor_speed(articles, rounds: int) -> dict:
         }
     result["ratio"] = round(seconds["wikiextractor"] / seconds["project"], 2)
     result["ratio_extract_only"] = round(seconds["wikiextractor"] / seconds["project_extract_only"], 2)
+    result["ratio_python_loops"] = round(seconds["wikiextractor"] / seconds["project_python_loops"], 2)
     return result
 
 
@@ -492,6 +506,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the extractor timing (each page's fastest counts)")
     parser.add_argument("--skip-ingest", action="store_true", help="only the extractor speed and link agreement")
     args = parser.parse_args(argv)
+    from ingest.wikitext import extractor_loops
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     bench_started = time.perf_counter()
@@ -538,10 +554,12 @@ def main(argv=None) -> int:
         [[name, speed[key]["pages_per_s"], speed[key]["mb_per_s"], speed[key]["seconds"], speed[key]["links"]]
          for name, key in (("wikiextractor 3.1.0 (clean_text, keepLinks)", "wikiextractor"),
                            ("structcse wikitext_to_text + split_sentences", "project"),
-                           ("structcse wikitext_to_text (text + links only)", "project_extract_only"))],
+                           ("structcse wikitext_to_text (text + links only)", "project_extract_only"),
+                           ("structcse, both, the loops in Python (no compiler)", "project_python_loops"))],
         ["extractor", "pages/s", "MB/s", "seconds", "links"]))
     print(f"ratio (pages/s per core): {speed['ratio']}x with sentence splitting, "
-          f"{speed['ratio_extract_only']}x for the same output as wikiextractor (text + links)")
+          f"{speed['ratio_extract_only']}x for the same output as wikiextractor (text + links); "
+          f"with the loops in Python {speed['ratio_python_loops']}x (the extractor's loops: {extractor_loops()})")
 
     print("\n== Links vs mwparserfromhell (article text outside templates, refs, tables, captions) ==")
     print(_table(
@@ -552,6 +570,8 @@ def main(argv=None) -> int:
     summary = {
         "extractor_vs_wikiextractor": speed["ratio"],
         "extract_only_vs_wikiextractor": speed["ratio_extract_only"],
+        "python_loops_vs_wikiextractor": speed["ratio_python_loops"],
+        "extractor_loops": extractor_loops(),
         "link_precision": agreement["overall"]["precision"],
         "link_recall": agreement["overall"]["recall"],
         "link_precision_enwiki": agreement["enwiki"]["precision"],
