@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import fsspec
@@ -53,11 +54,6 @@ class IngestConfig:
     default_wiki: str = "enwiki"  # for a dump whose header and file name do not say
     seed: int = 42
     resume: bool = True  # skip pass-1 units whose done-marker matches
-
-
-@ray.remote(num_cpus=0)
-def digest_file(path: str) -> dict:
-    return file_digest(path)
 
 
 @ray.remote(num_cpus=1)
@@ -137,7 +133,10 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     if not ray.is_initialized():
         ray.init()
 
-    digests = [digest_file.remote(p) for p in dump_files + list(cfg.wikidata)]
+    # sha256 releases the GIL: driver threads hash the inputs while pass 1 runs, without
+    # the worker process a Ray task would start (a second of a core's time on a small machine)
+    hashing = ThreadPoolExecutor(max_workers=4, thread_name_prefix="digest")
+    digests = [hashing.submit(file_digest, p) for p in dump_files + list(cfg.wikidata)]
     wikidata_ranges = (
         ray.get(plan_wikidata.remote(list(cfg.wikidata), cfg.wikidata_range_bytes, f"{work}/wikidata_index"),
                 timeout=24 * 3600)
@@ -174,7 +173,8 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
             "Python loops (same output; the extractor about 2x slower): _structcse_wikitext was not importable "
             "on their nodes; `pip install` the project there with a C compiler (cluster.yaml does)")
 
-    digest_by_path = {d["path"]: d for d in ray.get(digests, timeout=24 * 3600)}
+    digest_by_path = {d["path"]: d for d in (future.result() for future in digests)}
+    hashing.shutdown()
     for s in sources + wikidata_sources:
         s.update({k: v for k, v in digest_by_path.get(s["path"], {}).items() if k != "path"})
     n_sentences = sum(r["sentences"] for r in wikipedia_results)
