@@ -1,14 +1,15 @@
-/* C versions of the two per-character loops of ingest/wikitext.py.
+/* C versions of the three loops of ingest/wikitext.py that run once per link or
+ * once per candidate sentence cut, where Python pays about a microsecond per step:
+ * `render_inline` (the inline tokenizer's simple links, quote runs and doubled
+ * stray brackets; the token regex still decides everything else), and
+ * `compact_whitespace` and `split_sentences`, which do exactly what
+ * `_compact_whitespace` and `_split_sentences` there do. The Python versions are
+ * the specification: tests/test_wikitext_c.py compares both on every sample page
+ * and on random text.
  *
  * Built as the top-level module `_structcse_wikitext`, not inside `ingest`: a
  * Ray job's --working-dir copy of the project holds no build outputs, and its
  * `ingest/` would hide an `ingest._…` module that pip installed on the nodes.
- *
- * `compact_whitespace` and `split_sentences` do exactly what the Python
- * functions `_compact_whitespace` and `_split_sentences` there do (the Python
- * ones are the specification: tests/test_wikitext_c.py compares both on every
- * sample page and on random text). They run once per link and once per
- * candidate sentence cut, where Python pays about a microsecond per step.
  * The module is optional: without a C compiler at install time, wikitext.py
  * uses its Python versions.
  */
