@@ -24,22 +24,52 @@ typedef struct {
     Py_ssize_t length, capacity;
 } IndexArray;
 
+/* Makes room for `needed` items of `item_size` bytes in a PyMem array. */
+static int
+grow(void **items, Py_ssize_t *capacity, Py_ssize_t needed, size_t item_size)
+{
+    if (needed <= *capacity)
+        return 0;
+    Py_ssize_t new_capacity = Py_MAX(2 * *capacity, needed + 64);
+    void *grown = PyMem_Realloc(*items, new_capacity * item_size);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *items = grown;
+    *capacity = new_capacity;
+    return 0;
+}
+
 static int
 push(IndexArray *array, Py_ssize_t value)
 {
-    if (array->length == array->capacity) {
-        Py_ssize_t capacity = array->capacity ? 2 * array->capacity : 64;
-        Py_ssize_t *items = PyMem_Realloc(array->items, capacity * sizeof(Py_ssize_t));
-        if (items == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        array->items = items;
-        array->capacity = capacity;
-    }
+    if (grow((void **)&array->items, &array->capacity, array->length + 1, sizeof(Py_ssize_t)) < 0)
+        return -1;
     array->items[array->length++] = value;
     return 0;
 }
+
+/* Moves `pos` to the first character from `pos` on for which TEST(c) holds, or to
+ * `length`: one loop per string kind, so no kind switch per character. */
+#define SCAN_TO(TEST)                                                  \
+    do {                                                               \
+        if (kind == PyUnicode_1BYTE_KIND) {                            \
+            const Py_UCS1 *chars = data;                               \
+            while (pos < length && !TEST(chars[pos]))                  \
+                pos++;                                                 \
+        }                                                              \
+        else if (kind == PyUnicode_2BYTE_KIND) {                       \
+            const Py_UCS2 *chars = data;                               \
+            while (pos < length && !TEST(chars[pos]))                  \
+                pos++;                                                 \
+        }                                                              \
+        else {                                                         \
+            const Py_UCS4 *chars = data;                               \
+            while (pos < length && !TEST(chars[pos]))                  \
+                pos++;                                                 \
+        }                                                              \
+    } while (0)
 
 /* Link((start, end, target, anchor)), as wikitext._new_link makes it. Up to
  * Python 3.13, tuple.__new__ on a subclass allocates the object with tp_alloc and
@@ -113,29 +143,24 @@ character_class(Py_UCS4 c)
         for (Py_ssize_t i = 0; i < length; i++) {                                                    \
             CHAR c = in[i];                                                                          \
             int kind_of_c = character_class(c);                                                      \
-            if (kind_of_c == 0) {                                                                    \
-                if (pending) {                                                                       \
-                    if (seen)                                                                        \
-                        out[written++] = pending == 3 ? '\n' : ' ';                                  \
-                    pending = 0;                                                                     \
-                }                                                                                    \
-                seen = 1;                                                                            \
-                out[written++] = c;                                                                  \
-            }                                                                                        \
-            else if (kind_of_c == 1)                                                                 \
+            if (kind_of_c == 1) {                                                                    \
                 pending |= 1;                                                                        \
-            else if (kind_of_c == 2)                                                                 \
-                pending = 3;                                                                         \
-            else {                                                                                   \
-                if (pending) {                                                                       \
-                    if (seen)                                                                        \
-                        out[written++] = pending == 3 ? '\n' : ' ';                                  \
-                    pending = 0;                                                                     \
-                }                                                                                    \
-                seen = 1;                                                                            \
-                if (push(&markers, written) < 0)                                                     \
-                    goto done;                                                                       \
+                continue;                                                                            \
             }                                                                                        \
+            if (kind_of_c == 2) {                                                                    \
+                pending = 3;                                                                         \
+                continue;                                                                            \
+            }                                                                                        \
+            if (pending) { /* a run ends: one " " or "\n", none at the start */                      \
+                if (seen)                                                                            \
+                    out[written++] = pending == 3 ? '\n' : ' ';                                      \
+                pending = 0;                                                                         \
+            }                                                                                        \
+            seen = 1;                                                                                \
+            if (kind_of_c == 0)                                                                      \
+                out[written++] = c;                                                                  \
+            else if (push(&markers, written) < 0)                                                    \
+                goto done;                                                                           \
         }                                                                                            \
     }
 
@@ -218,17 +243,7 @@ typedef struct {
 static int
 reserve(Writer *writer, Py_ssize_t extra)
 {
-    if (writer->length + extra <= writer->capacity)
-        return 0;
-    Py_ssize_t capacity = Py_MAX(2 * writer->capacity, writer->length + extra + 256);
-    Py_UCS4 *chars = PyMem_Realloc(writer->chars, capacity * sizeof(Py_UCS4));
-    if (chars == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    writer->chars = chars;
-    writer->capacity = capacity;
-    return 0;
+    return grow((void **)&writer->chars, &writer->capacity, writer->length + extra, sizeof(Py_UCS4));
 }
 
 static int
@@ -261,21 +276,7 @@ next_token_candidate(int kind, const void *data, Py_ssize_t length, Py_ssize_t p
     const uint64_t from_64 = (1ULL << ('[' - 64)) | (1ULL << (']' - 64)) | (1ULL << ('{' - 64)) | (1ULL << ('}' - 64));
 #define IS_CANDIDATE(c) \
     ((((c) < 64) & (int)(below_64 >> ((c) & 63))) | ((((c) >> 6) == 1) & (int)(from_64 >> ((c) & 63))))
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *chars = data;
-        while (pos < length && !IS_CANDIDATE(chars[pos]))
-            pos++;
-    }
-    else if (kind == PyUnicode_2BYTE_KIND) {
-        const Py_UCS2 *chars = data;
-        while (pos < length && !IS_CANDIDATE(chars[pos]))
-            pos++;
-    }
-    else {
-        const Py_UCS4 *chars = data;
-        while (pos < length && !IS_CANDIDATE(chars[pos]))
-            pos++;
-    }
+    SCAN_TO(IS_CANDIDATE);
     return pos;
 #undef IS_CANDIDATE
 }
@@ -514,21 +515,7 @@ next_candidate(int kind, const void *data, Py_ssize_t length, Py_ssize_t pos)
     const uint64_t below_64 = (1ULL << '\n') | (1ULL << '!') | (1ULL << '.') | (1ULL << '?');
     /* branch-free: text mixes characters below and above 64 at random */
 #define IS_CANDIDATE(c) ((((c) < 64) & (int)(below_64 >> ((c) & 63))) | ((c) == 0x2026))
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *chars = data;
-        while (pos < length && !IS_CANDIDATE(chars[pos]))
-            pos++;
-    }
-    else if (kind == PyUnicode_2BYTE_KIND) {
-        const Py_UCS2 *chars = data;
-        while (pos < length && !IS_CANDIDATE(chars[pos]))
-            pos++;
-    }
-    else {
-        const Py_UCS4 *chars = data;
-        while (pos < length && !IS_CANDIDATE(chars[pos]))
-            pos++;
-    }
+    SCAN_TO(IS_CANDIDATE);
     return pos;
 #undef IS_CANDIDATE
 }
