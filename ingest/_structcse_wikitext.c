@@ -343,30 +343,20 @@ static PyObject *
 capitalised(PyObject *text, Py_ssize_t start, Py_ssize_t end)
 {
     Py_UCS4 first = PyUnicode_READ_CHAR(text, start);
-    if (first >= 'a' && first <= 'z') {
-        PyObject *title = PyUnicode_Substring(text, start, end);
-        if (title == NULL)
-            return NULL;
-        /* a fresh ASCII/Latin-1 or wider string of our own: set its first character */
-        PyObject *copy = PyUnicode_New(end - start, PyUnicode_MAX_CHAR_VALUE(title));
-        if (copy == NULL) {
-            Py_DECREF(title);
-            return NULL;
-        }
-        PyUnicode_CopyCharacters(copy, 0, title, 0, end - start);
-        PyUnicode_WriteChar(copy, 0, first - 'a' + 'A');
-        Py_DECREF(title);
-        return copy;
+    if (first < 'a' || (first > 'z' && first < 0x80))
+        return PyUnicode_Substring(text, start, end); /* ASCII upper() leaves it as it is */
+    PyObject *head = NULL;
+    if (first <= 'z')
+        head = PyUnicode_FromOrdinal(first - 'a' + 'A');
+    else {
+        PyObject *letter = PyUnicode_Substring(text, start, start + 1);
+        head = letter == NULL ? NULL : PyObject_CallMethod(letter, "upper", NULL);
+        Py_XDECREF(letter);
     }
-    if (first < 0x80)
-        return PyUnicode_Substring(text, start, end);
-    PyObject *head = PyUnicode_Substring(text, start, start + 1);
     PyObject *tail = PyUnicode_Substring(text, start + 1, end);
-    PyObject *upper = head == NULL ? NULL : PyObject_CallMethod(head, "upper", NULL);
-    PyObject *title = upper == NULL || tail == NULL ? NULL : PyUnicode_Concat(upper, tail);
+    PyObject *title = head == NULL || tail == NULL ? NULL : PyUnicode_Concat(head, tail);
     Py_XDECREF(head);
     Py_XDECREF(tail);
-    Py_XDECREF(upper);
     return title;
 }
 

@@ -483,8 +483,13 @@ def base_language(language: str) -> str:
     return language.replace("_", "-").split("-", 1)[0].lower()
 
 
+def _link_trail(language: str) -> str:
+    """The language's link-trail character class, English's for a language without one."""
+    return LINK_TRAILS.get(base_language(language), LINK_TRAILS["en"])
+
+
 def _inline_regex(language: str) -> re.Pattern:
-    trail = LINK_TRAILS.get(base_language(language), LINK_TRAILS["en"])
+    trail = _link_trail(language)
     regex = _INLINE_BY_TRAIL.get(trail)
     if regex is None:
         regex = _INLINE_BY_TRAIL[trail] = re.compile(_INLINE_PATTERN.replace("TRAIL", trail))
@@ -578,7 +583,7 @@ def _render_inline(text: str, language: str = "en") -> tuple[str, list[str]]:
 @cache
 def _trail_characters(language: str) -> str:
     """The characters of the language's link-trail class ("a-zäö" -> "ab…zäö")."""
-    trail = LINK_TRAILS.get(base_language(language), LINK_TRAILS["en"])
+    trail = _link_trail(language)
     characters, i = [], 0
     while i < len(trail):
         if i + 2 < len(trail) and trail[i + 1] == "-":
