@@ -109,7 +109,7 @@ def build_pairs(snli_dir: Path | None, out: Path) -> tuple[Path, list[tuple[str,
     from train.methods.base import read_set
 
     if snli_dir is None or not snli_dir.is_dir():
-        from ingest.demo_world import generate_demo_world
+        from structcse.demo import generate_demo_world
 
         print(f"[bench] {snli_dir} not found: using the demo world's NLI pairs", flush=True)
         snli_dir, split = generate_demo_world(out / "world", seed=0).nli_dir, "train"

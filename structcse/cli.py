@@ -51,8 +51,8 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     from eval.models import load_encoder
     from eval.report import format_table, write_report
     from eval.sts import evaluate_sts
-    from ingest.demo_world import generate_demo_world
     from ingest.pipeline import IngestConfig, run_ingest
+    from structcse.demo import generate_demo_world
     from train.run import ensure_ray
     from train.run import run as train_run
     from train.tiny_bert import build_tiny_bert

@@ -35,7 +35,7 @@ def ray_session():
 
 @pytest.fixture(scope="session")
 def demo_world(tmp_path_factory):
-    from ingest.demo_world import generate_demo_world
+    from structcse.demo import generate_demo_world
 
     return generate_demo_world(tmp_path_factory.mktemp("demo_world"), seed=0)
 
