@@ -202,13 +202,6 @@ def read_stream(f, stream: StreamRange) -> bytes:
     return data
 
 
-_PAGE_ID = re.compile(rb"<page>\s*<title>[^<]*</title>\s*<ns>-?\d+</ns>\s*<id>(\d+)</id>")
-
-
-def page_ids_in(xml_bytes: bytes) -> list[int]:
-    return [int(m.group(1)) for m in _PAGE_ID.finditer(xml_bytes)]
-
-
 def dump_files_in(path: str) -> list[str]:
     """A dump file as given, or the dump files of a folder (index files excluded)."""
     p = Path(path)

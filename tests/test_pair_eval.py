@@ -27,7 +27,7 @@ RELATIONS = ["contradiction", "entailment"]
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from ingest.demo_world import generate_demo_world
+    from structcse.demo import generate_demo_world
 
     return generate_demo_world(tmp_path_factory.mktemp("pair_world"), seed=0)
 
@@ -127,6 +127,14 @@ def test_load_gausscse_round_trip(gauss):
         want_sym = symmetric_similarity(g, gb, method.options.similarity).numpy()
     assert np.allclose(model.asymmetric_similarity(a, b), want, rtol=1e-4)
     assert np.allclose(model.similarity(a, b), want_sym, rtol=1e-4)  # the natural score: symmetric KL
+    # and against the closed form, in float64 numpy from the loaded μ, σ² (GaussCSE Eq. 1-2, diagonal KL)
+    assert method.options.similarity == "kl_sum"
+    mu_b, var_b = (np.asarray(x, dtype=np.float64) for x in model.gaussian(b))
+    mu_a, var_a = np.asarray(mu, dtype=np.float64), np.asarray(var, dtype=np.float64)
+    kl_ab = 0.5 * (np.log(var_b) - np.log(var_a) + var_a / var_b + (mu_a - mu_b) ** 2 / var_b - 1).sum(axis=1)
+    kl_ba = 0.5 * (np.log(var_a) - np.log(var_b) + var_b / var_a + (mu_b - mu_a) ** 2 / var_a - 1).sum(axis=1)
+    assert np.allclose(model.asymmetric_similarity(a, b), 1 / (1 + kl_ab), rtol=1e-3)
+    assert np.allclose(model.similarity(a, b), 1 / (1 + (kl_ab + kl_ba) / 2), rtol=1e-3)
     one = model.asymmetric_similarity(a[0], b[0])
     assert isinstance(one, float) and one == pytest.approx(float(want[0]), rel=1e-4)
     assert model.asymmetric_similarity(a[0], a[0]) == pytest.approx(1.0)  # KL(N‖N) = 0
@@ -224,22 +232,30 @@ def test_nli_known_answer_for_gausscse_and_cosine(gauss, simcse, tmp_path):
         assert r["n_pairs"] == 16 and r["n_entailment"] == 8 and r["tuned_on_evaluated_split"] is False
 
 
-def test_nli_on_demo_world_matches_metrics(gauss, world):
+def test_nli_on_demo_world_matches_independent_computations(gauss, world):
+    """evaluate_nli against figures computed here without eval.pair_metrics: sklearn's
+    average precision, and a brute-force threshold search over every dev score."""
+    from sklearn.metrics import average_precision_score
+
     from eval.nli import evaluate_nli
     from eval.nli_data import read_nli
-    from eval.pair_metrics import accuracy_at, average_precision, tune_threshold
     from train.model import load
 
     model = load(gauss[0])
     r = evaluate_nli(model, world.nli_dir, "test")
     test, dev = read_nli(world.nli_dir, "test"), read_nli(world.nli_dir, "dev")
-    s_test = model.asymmetric_similarity(test.hypotheses, test.premises)
-    s_dev = model.asymmetric_similarity(dev.hypotheses, dev.premises)
-    threshold, _ = tune_threshold(s_dev, dev.is_entailment())
-    assert r["threshold"] == pytest.approx(threshold)
-    assert r["accuracy"] == pytest.approx(accuracy_at(s_test, test.is_entailment(), threshold))
-    assert r["auprc"] == pytest.approx(average_precision(s_test, test.is_entailment()))
-    assert r["n_pairs"] == len(test) and r["n_entailment"] == len(test) // 3
+    s_test = np.asarray(model.asymmetric_similarity(test.hypotheses, test.premises), dtype=np.float64)
+    s_dev = np.asarray(model.asymmetric_similarity(dev.hypotheses, dev.premises), dtype=np.float64)
+    y_test = np.array([label == "entailment" for label in test.labels])
+    y_dev = np.array([label == "entailment" for label in dev.labels])
+    # predicting "entailment" iff score >= t: every distinct dev score, and above all of them
+    candidates = np.append(np.unique(s_dev), np.inf)
+    best_dev = max(np.mean((s_dev >= t) == y_dev) for t in candidates)
+    assert r["tune_accuracy"] == pytest.approx(best_dev)
+    assert np.mean((s_dev >= r["threshold"]) == y_dev) == pytest.approx(best_dev)  # the threshold it chose is a best one
+    assert r["accuracy"] == pytest.approx(np.mean((s_test >= r["threshold"]) == y_test))
+    assert r["auprc"] == pytest.approx(average_precision_score(y_test, s_test))
+    assert r["n_pairs"] == len(test) and r["n_entailment"] == int(y_test.sum()) == len(test) // 3
 
 
 def test_sick_reader_and_tuning_on_another_folder(simcse, world):

@@ -345,18 +345,8 @@ def test_config_unknown_and_wrong_keys(tmp_path):
 
 
 def test_shipped_configs_and_overrides():
-    simcse = load_config(REPO / "configs" / "simcse_unsup.yaml")
-    assert (simcse.batch_size, simcse.lr, simcse.epochs, simcse.max_len, simcse.temperature, simcse.pooling) == (
-        64,
-        3e-5,
-        1,
-        32,
-        0.05,
-        "cls_mlp",
-    )
     ease = load_config(REPO / "configs" / "ease.yaml", ["ease.hard_negative_weight=0.5", "lr=1e-5", "max_steps=7"])
     assert ease.method == "ease" and ease.ease.hard_negative_weight == 0.5 and ease.lr == 1e-5 and ease.max_steps == 7
-    assert ease.ease.ease_loss_ratio == 0.01 and ease.pooling == "cls_mlp"
     assert TrainConfig.from_dict(ease.to_dict()).to_dict() == ease.to_dict()
 
 
@@ -628,14 +618,71 @@ def test_same_seed_gives_the_same_weights(ray_session, world, tmp_path):
     assert [k for k in states[0] if not torch.equal(states[0][k], states[1][k])] == []
 
 
-def test_pair_method_configs_carry_the_papers_values():
-    sup = load_config(REPO / "configs" / "simcse_sup.yaml")
-    assert (sup.method, sup.batch_size, sup.lr, sup.epochs, sup.pooling) == ("simcse_sup", 512, 5e-5, 3, "cls")
+# Every value a config takes from its paper, with the place it is printed. The numbers are
+# typed in from the sources (../shared/papers/, ../shared/docs/methods.md), not read from
+# the configs, so a config edited away from its paper fails here by name.
+PAPERS_VALUES = [
+    # Unsupervised SimCSE, BERT-base (Gao et al. 2021; its paper is not in shared/papers: methods.md §1)
+    ("simcse_unsup", "batch_size", 64, "methods.md §1c: unsup BERT batch 64"),
+    ("simcse_unsup", "lr", 3e-5, "methods.md §1c: unsup BERT-base lr 3e-5"),
+    ("simcse_unsup", "epochs", 1, "methods.md §1c: 1 epoch unsupervised"),
+    ("simcse_unsup", "max_len", 32, "methods.md §1c: max_len 32"),
+    ("simcse_unsup", "temperature", 0.05, "methods.md §1a: tau = 0.05"),
+    ("simcse_unsup", "dropout", 0.1, "methods.md §1a: dropout p = 0.1"),
+    ("simcse_unsup", "pooling", "cls_mlp", "methods.md §1b: mlp_only_train (unsup)"),
+    ("simcse_unsup", "checkpoint_every_steps", 125, "methods.md §1c: STS-B dev every 125 steps"),
+    # Supervised SimCSE, BERT-base (Gao et al. 2021; methods.md §1)
+    ("simcse_sup", "batch_size", 512, "methods.md §1c: sup batch 512"),
+    ("simcse_sup", "lr", 5e-5, "methods.md §1c: sup BERT-base lr 5e-5"),
+    ("simcse_sup", "epochs", 3, "methods.md §1c: 3 epochs supervised"),
+    ("simcse_sup", "temperature", 0.05, "methods.md §1a: tau = 0.05"),
+    ("simcse_sup", "pooling", "cls", "methods.md §1b: CLS + MLP kept (sup)"),
+    ("simcse_sup", "simcse_sup.hard_negative_weight", 0.0, "methods.md §1a: log-weight w = 0 by default"),
+    # EASE, monolingual BERT-base (Nishikawa et al. 2022, Appendix A Table 9; methods.md §3c)
+    ("ease", "batch_size", 64, "EASE Table 9: EASE-BERTbase batch 64"),
+    ("ease", "lr", 3e-5, "EASE Table 9: EASE-BERTbase lr 3e-5"),
+    ("ease", "epochs", 1, "EASE code: 1 epoch"),
+    ("ease", "max_len", 32, "EASE code: max_len 32"),
+    ("ease", "warmup_steps", 500, "EASE code: warmup 500"),
+    ("ease", "temperature", 0.05, "EASE §3.4: SimCSE term at tau = 0.05"),
+    ("ease", "ease.ease_loss_ratio", 0.01, "EASE App. A: lambda = 0.01 (monolingual)"),
+    ("ease", "ease.hard_negative_weight", 1.0, "EASE code: hard_negative_weight 1.0"),
+    ("ease", "pooling", "cls_mlp", "EASE code (PR #8): cls with mlp_only_train"),
+    # GaussCSE, BERT-base (Yoda et al. 2023, Appendix E and Table 5; methods.md §4)
+    ("gausscse", "epochs", 3, "GaussCSE App. E: epoch size 3"),
+    ("gausscse", "temperature", 0.05, "GaussCSE App. E: temperature 0.05"),
+    ("gausscse", "batch_size", 16, "GaussCSE Table 5: best BERT-base batch (16, lr 5e-5: 66.21)"),
+    ("gausscse", "lr", 5e-5, "GaussCSE Table 5: best BERT-base lr"),
+    ("gausscse", "checkpoint_every_steps", 100, "GaussCSE App. E: SNLI-dev AUPRC every 100 steps"),
+    ("gausscse", "gausscse.variant", "ent+con+rev", "GaussCSE §3: full loss (the code's pos+rev+neg)"),
+    # RSE, BERT-base STS (Wang & Li 2022, §4.1 and Appendix D; methods.md §2c)
+    ("rse", "epochs", 3, "RSE App. D: 3 epochs in all experiments"),
+    ("rse", "batch_size", 512, "RSE code: STS batch 512 (App. D grid {128,256,512})"),
+    ("rse", "lr", 5e-5, "RSE code: STS lr 5e-5 (App. D grid {1e-5,3e-5,5e-5})"),
+    ("rse", "rse.relation_lr", 1e-2, "RSE App. D: relation embeddings lr 1e-2"),
+    ("rse", "temperature", 0.05, "RSE App. D: temperature 0.05"),
+    ("rse", "max_len", 32, "RSE App. D: max sentence length 32"),
+    ("rse", "warmup_steps", 0, "RSE App. D: no warm-up"),
+    ("rse", "weight_decay", 0.0, "RSE App. D: no weight decay"),
+    ("rse", "checkpoint_every_steps", 125, "RSE §4.1: STS-B dev every 125 steps"),
+    ("rse", "chunk_size", 256, "RSE code: GradCache chunk 256"),
+    ("rse", "rse.sts_weights", {"entailment": 1.0, "duplicate_question": 0.5}, "RSE §4.1: weights 1.0 and 0.5"),
+]
+
+
+@pytest.mark.parametrize("config,key,value,source", PAPERS_VALUES, ids=[f"{c}.{k}" for c, k, _, _ in PAPERS_VALUES])
+def test_configs_carry_the_papers_values(config, key, value, source):
+    cfg = load_config(REPO / "configs" / f"{config}.yaml")
+    assert cfg.method == config
+    got = cfg
+    for part in key.split("."):
+        got = getattr(got, part)
+    assert got == value, f"configs/{config}.yaml {key} = {got!r}, the paper's value is {value!r} ({source})"
+
+
+def test_a_config_can_be_set_away_from_its_paper_and_bad_values_are_named():
     gauss = load_config(REPO / "configs" / "gausscse.yaml", ["gausscse.variant=ent+rev"])
-    assert gauss.pooling == "cls_raw" and gauss.gausscse.variant == "ent+rev" and gauss.max_len == 64
-    rse = load_config(REPO / "configs" / "rse.yaml")
-    assert rse.chunk_size == 256 and rse.rse.relation_lr == 1e-2
-    assert rse.rse.sts_weights == {"entailment": 1.0, "duplicate_question": 0.5}
+    assert gauss.gausscse.variant == "ent+rev" and gauss.pooling == "cls_raw" and gauss.max_len == 64
     with pytest.raises(ConfigError, match="gausscse.variant"):
         load_config(REPO / "configs" / "gausscse.yaml", ["gausscse.variant=ent+foo", "data=x"]).validate()
 

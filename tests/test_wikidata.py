@@ -17,9 +17,7 @@ import pytest
 
 from ingest import schemas
 from ingest.wikidata import (
-    DEFAULT_LANGUAGES,
     DEFAULT_PROPERTIES,
-    DEFAULT_WIKIS,
     MULTILINGUAL_EASE_WIKIS,
     DumpError,
     EntitySelection,
@@ -510,18 +508,37 @@ def test_real_sample_values(dump):
     assert all(json.loads(v)["latitude"] for v in values.get("P625", []))
 
 
-def test_selection_defaults_and_ease_wikis():
-    s = EntitySelection()
-    assert (s.languages, s.wikis, s.properties) == (DEFAULT_LANGUAGES, DEFAULT_WIKIS, DEFAULT_PROPERTIES)
-    assert DEFAULT_LANGUAGES == ("en",) and DEFAULT_WIKIS == ("enwiki",)
-    assert DEFAULT_PROPERTIES == ("P31", "P17", "P452", "P27", "P279")
-    assert MULTILINGUAL_EASE_WIKIS == tuple(
-        f"{c}wiki" for c in ["ar", "ca", "cs", "de", "en", "eo", "es", "fa", "fr", "it", "ja", "ko", "nl", "pl", "pt", "ru", "sv", "tr"])
+def test_default_selection_keeps_what_ease_and_aspectcse_need():
+    """By default an item keeps its English label, its enwiki sitelink, and the claims the
+    set builders read: P31 (EASE's hard-negative type), P279 (subclass), P17 and P452
+    (AspectCSE's country and industry), P27 (citizenship); in that order, nothing else."""
+    wanted = ["P31", "P17", "P452", "P27", "P279"]
+    claims = {p: [statement(p, f"Q{100 + i}")] for i, p in enumerate(["P279", "P27", "P452", "P17", "P31", "P112", "P169"])}
+    row = entity_row(item("Q1", labels={"de": "Eins", "en": "One", "fr": "Un"},
+                          sitelinks={"dewiki": "Eins", "enwiki": "One", "frwiki": "Un"}, claims=claims), EntitySelection())
+    assert row["labels"] == [{"language": "en", "value": "One"}]
+    assert row["sitelinks"] == [{"wiki": "enwiki", "title": "One"}]
+    assert [c["property"] for c in row["claims"]] == wanted
+    assert entity_row(item("Q2", labels={"de": "Zwei"}, sitelinks={"dewiki": "Zwei"}), EntitySelection()) is None
+
+
+def test_multilingual_ease_selection_keeps_the_papers_18_wikis():
+    # EASE (Nishikawa et al. 2022) §5, footnote 4: "ar, ca, cs, de, en, eo, es, fa, fr, it, ja, ko, nl, pl, pt, ru, sv, tr"
+    paper = "ar ca cs de en eo es fa fr it ja ko nl pl pt ru sv tr".split()
+    others = ["zhwiki", "simplewiki", "enwikiquote", "commonswiki", "dewikivoyage"]
+    sitelinks = {w: f"T-{w}" for w in [*others, *(f"{lang}wiki" for lang in reversed(paper))]}
+    selection = EntitySelection(languages=paper, wikis=MULTILINGUAL_EASE_WIKIS)
+    row = entity_row(item("Q3", sitelinks=sitelinks), selection)
+    assert [s["wiki"] for s in row["sitelinks"]] == [f"{lang}wiki" for lang in paper]
+    assert entity_row(item("Q4", sitelinks={w: "x" for w in others}), selection) is None
+
+
+def test_selection_arguments_are_checked():
     assert EntitySelection(wikis=["dewiki"]).wikis == ("dewiki",)  # lists become tuples
     hash(EntitySelection(wikis=["dewiki"]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="wikis is empty"):
         EntitySelection(wikis=())
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="languages must be a sequence"):
         EntitySelection(languages="en")
 
 
