@@ -106,7 +106,7 @@ MAX_LEN = 32
 def build_pairs(snli_dir: Path | None, out: Path) -> tuple[Path, list[tuple[str, str]]]:
     """nli_triplets of SNLI dev (or the demo world's NLI pairs when the folder is absent)."""
     from ingest.pairs import PairIngestConfig, PairSource, run_pair_ingest
-    from train.methods.base import read_set
+    from ingest.sets import read_table
 
     if snli_dir is None or not snli_dir.is_dir():
         from structcse.demo import generate_demo_world
@@ -121,7 +121,7 @@ def build_pairs(snli_dir: Path | None, out: Path) -> tuple[Path, list[tuple[str,
             PairIngestConfig(sources=[PairSource("senteval", str(snli_dir), split=split)], out=str(sets)),
             log=lambda *a: None,
         )
-    table = read_set(sets / "nli_triplets", ["premise", "entailment"])
+    table = read_table(sets / "nli_triplets", ["premise", "entailment"])
     return sets, list(zip(table["premise"].to_pylist(), table["entailment"].to_pylist()))
 
 

@@ -14,7 +14,7 @@ Two layouts, told apart by the files present:
   ``entailment_BA`` column marks the bilateral entailments (B also entails
   A), which GaussCSE's direction task excludes (paper §3.2).
 
-Labels go through ingest's NLI label map (``ingest.pairs.NLI_TEXT_LABELS``,
+Labels go through ingest's NLI label map (``ingest.pairs.labels.NLI_TEXT_LABELS``,
 case-insensitive): entailment / neutral / contradiction are kept as relation
 names; ``-`` (no gold label) rows are skipped and counted (the GaussCSE code
 keeps them as non-entailment; SentEval's files have none); any other label is
@@ -27,6 +27,8 @@ import csv
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from ingest.pairs.labels import NLI_TEXT_LABELS
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +132,6 @@ def nli_split_files(folder: str | Path, split: str) -> tuple[str, list[Path]]:
 
 
 def _label_map() -> dict:
-    from ingest.pairs import NLI_TEXT_LABELS
-
     return {k.lower(): v for k, v in NLI_TEXT_LABELS.items()}
 
 

@@ -36,15 +36,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-import ray
 
 from ingest import schemas
-from ingest.units import mix64, row_hashes, table_writer, write_table
+from ingest.sets import hash_buckets, map_buckets, map_keys, mix64, read_dataset, row_hashes, table_writer, write_table
 from ingest.wikitext import normalize_title
 
 _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(pa.string()), pa.list_(pa.int64())
@@ -66,66 +63,6 @@ def _align(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 def _out(rows: list[dict], schema: pa.Schema) -> list[dict]:
     return pa.Table.from_pylist(rows, schema=schema)
-
-
-def _read_files(batch: pa.Table, columns: list[str] | None) -> pa.Table:
-    return pa.concat_tables([pq.read_table(p, columns=columns) for p in batch["path"].to_pylist()])
-
-
-def read_set(path: str, columns: list[str] | None = None):
-    """A parquet file or folder as a Dataset, one read task per file. (Ray
-    Data's ``read_parquet`` costs ~2 s of metadata work per call on a small
-    set; the files here are written by this job and sized by it.)"""
-    fs, local = fsspec.core.url_to_fs(path)
-    files = sorted(fs.glob(f"{local}/*.parquet")) if fs.isdir(local) else [local]
-    files = [fs.unstrip_protocol(f) if "://" in path else f for f in files]
-    return ray.data.from_items([{"path": f} for f in files], override_num_blocks=max(1, len(files))).map_batches(
-        _read_files, batch_format="pyarrow", batch_size=1, fn_kwargs={"columns": columns})
-
-
-def _key_of(row: dict, key: list[str]) -> tuple:
-    return tuple(row[k] for k in key)
-
-
-def _buckets(table: pa.Table, key: list[str], buckets: int) -> pa.Array:
-    return pa.array((row_hashes(table, key) % np.uint64(buckets)).astype(np.int64), _INT)
-
-
-def _with_bucket(batch: pa.Table, key: list[str], buckets: int) -> pa.Table:
-    return batch.append_column("_bucket", _buckets(batch, key, buckets))
-
-
-def _groupby_bucket(ds, key: str | list[str], bucket_fn, partitions: int, **kwargs):
-    """``bucket_fn(bucket_table, **kwargs) -> table`` for every hash bucket of ``key``.
-
-    Rows are shuffled on a hash bucket of the key (Ray Data's sort shuffle on
-    one int column), and ``bucket_fn`` sees a whole bucket as one pyarrow Table: one
-    call per bucket, not per key, because a Ray Data call per tiny group (one
-    per page or per pair) costs milliseconds and there are millions of them."""
-    key = [key] if isinstance(key, str) else list(key)
-    return (
-        ds.map_batches(_with_bucket, batch_format="pyarrow", fn_kwargs={"key": key, "buckets": partitions})
-        .groupby("_bucket", num_partitions=partitions)
-        .map_groups(lambda t: bucket_fn(t.drop_columns(["_bucket"]), **kwargs), batch_format="pyarrow")
-    )
-
-
-def _per_key(bucket: pa.Table, key_columns: list[str], key_fn, schema: pa.Schema, kwargs: dict) -> pa.Table:
-    groups: dict[tuple, list[dict]] = {}
-    for row in bucket.to_pylist():
-        groups.setdefault(_key_of(row, key_columns), []).append(row)
-    out: list[dict] = []
-    for k in sorted(groups):
-        out.extend(key_fn(groups[k], **kwargs))
-    return _out(out, schema)
-
-
-def _groupby_map(ds, key: str | list[str], fn, schema: pa.Schema, partitions: int, **kwargs):
-    """``fn(rows_of_one_key, **kwargs) -> rows`` for every value of ``key``,
-    keys split in Python inside each hash bucket."""
-    key_columns = [key] if isinstance(key, str) else list(key)
-    return _groupby_bucket(ds, key_columns, _per_key, partitions, key_columns=key_columns, key_fn=fn, schema=schema,
-                           kwargs=kwargs)
 
 
 # ---------------------------------------------------------------- 1. titles -> QID
@@ -338,7 +275,7 @@ def _pick_negatives(bucket: pa.Table, buckets: int) -> pa.Table:
         ["pair_key", "qid", "entity_index", "title"]).rename_columns(
         ["pair_key", "negative_qid", "negative_entity", "negative_title"])
     picked = pairs.join(chosen, keys="pair_key", join_type="left outer").sort_by("pair_key")
-    picked = picked.append_column("bucket", _buckets(picked, ["wiki", "page_id"], buckets))
+    picked = picked.append_column("bucket", hash_buckets(picked, ["wiki", "page_id"], buckets))
     dropped = pc.if_else(pc.is_null(picked["negative_qid"]), pa.scalar("no_hard_negative"), pa.scalar(None, _STR))
     return _align(picked.append_column("dropped", dropped), PICKED)
 
@@ -352,7 +289,7 @@ WRITTEN = _schema(bucket=_INT, rows=_INT, file=_STR)
 
 
 def _sentence_side(batch: pa.Table, buckets: int) -> pa.Table:
-    return _align(batch.append_column("bucket", _buckets(batch, ["wiki", "page_id"], buckets)), WRITE_SIDES)
+    return _align(batch.append_column("bucket", hash_buckets(batch, ["wiki", "page_id"], buckets)), WRITE_SIDES)
 
 
 def _write_buckets(table: pa.Table, out: str) -> pa.Table:
@@ -420,10 +357,10 @@ def resolve_mentions(wikidata, redirects, mentions, wikis: list[str], parts: int
     sitelinks of ``wikidata`` (a ``wikidata`` set); QID null when none."""
     title_sides = redirects.map_batches(_redirect_side, batch_format="pyarrow").union(
         wikidata.map_batches(_sitelink_side, batch_format="pyarrow", fn_kwargs={"wikis": wikis}))
-    title_qids = _groupby_map(title_sides, ["wiki", "key"], _resolve_titles, TITLE_QIDS, parts)
+    title_qids = map_keys(title_sides, ["wiki", "key"], _resolve_titles, TITLE_QIDS, parts)
     mention_sides = title_qids.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}).union(
         mentions.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}))
-    return _groupby_bucket(mention_sides, ["wiki", "title"], _resolve_mentions, parts)
+    return map_buckets(mention_sides, ["wiki", "title"], _resolve_mentions, parts)
 
 
 def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dict:
@@ -432,9 +369,9 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
     work = f"{out}/_work"
     parts = cfg["shuffle_partitions"]
     wikis = list(cfg["wikis"])
-    wikidata = read_set(wikidata_set)
-    redirects = read_set(f"{work}/redirects")
-    mentions = read_set(f"{work}/mentions")
+    wikidata = read_dataset(wikidata_set)
+    redirects = read_dataset(f"{work}/redirects")
+    mentions = read_dataset(f"{work}/mentions")
 
     # 1–2. every mention gets its QID (or null); link counts per entity
     resolved = resolve_mentions(wikidata, redirects, mentions, wikis, parts).materialize()
@@ -448,41 +385,41 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
     # 3. the vocabulary
     items = wikidata.map_batches(_wikidata_side, batch_format="pyarrow",
                                  fn_kwargs={"wikis": wikis, "type_property": cfg["type_property"]})
-    eligible = _groupby_map(link_counts.union(items), "qid", _eligible, VOCAB_SIDES, parts,
+    eligible = map_keys(link_counts.union(items), "qid", _eligible, VOCAB_SIDES, parts,
                             threshold=cfg["entity_link_threshold"])
     n_entities, type_sizes = write_vocabulary(eligible, out, work)
     log(f"[ingest] pass 2: {mentions_total} link mentions, {n_entities} entities in the vocabulary, "
         f"{len(type_sizes)} types")
 
     # 4. per entity: vocabulary row, cap, negative type and slots
-    vocabulary = read_set(f"{out}/entities")
+    vocabulary = read_dataset(f"{out}/entities")
     entity_sides = linked.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}).union(
         vocabulary.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}))
-    pairs = _groupby_bucket(entity_sides, ["qid"], _pairs_for_entities, parts, cap=cfg["max_pairs_per_entity"],
+    pairs = map_buckets(entity_sides, ["qid"], _pairs_for_entities, parts, cap=cfg["max_pairs_per_entity"],
                             seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"]).materialize()
     dropped.update(_value_counts(pairs.map_batches(_keep, batch_format="pyarrow",
                                                    fn_kwargs={"column": "dropped", "null": False}), "dropped"))
     kept = pairs.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
 
     # 5. candidate slots -> members of the type; 6. per page: the first candidate not linked on the page
-    members = read_set(f"{work}/type_members.parquet")
+    members = read_dataset(f"{work}/type_members.parquet")
     slot_sides = kept.map_batches(_slot_side, batch_format="pyarrow").union(members)
-    candidates = _groupby_bucket(slot_sides, ["type", "slot"], _fill_slots, parts)
+    candidates = map_buckets(slot_sides, ["type", "slot"], _fill_slots, parts)
     n_pairs_estimate = max(1, kept.count())
     buckets = max(1, math.ceil(n_pairs_estimate * 400 / cfg["pairs_file_bytes"]))
     pick_sides = (linked.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": LINKED_ON_PAGE})
                   .union(kept.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": PAIR}))
                   .union(candidates.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": CANDIDATE})))
-    picked = _groupby_bucket(pick_sides, ["wiki", "page_id"], _pick_negatives, parts, buckets=buckets).materialize()
+    picked = map_buckets(pick_sides, ["wiki", "page_id"], _pick_negatives, parts, buckets=buckets).materialize()
     dropped.update(_value_counts(picked.map_batches(_keep, batch_format="pyarrow",
                                                     fn_kwargs={"column": "dropped", "null": False}), "dropped"))
     final = picked.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
 
     # 7. sentence text back in; one file per bucket
-    sentences = read_set(f"{out}/sentences", columns=["wiki", "page_id", "sentence_index", "sentence"])
+    sentences = read_dataset(f"{out}/sentences", columns=["wiki", "page_id", "sentence_index", "sentence"])
     write_sides = final.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}).union(
         sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets}))
-    written = _groupby_bucket(write_sides, "bucket", _write_buckets, parts, out=out).take_all()
+    written = map_buckets(write_sides, "bucket", _write_buckets, parts, out=out).take_all()
     n_pairs = sum(r["rows"] for r in written)
     return {
         "entities": n_entities,

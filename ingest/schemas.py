@@ -1,18 +1,16 @@
 """The parquet contracts between stages, declared once.
 
 Every set ingest writes is a directory of ``*.parquet`` files plus a
-``manifest.json``. Train checks a set against these schemas before it
-allocates anything (``check_set``), so a wrong or missing column is an error
-that names the set and the column.
+``manifest.json``. Readers check a set against these schemas before they
+allocate anything (``ingest.sets.check_set``), so a wrong or missing column is
+an error that names the set and the column. Reading and writing sets is
+``ingest/sets.py``; this module only declares.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 SCHEMA_VERSION = 2
 
@@ -71,7 +69,7 @@ WIKIDATA = pa.schema(
 )
 
 # SimCSE supervised / GaussCSE: (premise, entailment, contradiction) from NLI
-# corpora; ``source`` names the pair corpus (``ingest/pairs.py``).
+# corpora; ``source`` names the pair corpus (``ingest/pairs/``).
 NLI_TRIPLETS = pa.schema(
     [
         pa.field("premise", pa.string(), nullable=False),
@@ -106,44 +104,3 @@ SCHEMAS: dict[str, pa.Schema] = {
 
 class SchemaError(ValueError):
     """A parquet set does not match its declared schema."""
-
-
-def check_set(path: str | Path, kind: str, required: list[str] | None = None) -> pa.Schema:
-    """Check the parquet set at ``path`` against schema ``kind``.
-
-    ``required`` limits the check to the columns a consumer reads (default:
-    every column of the schema). Returns the set's schema. Raises SchemaError
-    naming the set and the column.
-    """
-    if kind not in SCHEMAS:
-        raise SchemaError(f"unknown set kind {kind!r}; known: {sorted(SCHEMAS)}")
-    path = Path(path)
-    files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
-    if not files or not files[0].exists():
-        raise SchemaError(f"set {kind!r} at {path}: no parquet files found")
-    found = pq.read_schema(files[0])
-    declared = SCHEMAS[kind]
-    for name in required or declared.names:
-        if name not in found.names:
-            raise SchemaError(
-                f"set {kind!r} at {path}: missing column {name!r} "
-                f"(found columns: {found.names})"
-            )
-        want = declared.field(name).type
-        got = found.field(name).type
-        if not got.equals(want) and not (
-            pa.types.is_integer(got) and pa.types.is_integer(want)
-        ) and not (pa.types.is_string(got) and pa.types.is_large_string(want)) and not (
-            pa.types.is_large_string(got) and pa.types.is_string(want)
-        ):
-            raise SchemaError(
-                f"set {kind!r} at {path}: column {name!r} has type {got}, expected {want}"
-            )
-    return found
-
-
-def read_manifest(path: str | Path) -> dict:
-    manifest = Path(path) / "manifest.json"
-    if not manifest.exists():
-        raise SchemaError(f"{path}: no manifest.json (not a set written by ingest?)")
-    return json.loads(manifest.read_text())

@@ -1,4 +1,6 @@
-"""Pass 1 of ingest: one Ray task per unit of input, each writing its own files.
+"""Pass 1 of ingest: one task per unit of input, each writing its own files.
+The task is a plain Ray task (``ray.remote``, the default) or a Ray Data read
+task (``--pass1 data``, ``ingest/pass1.py``); ``ingest/pipeline.py`` runs them.
 
 A unit is a Wikipedia shard (a run of bz2 streams of a multistream dump, about
 ``shard_bytes`` compressed, or a whole non-indexed file) or a Wikidata range
@@ -31,15 +33,13 @@ import json
 import os
 import resource
 from collections import Counter
-from contextlib import contextmanager
 
 import fsspec
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ingest import multistream, schemas, wikidata
+from ingest.sets import read_json as _read_json
+from ingest.sets import write_json, write_table
 from ingest.wikipedia import Page, PageError, decode_xml_bytes, iter_pages_from_file, parse_pages
 from ingest.wikitext import extractor_loops, normalize_title, split_sentences, wikitext_to_text
 
@@ -56,114 +56,6 @@ REDIRECTS = pa.schema([pa.field("wiki", pa.string()), pa.field("title", pa.strin
 # config fields that shape pass-1 output; a change invalidates finished units
 UNIT_CONFIG_FIELDS = ("min_sentence_chars", "max_sentence_chars", "languages", "wikis", "properties",
                       "wikidata_prefilter")
-
-
-def _tmp_name(local: str) -> str:
-    """Hidden, so readers of the folder (pyarrow, Ray Data) never see a half-written file."""
-    folder, name = os.path.split(local)
-    return os.path.join(folder, f".{name}.tmp-{os.getpid()}")
-
-
-def write_table(table: pa.Table, path: str) -> None:
-    """Write atomically under a fixed name: a retried task overwrites the same file."""
-    fs, local = fsspec.core.url_to_fs(path)
-    fs.makedirs(os.path.dirname(local), exist_ok=True)
-    tmp = _tmp_name(local)
-    with fs.open(tmp, "wb") as f:
-        pq.write_table(table, f)
-    fs.mv(tmp, local)
-
-
-@contextmanager
-def table_writer(path: str, schema: pa.Schema):
-    """A ``ParquetWriter`` for batches, renamed into place only when closed cleanly."""
-    fs, local = fsspec.core.url_to_fs(path)
-    fs.makedirs(os.path.dirname(local), exist_ok=True)
-    tmp = _tmp_name(local)
-    with fs.open(tmp, "wb") as f, pq.ParquetWriter(f, schema) as writer:
-        yield writer
-    fs.mv(tmp, local)
-
-
-def write_json(obj: dict, path: str) -> None:
-    fs, local = fsspec.core.url_to_fs(path)
-    fs.makedirs(os.path.dirname(local), exist_ok=True)
-    tmp = _tmp_name(local)
-    with fs.open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-    fs.mv(tmp, local)
-
-
-def _read_json(path: str) -> dict | None:
-    fs, local = fsspec.core.url_to_fs(path)
-    if not fs.exists(local):
-        return None
-    with fs.open(local, "r") as f:
-        return json.load(f)
-
-
-def file_digest(path: str) -> dict:
-    """Size and sha256 of an input file, for the manifests."""
-    fs, local = fsspec.core.url_to_fs(path)
-    digest = hashlib.sha256()
-    with fs.open(local, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            digest.update(chunk)
-    return {"path": path, "bytes": fs.size(local), "sha256": digest.hexdigest()}
-
-
-def stable_hash(text: str) -> int:
-    """A 64-bit hash that is the same in every process (Python's ``hash`` is salted per process)."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
-
-
-_U64 = np.uint64
-_NULL_HASH = _U64(0x9E3779B97F4A7C15)
-
-
-def mix64(h: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser over a uint64 array: every input bit reaches every output bit."""
-    with np.errstate(over="ignore"):
-        h = (h ^ (h >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
-        h = (h ^ (h >> _U64(27))) * _U64(0x94D049BB133111EB)
-    return h ^ (h >> _U64(31))
-
-
-def _column_hashes(column: pa.Array) -> np.ndarray:
-    if pa.types.is_integer(column.type):
-        values = column.fill_null(0).to_numpy().astype(np.int64).view(np.uint64)
-    elif pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        # each distinct string hashed once: key columns repeat (wikis, titles, types, QIDs)
-        encoded = pc.dictionary_encode(column)
-        distinct = np.array([stable_hash(text) for text in encoded.dictionary.to_pylist()] or [0], np.uint64)
-        values = distinct[encoded.indices.fill_null(0).to_numpy()]
-    else:
-        raise TypeError(f"row_hashes takes string and integer key columns, not {column.type}")
-    values = mix64(values)
-    return np.where(column.is_valid().to_numpy(zero_copy_only=False), values, _NULL_HASH) if column.null_count else values
-
-
-def row_hashes(table: pa.Table, columns: list[str], seed: int = 0) -> np.ndarray:
-    """A 64-bit hash of each row's values in ``columns`` (strings and integers),
-    the same in every process and for any chunking of the table: Ray Data's
-    shuffle buckets and the seeded per-row draws of pass 2, vectorised (a
-    Python hash per row cost ~2 µs, on millions of rows per shuffle)."""
-    h = np.full(len(table), seed, np.uint64)
-    with np.errstate(over="ignore"):
-        for name in columns:
-            column = table[name]
-            column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-            h = mix64(h * _U64(0x100000001B3) + _column_hashes(column))
-    return h
-
-
-def code_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("structcse")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def fingerprint(spec: str, cfg: dict) -> str:
@@ -185,8 +77,9 @@ def language_of(wiki: str) -> str:
 
 
 def process_unit(row: dict, out: str, cfg: dict) -> dict:
-    """One pass-1 Ray task: run one unit unless its done-marker says it ran.
-    Returns ``{kind, unit_id, result (JSON), peak_rss_mb, resumed}``."""
+    """One pass-1 task (a plain Ray task, or the body of a Ray Data read task): run one
+    unit unless its done-marker says it ran. Returns ``{kind, unit_id, result (JSON),
+    peak_rss_mb, resumed}``."""
     kind, unit_id, spec = row["kind"], row["unit_id"], row["spec"]
     marker = f"{out}/_work/done/{kind}-{unit_id:05d}.json"
     stamp = fingerprint(spec, cfg)

@@ -46,13 +46,12 @@ def training_config(method: str, overrides: list[str]):
 
 
 def demo(out: Path, seed: int, skip_tune: bool) -> dict:
-    import pyarrow.dataset as pads
-
     from eval.models import load_encoder
     from eval.report import format_table, write_report
     from eval.sts import evaluate_sts
     from ingest.pipeline import IngestConfig, run_ingest
-    from structcse.demo import generate_demo_world
+    from ingest.sets import read_table
+    from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
     from train.run import ensure_ray
     from train.run import run as train_run
     from train.tiny_bert import build_tiny_bert
@@ -67,10 +66,11 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     ensure_ray(log, configure_logging=False)
     log(f"[2/{steps}] ingest with Ray Data -> {out / 'sets'}")
     manifest = run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
-                                       out=str(out / "sets"), seed=seed, shard_bytes=1), log=log)
+                                       out=str(out / "sets"), seed=seed, shard_bytes=1,
+                                       entity_link_threshold=ENTITY_LINK_THRESHOLD), log=log)
 
     log(f"[3/{steps}] tiny BERT with a WordPiece vocabulary trained on the ingested sentences -> {out / 'models/base'}")
-    sentences = pads.dataset(sorted((out / "sets" / "sentences").glob("*.parquet"))).to_table(columns=["sentence"])
+    sentences = read_table(out / "sets" / "sentences", ["sentence"])
     base_model = build_tiny_bert(sentences["sentence"].to_pylist(), out / "models" / "base", seed=seed)
 
     common = [f"model={base_model}", f"data={out / 'sets'}", f"storage_path={out / 'runs'}", f"seed={seed}",

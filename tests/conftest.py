@@ -44,6 +44,7 @@ def demo_world(tmp_path_factory):
 def demo_sets(demo_world, ray_session, tmp_path_factory):
     """The demo world ingested by the real pipeline: (output folder, manifest)."""
     from ingest.pipeline import IngestConfig, run_ingest
+    from structcse.demo import ENTITY_LINK_THRESHOLD
 
     out = tmp_path_factory.mktemp("demo_sets")
     manifest = run_ingest(
@@ -52,6 +53,7 @@ def demo_sets(demo_world, ray_session, tmp_path_factory):
             wikidata=[str(demo_world.wikidata_dump)],
             out=str(out),
             shard_bytes=1,
+            entity_link_threshold=ENTITY_LINK_THRESHOLD,
         )
     )
     return out, manifest
@@ -60,12 +62,11 @@ def demo_sets(demo_world, ray_session, tmp_path_factory):
 @pytest.fixture(scope="session")
 def demo_tiny_bert(demo_sets, tmp_path_factory):
     """A tiny BERT whose WordPiece vocabulary is trained on the demo world's sentences."""
-    import pyarrow.dataset as pads
-
+    from ingest.sets import read_table
     from train.tiny_bert import build_tiny_bert
 
     out, _ = demo_sets
-    sentences = pads.dataset(sorted((out / "sentences").glob("*.parquet"))).to_table(columns=["sentence"])
+    sentences = read_table(out / "sentences", ["sentence"])
     return build_tiny_bert(sentences["sentence"].to_pylist(), tmp_path_factory.mktemp("tiny_bert"))
 
 

@@ -17,11 +17,11 @@ from train.config import TrainConfig
 
 @pytest.fixture(scope="module")
 def pair_bert(demo_pair_sets, tmp_path_factory):
-    from train.methods.base import read_set
+    from ingest.sets import read_table
     from train.tiny_bert import build_tiny_bert
 
     out, _ = demo_pair_sets
-    table = read_set(out / "nli_triplets", ["premise", "entailment", "contradiction"])
+    table = read_table(out / "nli_triplets", ["premise", "entailment", "contradiction"])
     texts = [t for c in table.column_names for t in table[c].to_pylist()]
     return str(build_tiny_bert(texts, tmp_path_factory.mktemp("pair_bert"), hidden_size=32, intermediate_size=64))
 

@@ -258,7 +258,7 @@ def test_killed_worker_resumes_with_same_steps_and_loss(ray_session, demo_pair_s
     cross an epoch), tokenized by Ray Data, length-bucketed; the worker is killed once Ray has
     registered the step-4 checkpoint. Also RSE's Ray Train job: saved relations and lr groups."""
     from train.methods import load_method_heads
-    from train.methods.base import read_set
+    from ingest.sets import read_table
     from train.run import run
 
     data, _ = demo_pair_sets
@@ -291,7 +291,7 @@ def test_killed_worker_resumes_with_same_steps_and_loss(ray_session, demo_pair_s
 
     # RSE's job: the relations of the set are saved with the model; the table trains at its own lr
     heads = load_method_heads(clean.model_path)
-    relations = sorted(set(read_set(data / "relation_triples", ["relation"])["relation"].to_pylist()))
+    relations = sorted(set(read_table(data / "relation_triples", ["relation"])["relation"].to_pylist()))
     assert heads.name == "rse" and heads.relation_names == relations
     assert heads.relation_scores(torch.randn(2, 32), torch.randn(2, 32)).shape == (2, len(relations))
     state = torch.load(Path(clean.checkpoint_path) / "state.pt", map_location="cpu", weights_only=False)

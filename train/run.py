@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from ingest.schemas import check_set
+from ingest.sets import check_set, set_files
 from train.config import ConfigError, TrainConfig
 from train.methods import get_method
-from train.methods.base import set_files
 
 
 @dataclass
@@ -66,7 +65,7 @@ def resolve_sets(cfg: TrainConfig) -> dict[str, Path]:
 
 def preflight(cfg: TrainConfig) -> tuple[dict[str, Path], dict, int]:
     """Validate config, sets and model before any allocation. Returns (set_paths, data_info, num_rows)."""
-    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
 
     cfg.validate()
     method = get_method(cfg.method)
@@ -79,7 +78,7 @@ def preflight(cfg: TrainConfig) -> tuple[dict[str, Path], dict, int]:
         AutoConfig.from_pretrained(cfg.model)
     except Exception as e:  # noqa: BLE001 - any failure here means "this model cannot be loaded"
         raise ConfigError(f"model {cfg.model!r}: cannot load its config ({type(e).__name__}: {e})") from e
-    num_rows = pads.dataset(set_files(set_paths[method.train_set]), format="parquet").count_rows()
+    num_rows = sum(pq.read_metadata(f).num_rows for f in set_files(set_paths[method.train_set]))
     world = max(cfg.num_workers, 1)
     if (num_rows // world) // (cfg.batch_size // world) < 1:
         raise ConfigError(

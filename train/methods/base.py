@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
+
 HEADS_FILE = "structcse_heads.pt"
 METHOD_FILE = "structcse_method.json"
 
@@ -131,19 +132,6 @@ class Method(nn.Module):
             torch.save({k: v.detach().cpu() for k, v in self.state_dict().items()}, model_dir / HEADS_FILE)
             info["heads_file"] = HEADS_FILE
         (model_dir / METHOD_FILE).write_text(json.dumps(info, indent=2, sort_keys=True))
-
-
-def set_files(path: str | Path) -> list[str]:
-    """The parquet files of a set folder (its manifest.json and other files are skipped)."""
-    path = Path(path)
-    return [str(f) for f in sorted(path.glob("*.parquet"))] if path.is_dir() else [str(path)]
-
-
-def read_set(path: str | Path, columns: list[str]):
-    """A pyarrow Table with ``columns`` of the set at ``path``."""
-    import pyarrow.dataset as pads
-
-    return pads.dataset(set_files(path), format="parquet").to_table(columns=columns)
 
 
 def double(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -59,9 +59,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ingest.sets import read_table
 from train.distributed import gather_nograd, gather_with_grad, local_labels
 from train.methods import register
-from train.methods.base import Method, double, read_set
+from train.methods.base import Method, double
 from train.methods.contrastive import cos_logits
 from train.methods.simcse_unsup import simcse_loss
 
@@ -157,7 +158,7 @@ class EASE(Method):
     def data_info(cls, cfg, set_paths):
         import pyarrow.compute as pc
 
-        col = read_set(set_paths["entities"], ["entity_index"])["entity_index"]
+        col = read_table(set_paths["entities"], ["entity_index"])["entity_index"]
         if len(col) == 0:
             raise ValueError(f"set 'entities' at {set_paths['entities']} is empty")
         return {"num_entities": int(pc.max(col).as_py()) + 1}
@@ -171,7 +172,7 @@ class EASE(Method):
     def init_pretrained(self, set_paths):
         if not self.options.entity_vectors:
             return
-        table = read_set(set_paths["entities"], ["entity_index", "title"])
+        table = read_table(set_paths["entities"], ["entity_index", "title"])
         title_to_row = dict(zip(table["title"].to_pylist(), table["entity_index"].to_pylist()))
         rows, vectors = load_entity_vectors(self.options.entity_vectors, title_to_row, self.entity_dim)
         with torch.no_grad():

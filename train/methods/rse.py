@@ -38,10 +38,11 @@ import dataclasses
 import numpy as np
 import torch
 
+from ingest.sets import read_table
 from train.batch import present
 from train.distributed import gather_nograd, gather_with_grad, local_labels
 from train.methods import register
-from train.methods.base import Method, read_set
+from train.methods.base import Method
 from train.methods.pair_losses import RelationEmbedding, relation_scores, relational_similarity, rse_loss
 
 
@@ -80,7 +81,7 @@ class RSE(Method):
     def data_info(cls, cfg, set_paths):
         import pyarrow.compute as pc
 
-        col = read_set(set_paths["relation_triples"], ["relation"])["relation"]
+        col = read_table(set_paths["relation_triples"], ["relation"])["relation"]
         relations = sorted(v for v in pc.unique(col).to_pylist() if v is not None)
         if not relations:
             raise ValueError(f"set 'relation_triples' at {set_paths['relation_triples']} has no relation")

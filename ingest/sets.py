@@ -1,0 +1,314 @@
+"""Set I/O: the one place that reads, hashes, groups and writes parquet sets.
+
+A set is a folder of ``*.parquet`` files plus a ``manifest.json``
+(``docs/architecture.md``; schemas in ``ingest/schemas.py``). Paths are fsspec
+URIs, so ``s3://…`` and ``gs://…`` work where local paths work. Ingest jobs,
+train and eval all use this module:
+
+- reading: ``set_files`` (the parquet files of a set folder), ``check_set``
+  (against the schema declared in ``ingest/schemas.py``), ``read_table``
+  (a pyarrow Table, no Ray: train and eval), ``read_dataset`` (a Ray Dataset
+  with one read task per file: ingest jobs), ``read_manifest``;
+- hashing: ``stable_hash`` (one string), ``row_hashes`` (the rows of a table,
+  vectorised), ``hash_buckets`` (a bucket number per row);
+- grouped Ray Data work on those buckets: ``map_buckets`` (a function per hash
+  bucket, given the bucket as one pyarrow Table) and ``map_keys`` (a function
+  per key value, given that key's rows); ``key_groups`` splits a bucket by key;
+- writing: ``write_table`` / ``table_writer`` / ``write_json`` (atomic: a
+  hidden temp name renamed into place, so a retried task overwrites the same
+  file and a reader never sees a half-written one), ``write_manifest``,
+  ``file_digest`` (size and sha256 of an input, for manifests).
+
+Ray is imported only by the functions that build Ray Datasets, so train and
+eval read sets without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ingest import schemas
+
+# ---------------------------------------------------------------- reading
+
+
+def _set_files(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list[str]]:
+    """(the filesystem of a URI, or None for a local path; the set's files on it)."""
+    path = os.fspath(path)
+    fs, local = fsspec.core.url_to_fs(path)
+    if fs.isdir(local):
+        files = sorted(fs.glob(f"{local.rstrip('/')}/*.parquet"))
+    else:
+        files = [local] if fs.exists(local) else []
+    return (fs if "://" in path else None), files
+
+
+def set_files(path: str | Path) -> list[str]:
+    """The parquet files of a set folder, sorted (its manifest.json and hidden temp
+    files are skipped); a path to one parquet file is that file. URIs stay URIs."""
+    fs, files = _set_files(path)
+    return [fs.unstrip_protocol(f) for f in files] if fs else files
+
+
+def read_table(path: str | Path, columns: list[str] | None = None, *, kind: str | None = None) -> pa.Table:
+    """The set (or parquet file) at ``path`` as one pyarrow Table of ``columns``
+    (default: all), its files in name order. With ``kind`` (a key of
+    ``schemas.SCHEMAS``) the set is first checked against its declared schema
+    (``check_set``; only ``columns`` when given): a missing or mistyped
+    column is a ``SchemaError`` naming the set and the column."""
+    import pyarrow.dataset as pads
+
+    if kind is not None:
+        check_set(path, kind, required=columns)
+    fs, files = _set_files(path)
+    if not files:
+        raise schemas.SchemaError(f"set at {path}: no parquet files found")
+    return pads.dataset(files, format="parquet", filesystem=fs).to_table(columns=columns)
+
+
+def _types_match(got: pa.DataType, want: pa.DataType) -> bool:
+    strings = (pa.types.is_string, pa.types.is_large_string)
+    return (got.equals(want) or (pa.types.is_integer(got) and pa.types.is_integer(want))
+            or (any(f(got) for f in strings) and any(f(want) for f in strings)))
+
+
+def check_set(path: str | Path, kind: str, required: list[str] | None = None) -> pa.Schema:
+    """Check the set at ``path`` against its declared schema ``schemas.SCHEMAS[kind]``
+    (only the ``required`` columns a consumer reads, when given), from the first
+    file's footer. Returns the set's schema; a missing folder, no files, a missing or
+    mistyped column is a ``SchemaError`` naming the set and the column."""
+    if kind not in schemas.SCHEMAS:
+        raise schemas.SchemaError(f"unknown set kind {kind!r}; known: {sorted(schemas.SCHEMAS)}")
+    fs, files = _set_files(path)
+    if not files:
+        raise schemas.SchemaError(f"set {kind!r} at {path}: no parquet files found")
+    found = pq.read_schema(files[0], filesystem=fs)
+    declared = schemas.SCHEMAS[kind]
+    for name in required or declared.names:
+        if name not in found.names:
+            raise schemas.SchemaError(f"set {kind!r} at {path}: missing column {name!r} (found columns: {found.names})")
+        want, got = declared.field(name).type, found.field(name).type
+        if not _types_match(got, want):
+            raise schemas.SchemaError(f"set {kind!r} at {path}: column {name!r} has type {got}, expected {want}")
+    return found
+
+
+def read_json(path: str) -> dict | None:
+    """The JSON object at ``path``, or None when there is no file."""
+    fs, local = fsspec.core.url_to_fs(path)
+    if not fs.exists(local):
+        return None
+    with fs.open(local, "r") as f:
+        return json.load(f)
+
+
+def read_manifest(path: str | Path) -> dict:
+    """The ``manifest.json`` of the set folder at ``path``."""
+    manifest = read_json(f"{os.fspath(path).rstrip('/')}/manifest.json")
+    if manifest is None:
+        raise schemas.SchemaError(f"{path}: no manifest.json (not a set written by ingest?)")
+    return manifest
+
+
+def _read_files(batch: pa.Table, columns: list[str] | None) -> pa.Table:
+    tables = []
+    for path in batch["path"].to_pylist():
+        fs, local = fsspec.core.url_to_fs(path) if "://" in path else (None, path)
+        tables.append(pq.read_table(local, columns=columns, filesystem=fs))
+    return pa.concat_tables(tables)
+
+
+def read_dataset(path: str | list[str], columns: list[str] | None = None):
+    """A set folder, a parquet file or a list of parquet files as a Ray Dataset,
+    one read task (and one block) per file. (Ray Data's ``read_parquet`` costs
+    ~2 s of metadata work per call on a small set; the files read here are
+    written by the jobs themselves and sized by them.)"""
+    import ray.data
+
+    files = set_files(path) if isinstance(path, (str, Path)) else list(path)
+    return ray.data.from_items([{"path": f} for f in files], override_num_blocks=max(1, len(files))).map_batches(
+        _read_files, batch_format="pyarrow", batch_size=1, fn_kwargs={"columns": columns})
+
+
+# ---------------------------------------------------------------- hashing
+
+_U64 = np.uint64
+_NULL_HASH = _U64(0x9E3779B97F4A7C15)
+
+
+def stable_hash(text: str) -> int:
+    """A 64-bit hash that is the same in every process (Python's ``hash`` is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def mix64(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser over a uint64 array: every input bit reaches every output bit."""
+    with np.errstate(over="ignore"):
+        h = (h ^ (h >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> _U64(27))) * _U64(0x94D049BB133111EB)
+    return h ^ (h >> _U64(31))
+
+
+def _column_hashes(column: pa.Array) -> np.ndarray:
+    if pa.types.is_integer(column.type):
+        values = column.fill_null(0).to_numpy().astype(np.int64).view(np.uint64)
+    elif pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        # each distinct string hashed once: key columns repeat (wikis, titles, types, QIDs)
+        encoded = pc.dictionary_encode(column)
+        distinct = np.array([stable_hash(text) for text in encoded.dictionary.to_pylist()] or [0], np.uint64)
+        values = distinct[encoded.indices.fill_null(0).to_numpy()]
+    else:
+        raise TypeError(f"row_hashes takes string and integer key columns, not {column.type}")
+    values = mix64(values)
+    return np.where(column.is_valid().to_numpy(zero_copy_only=False), values, _NULL_HASH) if column.null_count else values
+
+
+def row_hashes(table: pa.Table, columns: list[str], seed: int = 0) -> np.ndarray:
+    """A 64-bit hash of each row's values in ``columns`` (strings and integers),
+    the same in every process and for any chunking of the table: shuffle buckets
+    and seeded per-row draws, vectorised (a Python hash per row costs ~2 µs, on
+    millions of rows per shuffle)."""
+    h = np.full(len(table), seed, np.uint64)
+    with np.errstate(over="ignore"):
+        for name in columns:
+            column = table[name]
+            column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+            h = mix64(h * _U64(0x100000001B3) + _column_hashes(column))
+    return h
+
+
+def hash_buckets(table: pa.Table, key: list[str], buckets: int) -> pa.Array:
+    """Each row's bucket in ``range(buckets)``: ``row_hashes`` of its ``key`` columns."""
+    return pa.array((row_hashes(table, key) % np.uint64(buckets)).astype(np.int64), pa.int64())
+
+
+# ---------------------------------------------------------------- grouped Ray Data work
+
+_BUCKET = "_bucket"
+
+
+def _with_bucket(batch: pa.Table, key: list[str], buckets: int) -> pa.Table:
+    return batch.append_column(_BUCKET, hash_buckets(batch, key, buckets))
+
+
+def _call_bucket(bucket: pa.Table, fn, kwargs: dict) -> pa.Table:
+    return fn(bucket.drop_columns([_BUCKET]), **kwargs)
+
+
+def map_buckets(ds, key: str | list[str], fn, partitions: int, /, **kwargs):
+    """``fn(bucket_table, **kwargs) -> pa.Table`` once per hash bucket of ``key``.
+
+    Rows are shuffled on a hash bucket of the key (``hash_buckets``; Ray Data's
+    ``groupby`` on one int column, then ``map_groups``), and ``fn`` sees a
+    whole bucket, every row of each of its keys, as one pyarrow Table: one call
+    per bucket, not per key, because a Ray Data call per tiny group (one per
+    page or per premise) costs milliseconds and there are millions of them."""
+    key = [key] if isinstance(key, str) else list(key)
+    return (
+        ds.map_batches(_with_bucket, batch_format="pyarrow", fn_kwargs={"key": key, "buckets": partitions})
+        .groupby(_BUCKET, num_partitions=partitions)
+        .map_groups(_call_bucket, batch_format="pyarrow", fn_kwargs={"fn": fn, "kwargs": kwargs})
+    )
+
+
+def key_groups(table: pa.Table, key: list[str]) -> list[tuple[tuple, list[dict]]]:
+    """The rows of ``table`` as ``[(key values, rows)]`` sorted by key: a bucket split by key."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in table.to_pylist():
+        groups.setdefault(tuple(row[k] for k in key), []).append(row)
+    return sorted(groups.items(), key=lambda kv: kv[0])
+
+
+def _per_key(bucket: pa.Table, key: list[str], fn, schema: pa.Schema, kwargs: dict) -> pa.Table:
+    out: list[dict] = []
+    for _, rows in key_groups(bucket, key):
+        out.extend(fn(rows, **kwargs))
+    return pa.Table.from_pylist(out, schema=schema)
+
+
+def map_keys(ds, key: str | list[str], fn, schema: pa.Schema, partitions: int, /, **kwargs):
+    """``fn(rows_of_one_key, **kwargs) -> rows`` (lists of dicts) for every value of
+    ``key``, in key order within each bucket; the rows out have ``schema``.
+    (``map_buckets`` with the keys split in Python inside each bucket.)"""
+    key = [key] if isinstance(key, str) else list(key)
+    return map_buckets(ds, key, _per_key, partitions, key=key, fn=fn, schema=schema, kwargs=kwargs)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _tmp_name(local: str) -> str:
+    """Hidden, so readers of the folder (pyarrow, Ray Data, ``set_files``) never see a half-written file."""
+    folder, name = os.path.split(local)
+    return os.path.join(folder, f".{name}.tmp-{os.getpid()}")
+
+
+def write_table(table: pa.Table, path: str) -> None:
+    """Write atomically under a fixed name: a retried task overwrites the same file."""
+    fs, local = fsspec.core.url_to_fs(path)
+    fs.makedirs(os.path.dirname(local), exist_ok=True)
+    tmp = _tmp_name(local)
+    with fs.open(tmp, "wb") as f:
+        pq.write_table(table, f)
+    fs.mv(tmp, local)
+
+
+@contextmanager
+def table_writer(path: str, schema: pa.Schema):
+    """A ``ParquetWriter`` for batches, renamed into place only when closed cleanly."""
+    fs, local = fsspec.core.url_to_fs(path)
+    fs.makedirs(os.path.dirname(local), exist_ok=True)
+    tmp = _tmp_name(local)
+    with fs.open(tmp, "wb") as f, pq.ParquetWriter(f, schema) as writer:
+        yield writer
+    fs.mv(tmp, local)
+
+
+def write_json(obj: dict, path: str) -> None:
+    """Write ``obj`` as indented JSON with sorted keys, atomically."""
+    fs, local = fsspec.core.url_to_fs(path)
+    fs.makedirs(os.path.dirname(local), exist_ok=True)
+    tmp = _tmp_name(local)
+    with fs.open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+    fs.mv(tmp, local)
+
+
+def code_version() -> str:
+    """The installed ``structcse`` version (a manifest's ``code_version``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("structcse")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def file_digest(path: str) -> dict:
+    """Size and sha256 of an input file, for the manifests."""
+    fs, local = fsspec.core.url_to_fs(path)
+    digest = hashlib.sha256()
+    with fs.open(local, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return {"path": path, "bytes": fs.size(local), "sha256": digest.hexdigest()}
+
+
+def write_manifest(path: str, set_name: str, rows: int, **fields) -> dict:
+    """Write the ``manifest.json`` of the set folder at ``path``: its name, row
+    count, ``schema_version`` and ``code_version``, plus ``fields`` (config,
+    files, inputs and their digests, rows dropped and why, ...). Returns it."""
+    manifest = {"schema_version": schemas.SCHEMA_VERSION, "code_version": code_version(), **fields,
+                "set": set_name, "rows": rows}
+    write_json(manifest, f"{path.rstrip('/')}/manifest.json")
+    return manifest
