@@ -1,10 +1,11 @@
 """Benchmark of the Wikipedia ingest: extractor speed, link agreement, Ray scaling.
 
     python bench/ingest.py [--repeat 40] [--out DIR] [--shard-bytes 2M] [--attempts 3] [--rounds 5]
-                           [--skip-ingest]
+                           [--skip-ingest] [--pass1 both|data|tasks] [--skip-pairs]
 
-About 10 minutes on a 2-core machine with the defaults (the dumps are built
-once per --out folder and reused).
+About 10-15 minutes on a 2-core machine with the defaults, which time both
+ways of running pass 1 (``--pass1 tasks`` or ``data`` alone halves the ingest
+runs); the dumps are built once per --out folder and reused.
 
 A script, not a test. On the real samples in ``../shared/data/wikipedia_xml_sample/``:
 
@@ -39,6 +40,14 @@ A script, not a test. On the real samples in ``../shared/data/wikipedia_xml_samp
    ``ray::`` process under the job; a worker that ever ran ``process_unit`` is
    a data worker, and its peak is its largest RSS. The two dump sizes show
    whether a worker's peak grows with the dump.
+   **Pass 1 side by side** (``--pass1 both``, the default): every ingest
+   above runs twice back to back, as a Ray Data read (``--pass1 data``, the
+   units are the read tasks of a datasource) and as plain Ray tasks
+   (``--pass1 tasks``), the order alternating between attempts (ABBA), so that
+   load from elsewhere falls on both alike. Printed: pages/s of each (fastest
+   attempts) and their ratio, the median ratio of the pairs run back to back,
+   the 2-worker scaling and the steady state of each. The other ingest figures
+   are those of the default (``ingest.pipeline.IngestConfig.pass1``).
 4. **Wikidata and entity pairs.** A Wikidata ``.json.gz`` (gzip members of
    2,000 lines, as Wikimedia writes it) with one item per distinct link target
    of the sample (enwiki sitelink, one of 40 P31 types); ingest of both dumps
@@ -76,6 +85,9 @@ DUMP_NAME = "enwiki-20260101-pages-articles-multistream.xml.bz2"
 INDEX_NAME = "enwiki-20260101-pages-articles-multistream-index.txt.bz2"
 PAGES_PER_STREAM = 100
 ID_STRIDE = 10_000_000  # copy k of page id i gets id k * ID_STRIDE + i
+PASS1_RUNNERS = ("tasks", "data")  # python -m ingest --pass1: plain Ray tasks, or a Ray Data read
+# the process titles of a worker running a pass-1 unit: a plain task, or Ray Data's read operator
+DATA_WORKER_TITLES = ("process_unit", "ReadPass1Units")
 
 
 def log(message: str) -> None:
@@ -345,7 +357,7 @@ class RayWorkerMemory:
             return
         processes: list = []
         listed_at = float("-inf")
-        known_workers: set[int] = set()  # seen running process_unit: only their RSS is read now
+        known_workers: set[int] = set()  # seen running a unit: only their RSS is read now
         while not self._stop.is_set():
             if time.monotonic() - listed_at >= self.relist:
                 try:
@@ -360,7 +372,7 @@ class RayWorkerMemory:
                         if not title.startswith("ray::"):
                             continue
                         self.titles.setdefault(process.pid, set()).add(title.split()[0])
-                        if "process_unit" in title:
+                        if any(name in title for name in DATA_WORKER_TITLES):
                             known_workers.add(process.pid)
                     rss = process.memory_info().rss
                 except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -371,17 +383,19 @@ class RayWorkerMemory:
     def data_worker_peaks_mb(self) -> list[float]:
         """Peak RSS of each worker that ran `process_unit` (any ray:: worker but
         Ray's own agents when no title was caught mid-task)."""
-        workers = [pid for pid, titles in self.titles.items() if any("process_unit" in t for t in titles)]
+        workers = [pid for pid, titles in self.titles.items()
+                   if any(name in t for t in titles for name in DATA_WORKER_TITLES)]
         if not workers:
             workers = [pid for pid, titles in self.titles.items()
                        if not any(word in t for t in titles for word in ("Agent", "_StatsActor", "Coordinator"))]
         return sorted((round(self.peaks[pid] / 2**20, 1) for pid in workers), reverse=True)
 
 
-def run_ingest(dump: dict, out: Path, num_cpus: int, shard_bytes: str) -> dict:
+def run_ingest(dump: dict, out: Path, num_cpus: int, shard_bytes: str, pass1: str = "data") -> dict:
     shutil.rmtree(out, ignore_errors=True)
     command = [sys.executable, "-m", "ingest", "--wikipedia", dump["path"], "--out", str(out),
-               "--num-cpus", str(num_cpus), "--no-dashboard", "--shard-bytes", shard_bytes, "--no-resume"]
+               "--num-cpus", str(num_cpus), "--no-dashboard", "--shard-bytes", shard_bytes, "--no-resume",
+               "--pass1", pass1]
     env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONPATH": str(REPO)}  # a fresh local Ray, never another's
     log(f"[bench] {' '.join(command[1:])}")
     started = time.perf_counter()
@@ -400,7 +414,8 @@ def run_ingest(dump: dict, out: Path, num_cpus: int, shard_bytes: str) -> dict:
     pages = int(manifest["pages"]["in_input"])
     worker_peaks = memory.data_worker_peaks_mb()
     return {
-        "num_cpus": num_cpus, "copies": dump["copies"], "pages": pages, "seconds": seconds,
+        "pass1": pass1, "num_cpus": num_cpus, "copies": dump["copies"], "pages": pages, "seconds": seconds,
+        "pass1_seconds": manifest.get("pass1_seconds"),
         "wall_seconds": round(wall, 2), "pages_per_s": round(pages / seconds, 1),
         "compressed_mb_per_s": round(dump["compressed_bytes"] / 1e6 / seconds, 2),
         "uncompressed_mb_per_s": round(dump["uncompressed_bytes"] / 1e6 / seconds, 2),
@@ -484,6 +499,65 @@ def _steady_state(small_count: int, small_seconds: float, big_count: int, big_se
     return rate, round(small_seconds - small_count / rate, 2)
 
 
+def _default_pass1() -> str:
+    from ingest.pipeline import IngestConfig
+
+    return IngestConfig.__dataclass_fields__["pass1"].default
+
+
+def _side_by_side(attempts: dict, best: dict, small: dict, big: dict) -> dict:
+    """Pass 1 as a Ray Data read against plain Ray tasks, from the same interleaved attempts:
+    the ratio of the fastest attempts, the median of the ratios of the runs made back to back
+    (the same load on both), the 2-worker scaling and the steady state of each."""
+    import statistics
+
+    figures, paired = {}, {}
+    for pass1 in PASS1_RUNNERS:
+        one, two = best[(pass1, 1, big["copies"])], best[(pass1, 2, big["copies"])]
+        steady = {n: _steady_state(best[(pass1, n, small["copies"])]["pages"],
+                                   best[(pass1, n, small["copies"])]["seconds"],
+                                   best[(pass1, n, big["copies"])]["pages"], best[(pass1, n, big["copies"])]["seconds"])
+                  for n in (1, 2)}
+        figures[pass1] = {
+            "pages_per_s": {"1_worker": one["pages_per_s"], "2_workers": two["pages_per_s"]},
+            "attempts_pages_per_s": {"1_worker": one["attempts_pages_per_s"], "2_workers": two["attempts_pages_per_s"]},
+            "scaling_2_workers": round(two["pages_per_s"] / one["pages_per_s"], 2),
+            "steady_state_pages_per_s": {f"{n}_worker{'s' if n > 1 else ''}": round(steady[n][0], 1) for n in (1, 2)},
+            "fixed_seconds_per_job": {f"{n}_worker{'s' if n > 1 else ''}": steady[n][1] for n in (1, 2)},
+            "peak_rss_mb_per_worker": two["peak_rss_mb_per_worker"],
+        }
+    for n in (1, 2):
+        key = f"{n}_worker{'s' if n > 1 else ''}"
+        ratios = [d["pages_per_s"] / t["pages_per_s"] for copies in (small["copies"], big["copies"])
+                  for d, t in zip(attempts[("data", n, copies)], attempts[("tasks", n, copies)])]
+        paired[key] = {"median": round(statistics.median(ratios), 3), "each": [round(r, 3) for r in ratios]}
+    data, tasks = figures["data"], figures["tasks"]
+    side = {
+        "pass1_data_vs_tasks_pages_per_s": {
+            k: round(data["pages_per_s"][k] / tasks["pages_per_s"][k], 3) for k in ("1_worker", "2_workers")},
+        "pass1_data_vs_tasks_paired": paired,
+        "pass1_data_vs_tasks_steady_state": {
+            k: round(data["steady_state_pages_per_s"][k] / tasks["steady_state_pages_per_s"][k], 3)
+            for k in ("1_worker", "2_workers")},
+        "scaling_2_workers_data": data["scaling_2_workers"],
+        "scaling_2_workers_tasks": tasks["scaling_2_workers"],
+        "pass1_runners": figures,
+    }
+    print(f"\n== Pass 1 side by side, {big['copies']} copies ({big['pages']} pages): Ray Data read vs plain Ray "
+          f"tasks, fastest attempts; paired = runs back to back ==")
+    print(_table(
+        [[f"{n} worker{'s' if n > 1 else ''}", tasks["pages_per_s"][k], data["pages_per_s"][k],
+          side["pass1_data_vs_tasks_pages_per_s"][k], paired[k]["median"],
+          tasks["steady_state_pages_per_s"][k], data["steady_state_pages_per_s"][k],
+          side["pass1_data_vs_tasks_steady_state"][k], tasks["fixed_seconds_per_job"][k],
+          data["fixed_seconds_per_job"][k]]
+         for n, k in ((1, "1_worker"), (2, "2_workers"))],
+        ["", "tasks pages/s", "data pages/s", "data/tasks", "paired median", "tasks steady", "data steady",
+         "steady data/tasks", "tasks fixed s", "data fixed s"]))
+    print(f"scaling 2 vs 1 worker: tasks {tasks['scaling_2_workers']}x, data {data['scaling_2_workers']}x")
+    return side
+
+
 def _table(rows: list[list], header: list[str]) -> str:
     cells = [header] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
@@ -505,6 +579,12 @@ def main(argv=None) -> int:
                         help="ingest runs per worker count on the --repeat dump (the fastest counts)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the extractor timing (each page's fastest counts)")
     parser.add_argument("--skip-ingest", action="store_true", help="only the extractor speed and link agreement")
+    parser.add_argument("--pass1", choices=("both", *PASS1_RUNNERS), default="both",
+                        help="how the timed ingest runs pass 1 (python -m ingest --pass1): 'both' times the "
+                        "plain Ray tasks and the Ray Data read side by side, each attempt running both "
+                        "back to back in alternating order (default: both)")
+    parser.add_argument("--skip-pairs", action="store_true",
+                        help="leave out the Wikidata + entity pairs runs (pass 2)")
     args = parser.parse_args(argv)
     from ingest.wikitext import extractor_loops
 
@@ -528,25 +608,30 @@ def main(argv=None) -> int:
     if not args.skip_ingest:
         log(f"[bench] dumps of {max(1, args.repeat // 2)} and {args.repeat} copies in {out}")
         small, big = build_dumps(out, args.repeat)
-        attempts: dict[tuple[int, int], list] = {}
+        runners = PASS1_RUNNERS if args.pass1 == "both" else (args.pass1,)
+        headline = runners[0] if len(runners) == 1 else _default_pass1()
+        attempts: dict[tuple[str, int, int], list] = {}
         for attempt in range(args.attempts):  # interleaved, so a burst of outside load hits every configuration
             for dump in (small, big):
                 for num_cpus in (1, 2):
-                    name = f"ingest-{num_cpus}cpu-x{dump['copies']}-{attempt}"
-                    attempts.setdefault((num_cpus, dump["copies"]), []).append(
-                        run_ingest(dump, out / name, num_cpus, args.shard_bytes))
+                    # the runners back to back, in turns first (ABBA), so drift falls on both alike
+                    for pass1 in runners if attempt % 2 == 0 else runners[::-1]:
+                        name = f"ingest-{pass1}-{num_cpus}cpu-x{dump['copies']}-{attempt}"
+                        attempts.setdefault((pass1, num_cpus, dump["copies"]), []).append(
+                            run_ingest(dump, out / name, num_cpus, args.shard_bytes, pass1))
         best = {}
         for key, tries in attempts.items():
             best[key] = max(tries, key=lambda r: r["pages_per_s"])
             best[key]["attempts_pages_per_s"] = [r["pages_per_s"] for r in tries]
             best[key]["best"] = True
-        runs = [best[(1, big["copies"])], best[(2, big["copies"])], best[(2, small["copies"])],
-                best[(1, small["copies"])]]
+        runs = [best[(headline, 1, big["copies"])], best[(headline, 2, big["copies"])],
+                best[(headline, 2, small["copies"])], best[(headline, 1, small["copies"])]]
         all_runs = [r for tries in attempts.values() for r in tries]
-        log("[bench] Wikidata + entity pairs")
-        wikidata = build_wikidata(out, articles)
-        pairs = run_pairs(small, wikidata, out / "pairs-2cpu", 2, args.shard_bytes)
-        pairs_big = run_pairs(big, wikidata, out / "pairs-2cpu-big", 2, args.shard_bytes)
+        if not args.skip_pairs:
+            log("[bench] Wikidata + entity pairs")
+            wikidata = build_wikidata(out, articles)
+            pairs = run_pairs(small, wikidata, out / "pairs-2cpu", 2, args.shard_bytes)
+            pairs_big = run_pairs(big, wikidata, out / "pairs-2cpu-big", 2, args.shard_bytes)
 
     print(f"\n== Extractor, one core, {speed['pages']} enwiki articles ({speed['megabytes']:.2f} MB wikitext), "
           f"pages taking turns, each page its fastest of {speed['rounds']} rounds ==")
@@ -585,13 +670,16 @@ def main(argv=None) -> int:
     }
     if runs:
         one, two, two_small, one_small = runs
-        print("\n== Ingest (python -m ingest --num-cpus N; job clock from the manifest, Ray start excluded) ==")
+        print("\n== Ingest (python -m ingest --num-cpus N --pass1 P; job clock from the manifest, Ray start "
+              "excluded) ==")
         print(_table(
-            [[f"{r['num_cpus']}{' *' if r.get('best') else ''}", r["copies"], r["pages"], r["units"], r["seconds"],
-              r["wall_seconds"], r["pages_per_s"], r["compressed_mb_per_s"], r["uncompressed_mb_per_s"],
-              r["peak_rss_mb_per_worker"], r["manifest_peak_rss_mb_per_worker"], r["accounted"]] for r in all_runs],
-            ["workers", "copies", "pages", "units", "job s", "wall s", "pages/s", "MB/s bz2", "MB/s xml",
-             "peak RSS MB/worker", "manifest maxrss MB", "accounted"]))
+            [[r["pass1"], f"{r['num_cpus']}{' *' if r.get('best') else ''}", r["copies"], r["pages"], r["units"],
+              r["seconds"], r["pass1_seconds"], r["wall_seconds"], r["pages_per_s"], r["compressed_mb_per_s"],
+              r["uncompressed_mb_per_s"], r["peak_rss_mb_per_worker"], r["manifest_peak_rss_mb_per_worker"],
+              r["accounted"]] for r in all_runs],
+            ["pass 1", "workers", "copies", "pages", "units", "job s", "pass-1 s", "wall s", "pages/s", "MB/s bz2",
+             "MB/s xml", "peak RSS MB/worker", "manifest maxrss MB", "accounted"]))
+        print(f"(the rows below are for --pass1 {headline}, the default)")
         scaling = round(two["pages_per_s"] / one["pages_per_s"], 2)
         growth = (round(two["peak_rss_mb_per_worker"] / two_small["peak_rss_mb_per_worker"], 2)
                   if two["peak_rss_mb_per_worker"] and two_small["peak_rss_mb_per_worker"] else None)
@@ -608,6 +696,7 @@ def main(argv=None) -> int:
         print(f"scaling 2 vs 1 worker: {scaling}x; worker peak RSS at {two['copies']} vs {two_small['copies']} copies: "
               f"{two['peak_rss_mb_per_worker']} vs {two_small['peak_rss_mb_per_worker']} MB ({growth}x)")
         summary.update({
+            "pass1": headline,
             "scaling_2_workers": scaling,
             "peak_rss_mb_per_worker": max(r["peak_rss_mb_per_worker"] or 0 for r in runs),
             "ingest_pages_per_s": {"1_worker": one["pages_per_s"], "2_workers": two["pages_per_s"],
@@ -627,6 +716,9 @@ def main(argv=None) -> int:
             "peak_rss_growth_2x_dump": growth,
             "dump_pages": {f"{two_small['copies']}_copies": two_small["pages"], f"{two['copies']}_copies": two["pages"]},
         })
+        if len(runners) > 1:
+            summary.update(_side_by_side(attempts, best, small, big))
+    if runs and not args.skip_pairs:
         print(f"\n== Wikidata ({wikidata['items']} items, {pairs['wikidata_ranges']} ranges) + entity pairs, "
               f"2 workers ==")
         print(_table([[r["pages"], r["pass1_seconds"], r["pass2_seconds"], r["link_mentions"], r["entities"],
@@ -643,7 +735,7 @@ def main(argv=None) -> int:
         summary["pairs_big"] = pairs_big
         summary["pass2_steady_state_mentions_per_s_per_core"] = round(pass2_steady, 1)
         summary["pass2_fixed_seconds"] = pass2_fixed
-    else:
+    if not runs:
         summary.update({"scaling_2_workers": None, "peak_rss_mb_per_worker": None})
     summary["bench_seconds"] = round(time.perf_counter() - bench_started, 1)
     print(json.dumps(summary))

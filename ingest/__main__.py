@@ -46,14 +46,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--wikidata-prefilter", action="store_true",
                         help="count item lines that name none of the --wikis as no_sitelink without parsing them "
                         "(several times faster on the full dump; broken JSON in such a line goes unnoticed)")
-    parser.add_argument("--entity-link-threshold", type=int, default=2,
-                        help="keep entities linked more than N times (EASE used 10 on full Wikipedia)")
+    parser.add_argument("--entity-link-threshold", type=int, default=10,
+                        help="keep entities linked more than N times (default 10, EASE's 'more than ten times')")
     parser.add_argument("--max-pairs-per-entity", type=int, default=1000)
     parser.add_argument("--negative-candidates", type=int, default=8)
     parser.add_argument("--min-sentence-chars", type=int, default=20)
     parser.add_argument("--max-sentence-chars", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=42, help="seed of the cap sample and the hard negatives")
     parser.add_argument("--no-resume", action="store_true", help="redo units a previous run finished")
+    parser.add_argument("--pass1", choices=("tasks", "data"), default="tasks",
+                        help="how pass 1's units (Wikipedia shards, Wikidata ranges) run: 'tasks', one plain Ray "
+                        "task each, or 'data', the read tasks of a Ray Data datasource (its progress report, "
+                        "backpressure and scheduling, at a few seconds' start-up per job); the same output "
+                        "(default: tasks, measured faster on small machines: docs/scale.md)")
     parser.add_argument("--num-cpus", type=int,
                         help="start a local Ray with this many CPUs (default: connect to RAY_ADDRESS or start one "
                         "with all CPUs)")
@@ -71,7 +76,7 @@ def parse_args(argv=None) -> tuple[IngestConfig, argparse.Namespace]:
         wikidata_range_bytes=args.wikidata_range_bytes, entity_link_threshold=args.entity_link_threshold,
         max_pairs_per_entity=args.max_pairs_per_entity, negative_candidates=args.negative_candidates,
         min_sentence_chars=args.min_sentence_chars, max_sentence_chars=args.max_sentence_chars, seed=args.seed,
-        resume=not args.no_resume, wikidata_prefilter=args.wikidata_prefilter,
+        resume=not args.no_resume, wikidata_prefilter=args.wikidata_prefilter, pass1=args.pass1,
     )
     return cfg, args
 

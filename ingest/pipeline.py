@@ -2,10 +2,16 @@
 ``entities`` and ``entity_pairs`` sets, each a folder of parquet files with a
 ``manifest.json``.
 
-Pass 1 (``ingest/units.py``) is one Ray Data ``map`` over units of about
-equal compressed size: Wikipedia shards (runs of multistream bz2 streams, or
-whole non-indexed files) and Wikidata line ranges, many more units than CPUs.
-Each writes its own deterministic files and a done-marker, so a rerun of a
+Pass 1 (``ingest/units.py``) runs one task per unit, units of about equal
+compressed size: Wikipedia shards (runs of multistream bz2 streams, or whole
+non-indexed files) and Wikidata line ranges, many more units than CPUs. By
+default each unit is a plain Ray task (``ray.remote``, 1 CPU, 3 retries of a
+task whose worker died), gathered with ``ray.get``; ``pass1="data"``
+(``--pass1 data``) runs the same units as the read tasks of a Ray Data
+datasource (``ingest/pass1.py``) instead, with the same output. Plain tasks
+stay the default because they measured faster on a 2-core machine (Ray
+Data's start-up and scheduling latency; figures in ``docs/scale.md``). Each
+unit writes its own deterministic files and a done-marker, so a rerun of a
 killed job skips the finished units and writes byte-identical files.
 
 Pass 2 (``ingest/entity_pairs.py``) builds EASE's entity pairs with Ray Data
@@ -28,7 +34,10 @@ import fsspec
 import ray
 
 from ingest import entity_pairs, multistream, schemas, wikidata
-from ingest.units import code_version, file_digest, process_unit, write_json
+from ingest.sets import check_set, code_version, file_digest, write_json
+from ingest.units import process_unit
+
+PASS1_RUNNERS = ("tasks", "data")  # how pass 1 runs its units (IngestConfig.pass1)
 
 
 @dataclass
@@ -44,7 +53,7 @@ class IngestConfig:
     shard_bytes: int = 32 << 20  # compressed Wikipedia bytes per task
     wikidata_range_bytes: int = 256 << 20  # uncompressed (or gzip-member) Wikidata bytes per task
     wikidata_prefilter: bool = False  # count item lines naming no configured wiki without parsing them
-    entity_link_threshold: int = 2  # keep entities linked more than this many times (EASE: 10)
+    entity_link_threshold: int = 10  # keep entities linked more than this many times (EASE §3.1: "more than ten")
     max_pairs_per_entity: int = 1000  # global per-entity cap, a seeded sample
     negative_candidates: int = 8  # same-type draws per pair before giving up on a hard negative
     pairs_file_bytes: int = 128 << 20  # target size of one entity_pairs file
@@ -54,6 +63,7 @@ class IngestConfig:
     default_wiki: str = "enwiki"  # for a dump whose header and file name do not say
     seed: int = 42
     resume: bool = True  # skip pass-1 units whose done-marker matches
+    pass1: str = "tasks"  # how pass 1's units run: "tasks" (plain Ray tasks) or "data" (a Ray Data read)
 
 
 @ray.remote(num_cpus=1)
@@ -118,6 +128,29 @@ def _wikidata_manifest(results: list[dict]) -> list[dict]:
     ]
 
 
+def run_pass1(units: list[dict], out: str, task_cfg: dict, runner: str = "tasks") -> list[dict]:
+    """Run pass 1's units; their result rows, in no particular order.
+
+    ``"tasks"``: one plain Ray task per unit, all submitted at once and
+    gathered with ``ray.get``; the raylet starts the next unit the moment a
+    worker frees, and the driver only waits. ``"data"``: the read tasks of a
+    Ray Data datasource (``ingest/pass1.py``): Ray Data's progress, backpressure
+    and scheduling, at a fixed cost per job (its import on the driver and on
+    each worker, its stats and autoscaling actors) and a short wait between a
+    unit's end and the next unit's start (``docs/scale.md``). Both run a unit
+    with 1 CPU and at most 3 retries of a task whose worker died, in the given
+    order.
+    """
+    if runner == "data":
+        # imports Ray Data here, not above: a second of the driver's time that --pass1 tasks saves
+        from ingest.pass1 import run_units_data
+
+        return run_units_data(units, out, task_cfg)
+    run_unit = ray.remote(num_cpus=1, max_retries=3)(process_unit)
+    cfg_ref = ray.put(task_cfg)
+    return ray.get([run_unit.remote(unit, out, cfg_ref) for unit in units], timeout=24 * 3600)
+
+
 def run_ingest(cfg: IngestConfig, log=print) -> dict:
     """Run the whole job; returns the top-level manifest."""
     started = time.time()
@@ -126,10 +159,13 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     dump_files = [f for path in cfg.wikipedia for f in multistream.dump_files_in(path)]
     _check_exists(cfg.wikidata, "Wikidata dump")
     if cfg.wikidata_set:
-        schemas.check_set(cfg.wikidata_set, "wikidata")
+        check_set(cfg.wikidata_set, "wikidata")
     shards = multistream.plan_shards(dump_files, cfg.shard_bytes, default_wiki=cfg.default_wiki)
     wikis = cfg.wikis or list(dict.fromkeys(s.wiki for s in shards))  # the first dump's wiki titles entities
-    task_cfg = {**asdict(cfg), "wikis": wikis}
+    if cfg.pass1 not in PASS1_RUNNERS:
+        raise ValueError(f"pass1 must be one of {PASS1_RUNNERS}, not {cfg.pass1!r}")
+    # how pass 1 runs does not shape any output: the top-level manifest records it beside the timings
+    task_cfg = {k: v for k, v in asdict(cfg).items() if k != "pass1"} | {"wikis": wikis}
     if not ray.is_initialized():
         ray.init()
 
@@ -148,14 +184,9 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     log(f"[ingest] {len(dump_files)} Wikipedia file(s) ({', '.join(wikis)}) in {len(shards)} shard(s); "
         f"{len(cfg.wikidata)} Wikidata file(s) in {len(wikidata_ranges)} range(s)")
 
-    # pass 1: one Ray task per unit, biggest first, so the last task to start is a
-    # small one. Plain tasks, not a Ray Data map: the streaming executor's
-    # scheduling loop took a share of the driver's CPU that the workers need on a
-    # small machine. A task whose worker dies is retried (the unit rewrites its files).
+    # pass 1: one task per unit, biggest first, so the last task to start is a small one
     units.sort(key=lambda u: (-u["size"], u["kind"], u["unit_id"]))
-    run_unit = ray.remote(num_cpus=1, max_retries=3)(process_unit)
-    cfg_ref = ray.put(task_cfg)
-    results = ray.get([run_unit.remote(unit, out, cfg_ref) for unit in units], timeout=24 * 3600)
+    results = run_pass1(units, out, task_cfg, cfg.pass1)
     pass1_seconds = round(time.time() - started, 2)
     results.sort(key=lambda r: (r["kind"], r["unit_id"]))
     unit_results = [json.loads(r["result"]) for r in results]
@@ -195,7 +226,7 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
                     "files": sorted(r["file"] for r in wikidata_results)}, f"{out}/wikidata/manifest.json")
         sets["wikidata"] = {"path": f"{out}/wikidata", "rows": n_items}
 
-    manifest = {**common, "sets": sets, "units": len(units), "units_resumed": resumed,
+    manifest = {**common, "sets": sets, "units": len(units), "units_resumed": resumed, "pass1": cfg.pass1,
                 "peak_rss_mb_per_worker": peak_rss, "pass1_seconds": pass1_seconds,
                 "extractor_loops": dict(sorted(loops.items()))}
     wikidata_set = cfg.wikidata_set or (f"{out}/wikidata" if cfg.wikidata else None)
@@ -203,8 +234,8 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
         input_bytes = sum(d["bytes"] for d in digest_by_path.values())
         task_cfg["shuffle_partitions"] = cfg.shuffle_partitions or max(2, min(400, input_bytes // (64 << 20)))
         pass2_started = time.time()
-        # Ray Data is for pass 2 alone: importing it takes ~0.7 s of the driver's
-        # time, which a job without Wikidata would spend before its first task.
+        # With --pass1 tasks, Ray Data is for pass 2 alone: importing it takes ~0.7 s of the
+        # driver's time, which a job without Wikidata would spend before its first task.
         ctx = ray.data.DataContext.get_current()
         ctx.shuffle_strategy = ray.data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
         pair_stats = entity_pairs.build_entity_pairs(out, wikidata_set, task_cfg, log=log)

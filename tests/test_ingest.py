@@ -10,9 +10,10 @@ import sys
 import pyarrow.dataset as pads
 import pytest
 
-from ingest import multistream, schemas
+from ingest import multistream, schemas, sets
 from ingest.pipeline import IngestConfig, run_ingest
 from ingest.wikitext import extractor_loops
+from structcse.demo import ENTITY_LINK_THRESHOLD
 from tests.conftest import REPO, shared_data
 
 ENWIKI_SAMPLE = ("wikipedia_xml_sample", "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
@@ -34,8 +35,8 @@ def test_demo_world_every_page_accounted(demo_world, demo_sets):
     assert list(manifest["extractor_loops"]) == [extractor_loops()]
     assert manifest["extractor_loops"][extractor_loops()] >= len(manifest["sources"])  # one per shard
     for name in ("sentences", "entity_pairs", "entities"):
-        schemas.check_set(out / name, name)
-        set_manifest = schemas.read_manifest(out / name)
+        sets.check_set(out / name, name)
+        set_manifest = sets.read_manifest(out / name)
         assert set_manifest["rows"] == len(read_set(out / name))
         assert set_manifest["sources"][0]["sha256"]
 
@@ -65,7 +66,7 @@ def test_demo_world_ingest_is_deterministic(demo_world, demo_sets, tmp_path):
     out, _ = demo_sets
     again = tmp_path / "again"
     run_ingest(IngestConfig(wikipedia=[str(demo_world.wikipedia_dump)], wikidata=[str(demo_world.wikidata_dump)],
-                            out=str(again), shard_bytes=60_000))
+                            out=str(again), shard_bytes=60_000, entity_link_threshold=ENTITY_LINK_THRESHOLD))
     for name in ("sentences", "entity_pairs"):
         key = lambda r: (r["page_id"], r["sentence"], r.get("positive_qid", ""))  # noqa: E731
         assert sorted(read_set(out / name), key=key) == sorted(read_set(again / name), key=key)
@@ -167,10 +168,10 @@ def test_schema_check_names_the_missing_column(demo_sets, tmp_path):
     (tmp_path / "pairs").mkdir()
     pq.write_table(table, tmp_path / "pairs" / "part.parquet")
     with pytest.raises(schemas.SchemaError, match="negative_entity"):
-        schemas.check_set(tmp_path / "pairs", "entity_pairs")
+        sets.check_set(tmp_path / "pairs", "entity_pairs")
     pq.write_table(pa.table({"sentence": [1, 2]}), tmp_path / "pairs" / "part.parquet")
     with pytest.raises(schemas.SchemaError, match="'sentence' has type int64"):
-        schemas.check_set(tmp_path / "pairs", "sentences", required=["sentence"])
+        sets.check_set(tmp_path / "pairs", "sentences", required=["sentence"])
 
 
 def test_cli_help_and_missing_file():
@@ -251,7 +252,8 @@ def test_killed_job_reruns_to_byte_identical_sets(demo_world, demo_sets, ray_ses
 
     out = tmp_path / "killed"
     command = [sys.executable, "-m", "ingest", "--wikipedia", str(demo_world.wikipedia_dump),
-               "--wikidata", str(demo_world.wikidata_dump), "--out", str(out), "--shard-bytes", "1"]
+               "--wikidata", str(demo_world.wikidata_dump), "--out", str(out), "--shard-bytes", "1",
+               "--entity-link-threshold", str(ENTITY_LINK_THRESHOLD)]
     env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
     job = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     done = out / "_work" / "done"
@@ -265,7 +267,8 @@ def test_killed_job_reruns_to_byte_identical_sets(demo_world, demo_sets, ray_ses
     assert not (out / "manifest.json").exists()
 
     manifest = run_ingest(IngestConfig(wikipedia=[str(demo_world.wikipedia_dump)],
-                                       wikidata=[str(demo_world.wikidata_dump)], out=str(out), shard_bytes=1))
+                                       wikidata=[str(demo_world.wikidata_dump)], out=str(out), shard_bytes=1,
+                                       entity_link_threshold=ENTITY_LINK_THRESHOLD))
     assert manifest["units_resumed"] >= finished_before_kill >= 1
     clean, rerun = parquet_files(demo_sets[0]), parquet_files(out)
     assert sorted(rerun) == sorted(clean)
@@ -284,7 +287,8 @@ def test_wikidata_in_each_compression_gives_the_same_sets(demo_world, demo_sets,
     for dump in (plain, gz):
         out = tmp_path / dump.name.replace(".", "_")
         manifest = run_ingest(IngestConfig(wikipedia=[str(demo_world.wikipedia_dump)], wikidata=[str(dump)],
-                                           out=str(out), shard_bytes=1, wikidata_range_bytes=150_000))
+                                           out=str(out), shard_bytes=1, wikidata_range_bytes=150_000,
+                                           entity_link_threshold=ENTITY_LINK_THRESHOLD))
         assert manifest["wikidata"][0]["accounted"]
         assert manifest["wikidata"][0]["ranges"] > (1 if dump is plain else 0)
         files = parquet_files(out)
@@ -324,7 +328,8 @@ def test_multilingual_ingest_shares_entities_across_wikis(demo_world, ray_sessio
     world = json.loads((demo_world.root / "world.json").read_text())
     out = tmp_path / "multi"
     manifest = run_ingest(IngestConfig(wikipedia=[str(demo_world.wikipedia_dump), str(demo_world.dewiki_dump)],
-                                       wikidata=[str(demo_world.wikidata_dump)], out=str(out), shard_bytes=1))
+                                       wikidata=[str(demo_world.wikidata_dump)], out=str(out), shard_bytes=1,
+                                       entity_link_threshold=ENTITY_LINK_THRESHOLD))
     assert [s["wiki"] for s in manifest["sources"]] == ["enwiki", "dewiki"]
     assert manifest["config"]["wikis"] == ["enwiki", "dewiki"]
     assert manifest["pages"]["accounted"] and manifest["links_accounted"]
@@ -383,3 +388,52 @@ def test_pairs_for_entities_counts_repeats_caps_and_untyped_entities():
     other_seed = _pairs_for_entities(pa.Table.from_pylist(rows, schema=ENTITY_SIDES), cap=5, seed=4,
                                      type_sizes=type_sizes, candidates=4)
     assert other_seed.column("slots").to_pylist() != out.column("slots").to_pylist()
+
+
+# ---------------------------------------------------------------- pass 1 on Ray Data or plain tasks
+
+
+def test_pass1_ray_data_read_and_plain_tasks_write_the_same_bytes_and_resume(demo_world, demo_sets, ray_session,
+                                                                             tmp_path):
+    import shutil
+
+    def every_parquet(root):  # the sets and pass 1's work files (mentions, redirects)
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.parquet"))}
+
+    def ingest(out, pass1):
+        return run_ingest(IngestConfig(wikipedia=[str(demo_world.wikipedia_dump)],
+                                       wikidata=[str(demo_world.wikidata_dump)], out=str(out), shard_bytes=1,
+                                       pass1=pass1, entity_link_threshold=ENTITY_LINK_THRESHOLD), log=lambda *a: None)
+
+    outputs = {demo_sets[1]["pass1"]: demo_sets[0]}  # the fixture ran the default way
+    data = tmp_path / "data"
+    manifest = ingest(data, "data")  # the Ray Data read always runs here: its output is changed below
+    assert manifest["pass1"] == "data" and manifest["units_resumed"] == 0
+    assert manifest["pages"] == demo_sets[1]["pages"] and manifest["units"] == demo_sets[1]["units"]
+    outputs["data"] = data
+    if "tasks" not in outputs:
+        assert ingest(tmp_path / "tasks", "tasks")["pass1"] == "tasks"
+        outputs["tasks"] = tmp_path / "tasks"
+    by_data, by_tasks = every_parquet(outputs["data"]), every_parquet(outputs["tasks"])
+    assert sorted(by_data) == sorted(by_tasks) and any(name.startswith("_work/mentions/") for name in by_data)
+    assert [name for name in by_data if by_data[name] != by_tasks[name]] == []
+
+    # a rerun skips the finished units inside their read tasks and redoes the one whose marker is gone
+    (data / "_work" / "done" / "wikipedia-00001.json").unlink()
+    (data / "sentences" / "shard-00001.parquet").unlink()
+    shutil.rmtree(data / "entity_pairs")
+    again = ingest(data, "data")
+    assert again["units_resumed"] == again["units"] - 1
+    assert again["pages"] == manifest["pages"]
+    assert every_parquet(data) == by_data
+    with pytest.raises(ValueError, match="pass1"):
+        ingest(tmp_path / "nowhere", "threads")
+
+
+def test_ingest_defaults_are_the_ease_papers():
+    cfg = IngestConfig(wikipedia=["x.xml.bz2"], out="o")
+    assert cfg.entity_link_threshold == 10  # EASE §3.1: entities "that appear more than ten times as hyperlinks"
+    assert cfg.type_property == "P31"  # EASE §3.2: hard negatives share an "instance of" type
+    help_text = subprocess.run([sys.executable, "-m", "ingest", "--help"], cwd=REPO, capture_output=True, text=True,
+                               timeout=60).stdout
+    assert "default 10" in help_text

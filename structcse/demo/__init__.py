@@ -103,6 +103,10 @@ WIKIDATA_DUMP = f"wikidata/wikidata-{DUMP_DATE}-all.json.bz2"
 STS_DIR = "sts"
 NLI_DIR = "nli"
 WORLD_FILE = "world.json"
+# Ingest of this world keeps entities linked more than twice: at scale 1 it has a
+# few hundred articles, so EASE's "more than ten links" (the ingest default) would
+# keep only the most linked countries and industries.
+ENTITY_LINK_THRESHOLD = 2
 
 __all__ = ["DUMP_DATE", "DEWIKI_DUMP", "DEWIKI_INDEX", "NLI_DIR", "STS_DIR", "WIKIDATA_DUMP", "WIKIPEDIA_DUMP",
            "WIKIPEDIA_INDEX", "WORLD_FILE", "DemoWorld", "generate_demo_world", "load_demo_world"]
