@@ -92,7 +92,70 @@ RELATION_TRIPLES = pa.schema(
     ]
 )
 
+# The lead section (the text before the first heading) of every article, with
+# its item through the wiki's sitelinks (null when no item links the page):
+# the texts of AspectCSE, usable by any method.
+INTROS = pa.schema(
+    [
+        pa.field("wiki", pa.string(), nullable=False),
+        pa.field("page_id", pa.int64(), nullable=False),
+        pa.field("title", pa.string(), nullable=False),
+        pa.field("qid", pa.string()),
+        pa.field("text", pa.string(), nullable=False),
+    ]
+)
+
+# AspectCSE's aspect labels, one row per (entity, aspect property): the values
+# of the property (a set: an item may have several countries), as item ids and
+# their label text in the chosen language (the id when the item has no label).
+# Both routes (a SPARQL endpoint, or the ``wikidata`` set) write this table.
+ASPECT_LABELS = pa.schema(
+    [
+        pa.field("qid", pa.string(), nullable=False),
+        pa.field("wiki", pa.string(), nullable=False),
+        pa.field("title", pa.string(), nullable=False),  # the entity's article in ``wiki``
+        pa.field("property", pa.string(), nullable=False),  # e.g. P17
+        pa.field("label_qids", pa.list_(pa.string()), nullable=False),
+        pa.field("labels", pa.list_(pa.string()), nullable=False),
+    ]
+)
+
+# AspectCSE training rows for one variant (``single`` on one property, or the
+# multi-aspect ``intersection`` / ``union`` of several): the anchor and positive
+# intros share a label on the variant's aspect(s) (every one for intersection,
+# at least one for union); the negative shares none, or is a random article
+# without aspect labels (``negative_kind`` = ``random``, ``negative_qid`` null).
+ASPECT_TRIPLETS = pa.schema(
+    [
+        pa.field("anchor", pa.string(), nullable=False),
+        pa.field("positive", pa.string(), nullable=False),
+        pa.field("negative", pa.string(), nullable=False),
+        pa.field("anchor_qid", pa.string(), nullable=False),
+        pa.field("positive_qid", pa.string(), nullable=False),
+        pa.field("negative_qid", pa.string()),
+        pa.field("negative_kind", pa.string(), nullable=False),  # labelled | random
+        pa.field("variant", pa.string(), nullable=False),  # single | intersection | union
+        pa.field("aspects", pa.list_(pa.string()), nullable=False),  # the properties, e.g. [P17, P452]
+    ]
+)
+
+# The test side of the entity-level split, for aspect retrieval: one row per
+# (document, aspect property) the document has at least one label for.
+ASPECT_DOCS = pa.schema(
+    [
+        pa.field("qid", pa.string(), nullable=False),
+        pa.field("title", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("aspect", pa.string(), nullable=False),  # a property id, e.g. P17 (or a PwC aspect name)
+        pa.field("labels", pa.list_(pa.string()), nullable=False),  # label ids on that aspect
+    ]
+)
+
 SCHEMAS: dict[str, pa.Schema] = {
+    "intros": INTROS,
+    "aspect_labels": ASPECT_LABELS,
+    "aspect_triplets": ASPECT_TRIPLETS,
+    "aspect_docs": ASPECT_DOCS,
     "nli_triplets": NLI_TRIPLETS,
     "relation_triples": RELATION_TRIPLES,
     "sentences": SENTENCES,
