@@ -4,7 +4,10 @@ The last line of stdout is always one JSON object with the result (for STS:
 ``spearman`` as a fraction, ``pearson``, ``n_pairs``, ``skipped_rows``, ...;
 nli: ``accuracy``, ``auprc``, ``auprc_trapezoid``; direction:
 ``length_baseline_acc``, ``sim_acc``, ``det_acc``; link_prediction: ``MR``,
-``MRR``, ``Hits@k`` and ``per_relation``; relational_sts: ``spearman``).
+``MRR``, ``Hits@k`` and ``per_relation``; relational_sts: ``spearman``;
+aspect_retrieval: ``P@k``, ``R@k``, ``MRR@k`` and ``per_aspect``).
+Task names may be written with ``-`` for ``_`` (``aspect-retrieval``); the
+default split is ``dev``, or the task's only split when it has no dev split.
 Task options (``--tune-data``, ``--tune-split``, ``--plots``, ``--limit``,
 ``--weights``) are accepted only by the tasks that use them.
 User errors (bad arguments, missing data or model) exit with code 2 and a
@@ -42,12 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", required=True,
                         help="SentenceTransformer folder, plain Hugging Face model folder (mean pooling), "
                              "train checkpoint folder, or hub name")
-    parser.add_argument("--task", default="sts", choices=sorted(TASKS), help="evaluation task (default: sts)")
+    parser.add_argument("--task", default="sts", choices=sorted(TASKS), type=lambda name: name.replace("-", "_"),
+                        help="evaluation task (default: sts)")
     parser.add_argument("--data", required=True,
                         help="task data folder (sts, relational_sts: sts-{train,dev,test}.csv; nli, direction, "
-                             "link_prediction: SentEval s1/s2/labels.<split> or SICK_<split>.txt)")
-    parser.add_argument("--split", default="dev",
-                        help="split to evaluate: dev, test, train (SICK: trial) (default: dev)")
+                             "link_prediction: SentEval s1/s2/labels.<split> or SICK_<split>.txt; aspect_retrieval: an "
+                             "aspect_docs set folder)")
+    parser.add_argument("--split", default=None,
+                        help="split to evaluate: dev, test, train (SICK: trial) (default: dev; "
+                             "aspect_retrieval: test)")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size (default: 64)")
     parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda (default: auto)")
     parser.add_argument("--output", default=None, help="also write the JSON result to this file")
@@ -57,10 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    "SICK has no dev split: give a SentEval SNLI folder)")
     task_options.add_argument("--tune-split", default=None, help="nli: split the threshold is tuned on (default: dev)")
     task_options.add_argument("--plots", default=None,
-                              help="direction, link_prediction, relational_sts: write PNG plots into this folder "
-                                   "(GaussCSE variance scatter, RSE relation heatmap)")
+                              help="direction, link_prediction, relational_sts, aspect_retrieval: write PNG plots "
+                                   "into this folder (GaussCSE variance scatter, RSE relation heatmap, t-SNE "
+                                   "per aspect)")
     task_options.add_argument("--limit", type=positive_int, default=None,
-                              help="nli, direction, link_prediction, relational_sts: use the first N pairs only")
+                              help="nli, direction, link_prediction, relational_sts: use the first N pairs only; "
+                                   "aspect_retrieval: the first N documents of each aspect")
     task_options.add_argument("--weights", default=None,
                               help="relational_sts: relation weights REL=W,REL=W (default: the model's sts_weights)")
     return parser
@@ -76,11 +84,14 @@ def describe(result: dict) -> str:
     for key, value in result.items():
         if isinstance(value, float) and key not in ("seconds", "total_seconds", "threshold"):
             lines.append(f"  {key + ':':9} {value:.4f}  ({100 * value:.2f} x100)")
-    for name, metrics in (result.get("per_relation") or {}).items():
+    for name, metrics in (result.get("per_relation") or result.get("per_aspect") or {}).items():
         lines.append(f"  {name}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                                for k, v in metrics.items()))
-    lines.append(f"  pairs:    {result.get('n_pairs', '?')}  (skipped rows: {result.get('skipped_rows', 0)}"
-                 + (f", lines {result['skipped_lines']}" if result.get("skipped_lines") else "") + ")")
+    if "n_pairs" not in result and "n_docs" in result:
+        lines.append(f"  docs:     {result['n_docs']}  (seeds: {result.get('n_seeds', '?')})")
+    else:
+        lines.append(f"  pairs:    {result.get('n_pairs', '?')}  (skipped rows: {result.get('skipped_rows', 0)}"
+                     + (f", lines {result['skipped_lines']}" if result.get("skipped_lines") else "") + ")")
     for plot in result.get("plots") or []:
         lines.append(f"  plot:     {plot}")
     return "\n".join(lines)
@@ -90,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     task = get_task(args.task)
+    if args.split is None:
+        args.split = "dev" if "dev" in task.splits else task.splits[0]
     if args.split not in task.splits:
         return usage_error(f"task {task.name} has no split {args.split!r}; choose from {', '.join(task.splits)}")
     options = {name: getattr(args, name) for name in TASK_OPTIONS if getattr(args, name) is not None}

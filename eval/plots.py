@@ -9,6 +9,9 @@
   Σ_d log σ²_d of the premise (x) against the hypothesis (y) for entailment
   pairs, with the diagonal; the points below it are the pairs whose premise
   got the broader Gaussian (the reference code's ``det_acc``).
+* :func:`label_tsne`: AspectCSE's Figures 3–6, documents' embeddings in 2-d
+  (t-SNE) coloured by their label on one aspect; one panel per model, so a
+  generic and an aspect model can be drawn side by side.
 
 Both use ``matplotlib.figure.Figure`` with an Agg canvas directly (no pyplot
 global state), so they are safe in workers and tests.
@@ -98,3 +101,60 @@ def rse_relation_plot(model, folder: str | Path) -> Path:
     name = model_label(model)
     return relation_heatmap(model.relation_names, model.relation_table(), Path(folder) / "rse_relations.png",
                             title=f"{name}: RSE relations, cos(r_i, r_j)")
+
+
+def tsne_2d(embeddings: np.ndarray, seed: int = 0) -> np.ndarray:
+    """(n, 2) t-SNE of ``embeddings`` (cosine metric, PCA init, seeded); perplexity min(30, (n - 1) / 3),
+    since scikit-learn needs perplexity < n and the usual 30 is too large for small sets."""
+    from sklearn.manifold import TSNE
+
+    x = np.asarray(embeddings, dtype=np.float64)
+    perplexity = max(1.0, min(30.0, (len(x) - 1) / 3))
+    return TSNE(n_components=2, perplexity=perplexity, metric="cosine", init="pca",
+                random_state=seed).fit_transform(x)
+
+
+def label_colours(labels: list, top_labels: int = 10) -> tuple[list[str], np.ndarray]:
+    """The ``top_labels`` most frequent labels (ties by name) and, per document, the index of its most
+    frequent label among them (-1: none of them, drawn grey). ``labels``: one set of labels per document."""
+    from collections import Counter
+
+    counts = Counter(label for labs in labels for label in set(labs))
+    top = [label for label, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top_labels]]
+    rank = {label: i for i, label in enumerate(top)}
+    colour = np.array([min((rank[label] for label in labs if label in rank), default=-1) for labs in labels])
+    return top, colour
+
+
+def label_tsne(panels: list, labels: list, path: str | Path, *, titles: list[str] | None = None,
+               top_labels: int = 10, label_names: dict | None = None, seed: int = 0) -> Path | None:
+    """PNG of one t-SNE scatter per embedding matrix in ``panels`` (same documents, e.g. two models), the
+    points coloured by label (the most frequent ``top_labels``; the rest grey). None when there are fewer
+    than 3 documents (nothing to lay out)."""
+    n = len(labels)
+    if n < 3:
+        return None
+    if any(len(p) != n for p in panels):
+        raise ValueError(f"every panel needs {n} rows (one per document), got {[len(p) for p in panels]}")
+    top, colour = label_colours(labels, top_labels)
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(top) <= 10 else "tab20"]
+    palette = [cmap(i % cmap.N) for i in range(len(top))]
+    names = label_names or {}
+    fig = _figure(5.5 * len(panels) + 2.0, 5.0)
+    for p, emb in enumerate(panels):
+        xy = tsne_2d(emb, seed)
+        ax = fig.add_subplot(1, len(panels), p + 1)
+        rest = colour < 0
+        ax.scatter(xy[rest, 0], xy[rest, 1], s=8, c="lightgrey", linewidths=0, label="other" if p == 0 else None)
+        for i, label in enumerate(top):
+            mask = colour == i
+            ax.scatter(xy[mask, 0], xy[mask, 1], s=10, color=palette[i], linewidths=0,
+                       label=str(names.get(label, label)) if p == 0 else None)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title((titles[p] if titles else f"panel {p + 1}") + f"  (n={n})", fontsize=10)
+    fig.legend(loc="center right", fontsize=8, frameon=False, markerscale=2)
+    fig.subplots_adjust(right=1 - 1.8 / (5.5 * len(panels) + 2.0))
+    return _save(fig, path)

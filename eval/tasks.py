@@ -12,7 +12,8 @@ names the method the model must have been trained with (None: any);
 srsd, ...) is one module plus one ``register`` call here.
 
 Tasks: ``sts`` (cosine, Spearman), ``nli`` and ``direction`` (GaussCSE §3),
-``relational_sts`` and ``link_prediction`` (RSE §3.3, App. B).
+``relational_sts`` and ``link_prediction`` (RSE §3.3, App. B), ``aspect_retrieval``
+(AspectCSE §6.1). On the CLI a ``-`` in a task name reads as ``_`` (``aspect-retrieval``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from eval import direction, link_prediction, nli, relational_sts, sts
+from eval import aspect_retrieval, direction, link_prediction, nli, relational_sts, sts
 
 
 @dataclass(frozen=True)
@@ -99,5 +100,15 @@ register(EvalTask(
     run=link_prediction.evaluate_link_prediction,
     model_kind="trained",
     requires_method="rse",
+    options=("limit", "plots"),
+))
+
+register(EvalTask(
+    name="aspect_retrieval",
+    description="AspectCSE / Ostendorff et al. 2022 retrieval on an aspect_docs set: P@k, R@k, MRR@k "
+                "(k = 5, 10, 25, 50) per aspect and their mean over aspects",
+    splits=("test",),  # the aspect_docs folder is the test side of the entity split
+    check_data=aspect_retrieval.check_aspect_data,
+    run=aspect_retrieval.evaluate_aspect_retrieval,
     options=("limit", "plots"),
 ))

@@ -23,7 +23,7 @@ import torch
 
 from train.config import TrainConfig
 
-METHODS = ["simcse_unsup", "ease", "simcse_sup", "gausscse", "rse"]
+METHODS = ["simcse_unsup", "ease", "simcse_sup", "gausscse", "rse", "aspectcse"]
 WORDS = "the a river company town band book steel wine ships grain paper glass music films old new big small".split()
 RELATIONS = ["contradiction", "duplicate_question", "entailment"]
 NUM_ENTITIES = 12
@@ -46,6 +46,8 @@ def numpy_batch(method: str, rows: int, seed: int = 0) -> dict[str, np.ndarray]:
         }
     if method in ("simcse_sup", "gausscse"):
         return {c: np.array(_texts(rng, rows), dtype=object) for c in ("premise", "entailment", "contradiction")}
+    if method == "aspectcse":
+        return {c: np.array(_texts(rng, rows), dtype=object) for c in ("anchor", "positive", "negative")}
     negatives = np.array(_texts(rng, rows), dtype=object)
     negatives[::3] = None  # rows without an in-relation hard negative
     return {
