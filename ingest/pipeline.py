@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 import fsspec
 import ray
 
-from ingest import entity_pairs, multistream, schemas, wikidata
+from ingest import entity_pairs, intros, multistream, schemas, wikidata
 from ingest.sets import check_set, code_version, file_digest, write_json
 from ingest.units import process_unit
 
@@ -230,14 +230,20 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
                 "peak_rss_mb_per_worker": peak_rss, "pass1_seconds": pass1_seconds,
                 "extractor_loops": dict(sorted(loops.items()))}
     wikidata_set = cfg.wikidata_set or (f"{out}/wikidata" if cfg.wikidata else None)
+    input_bytes = sum(d["bytes"] for d in digest_by_path.values())
+    parts = cfg.shuffle_partitions or max(2, min(400, input_bytes // (64 << 20)))
     if wikidata_set:
-        input_bytes = sum(d["bytes"] for d in digest_by_path.values())
-        task_cfg["shuffle_partitions"] = cfg.shuffle_partitions or max(2, min(400, input_bytes // (64 << 20)))
-        pass2_started = time.time()
-        # With --pass1 tasks, Ray Data is for pass 2 alone: importing it takes ~0.7 s of the
-        # driver's time, which a job without Wikidata would spend before its first task.
-        ctx = ray.data.DataContext.get_current()
-        ctx.shuffle_strategy = ray.data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+        task_cfg["shuffle_partitions"] = parts
+    pass2_started = time.time()
+    # With --pass1 tasks, Ray Data is for pass 2 alone: importing it takes ~0.7 s of the
+    # driver's time, which would otherwise be spent before the first pass-1 task.
+    ctx = ray.data.DataContext.get_current()
+    ctx.shuffle_strategy = ray.data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+    # the lead sections, with the QID of the item linking each page (null without Wikidata)
+    intro_stats = intros.build_intros(out, wikidata_set, {**task_cfg, "shuffle_partitions": parts},
+                                       wikipedia_results, common, log=log)
+    sets["intros"] = {"path": intro_stats["path"], "rows": intro_stats["rows"]}
+    if wikidata_set:
         pair_stats = entity_pairs.build_entity_pairs(out, wikidata_set, task_cfg, log=log)
         manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
         entity_manifest = {**common, "set": "entities", "rows": pair_stats["entities"],
@@ -252,6 +258,7 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
         manifest.update({"entity_stats": {k: pair_stats[k] for k in ("entities", "types", "link_mentions")},
                          "dropped_links": pair_stats["dropped_links"], "links_accounted": pair_stats["accounted"]})
     else:
+        manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
         manifest["entity_pairs_skipped"] = "no Wikidata dump given (--wikidata or --wikidata-set)"
     manifest["seconds"] = round(time.time() - started, 2)
     write_json(manifest, f"{out}/manifest.json")

@@ -14,11 +14,17 @@ of the config that shapes its output, so a changed config redoes the work).
 A Wikipedia shard writes:
 - ``sentences/shard-N.parquet``: the article sentences (the SimCSE set);
 - ``_work/mentions/shard-N.parquet``: one row per (sentence, distinct link target);
-- ``_work/redirects/shard-N.parquet``: ``(wiki, title, target)`` of redirect pages.
+- ``_work/redirects/shard-N.parquet``: ``(wiki, title, target)`` of redirect pages;
+- ``_work/intros/shard-N.parquet``: the lead section (the wikitext before the
+  first heading, rendered by the same extractor) of every article, as
+  ``schemas.INTROS`` rows with ``qid`` null (pass 2, ``ingest/intros.py``,
+  joins it to the sitelinks and writes the ``intros`` set).
 
 Every page of the shard ends in exactly one count: ``written`` or a reason
 (``redirect``, ``non_article_namespace``, ``no_sentences``, ``parse_error``,
-``corrupt_stream``, ``missing_from_stream``). A corrupt or truncated bz2
+``corrupt_stream``, ``missing_from_stream``), and, for the intros, in
+exactly one intro count (``written``, ``no_intro``, ``parse_error`` or the
+page's reason for not being an article). A corrupt or truncated bz2
 stream is copied to ``_quarantine/`` with its byte offset and its pages are
 counted; the rest of the shard is unaffected.
 
@@ -31,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import resource
 from collections import Counter
 
@@ -58,9 +65,15 @@ UNIT_CONFIG_FIELDS = ("min_sentence_chars", "max_sentence_chars", "languages", "
                       "wikidata_prefilter")
 
 
-def fingerprint(spec: str, cfg: dict) -> str:
+# the files a Wikipedia shard writes: a shard finished by code that wrote fewer
+# (before ``intros``) has another fingerprint, so a resumed job redoes it
+WIKIPEDIA_OUTPUTS = ("sentences", "mentions", "redirects", "intros")
+
+
+def fingerprint(spec: str, cfg: dict, kind: str | None = None) -> str:
     shaping = {k: cfg.get(k) for k in UNIT_CONFIG_FIELDS}
-    payload = json.dumps([schemas.SCHEMA_VERSION, spec, shaping], sort_keys=True)
+    parts = [schemas.SCHEMA_VERSION, spec, shaping] + ([list(WIKIPEDIA_OUTPUTS)] if kind == "wikipedia" else [])
+    payload = json.dumps(parts, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -82,7 +95,7 @@ def process_unit(row: dict, out: str, cfg: dict) -> dict:
     peak_rss_mb, resumed}``."""
     kind, unit_id, spec = row["kind"], row["unit_id"], row["spec"]
     marker = f"{out}/_work/done/{kind}-{unit_id:05d}.json"
-    stamp = fingerprint(spec, cfg)
+    stamp = fingerprint(spec, cfg, kind)
     if cfg.get("resume", True):
         done = _read_json(marker)
         if done is not None and done.get("fingerprint") == stamp:
@@ -100,6 +113,15 @@ def process_unit(row: dict, out: str, cfg: dict) -> dict:
 
 # ---------------------------------------------------------------- Wikipedia
 
+# a section heading: a line that starts and ends with "=" (``== History ==``)
+_HEADING = re.compile(r"^=[^\n]*=[ \t]*$", re.M)
+
+
+def lead_wikitext(wikitext: str) -> str:
+    """The lead section: the wikitext before the first heading (all of it when there is none)."""
+    heading = _HEADING.search(wikitext)
+    return wikitext[: heading.start()] if heading else wikitext
+
 
 class _ShardPages:
     """One shard's rows and the fate of every page."""
@@ -111,23 +133,43 @@ class _ShardPages:
         self.sentences: list[dict] = []
         self.mentions: list[dict] = []
         self.redirects: list[dict] = []
+        self.intros: list[dict] = []
         self.status: Counter = Counter()
+        self.intro_status: Counter = Counter()  # every page once: written, no_intro, or why not
         self.errors: list[str] = []
 
     def add(self, item: Page | PageError) -> None:
         if isinstance(item, PageError):
             self.status["parse_error"] += 1
+            self.intro_status["parse_error"] += 1
             self.errors.append(f"page {item.page_id} {item.title!r}: {item.reason}")
             return
         if item.ns != 0:
             self.status["non_article_namespace"] += 1
+            self.intro_status["non_article_namespace"] += 1
         elif item.redirect:
             self.status["redirect"] += 1
+            self.intro_status["redirect"] += 1
             self.redirects.append(
                 {"wiki": self.wiki, "title": normalize_title(item.title), "target": normalize_title(item.redirect)}
             )
         else:
+            self._add_intro(item)
             self._add_article(item)
+
+    def _add_intro(self, page: Page) -> None:
+        try:
+            text, _ = wikitext_to_text(lead_wikitext(page.wikitext), language=self.language)
+        except Exception:  # counted; the page's own parse error (if any) is reported by _add_article
+            self.intro_status["parse_error"] += 1
+            return
+        text = text.strip()
+        if not text:
+            self.intro_status["no_intro"] += 1
+            return
+        self.intro_status["written"] += 1
+        self.intros.append({"wiki": self.wiki, "page_id": page.page_id, "title": normalize_title(page.title),
+                            "qid": None, "text": text})
 
     def _add_article(self, page: Page) -> None:
         try:
@@ -204,6 +246,10 @@ def process_wikipedia_shard(shard: multistream.WikipediaShard, out: str, cfg: di
     write_table(pa.Table.from_pylist(pages.sentences, schema=schemas.SENTENCES), f"{out}/sentences/{name}")
     write_table(pa.Table.from_pylist(pages.mentions, schema=MENTIONS), f"{out}/_work/mentions/{name}")
     write_table(pa.Table.from_pylist(pages.redirects, schema=REDIRECTS), f"{out}/_work/redirects/{name}")
+    write_table(pa.Table.from_pylist(pages.intros, schema=schemas.INTROS), f"{out}/_work/intros/{name}")
+    for reason in ("corrupt_stream", "missing_from_stream"):  # pages no parser saw
+        if pages.status[reason]:
+            pages.intro_status[reason] = pages.status[reason]
     return {
         "source": shard.path,
         "wiki": shard.wiki,
@@ -216,6 +262,8 @@ def process_wikipedia_shard(shard: multistream.WikipediaShard, out: str, cfg: di
         "quarantined": json.dumps(quarantined),
         "sentences": len(pages.sentences),
         "mentions": len(pages.mentions),
+        "intros": len(pages.intros),
+        "intro_status": json.dumps(dict(pages.intro_status), sort_keys=True),
         "extractor_loops": extractor_loops(),
     }
 

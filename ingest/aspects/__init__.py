@@ -10,7 +10,6 @@
 - ``triplets.py``: ``aspect_triplets`` (single aspects, multi-aspect
   intersection and union) and ``aspect_docs`` from the labels and the
   ``intros`` set, built with Ray Data, split 80/20 by entity;
-- ``pwc.py``: the Papers-with-Code aspect folds of Ostendorff et al. (2022);
 - ``__main__.py``: ``python -m ingest.aspects``.
 
 The table both label routes return has the ``schemas.ASPECT_LABELS`` columns.

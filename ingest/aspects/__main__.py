@@ -1,0 +1,116 @@
+"""``python -m ingest.aspects``: aspect labels (SPARQL or the ``wikidata`` set) ->
+``OUT/aspect_labels/``, then ``OUT/<variant>/aspect_triplets/`` and ``OUT/aspect_docs/``.
+
+    python -m ingest.aspects --intros SETS/intros --wikidata-set SETS/wikidata --out OUT
+    python -m ingest.aspects --intros SETS/intros --sparql https://query.wikidata.org/sparql \\
+        --user-agent "mybot/1.0 (me@example.org)" --out OUT --cache CACHE
+
+Every option is checked before Ray starts; an error is one line naming the option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ingest.aspects.triplets import AspectSetConfig
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m ingest.aspects", description=__doc__.split("\n\n")[0])
+    p.add_argument("--intros", required=True, help="the intros set (written by `python -m ingest`)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--wikidata-set", help="the wikidata set of a dump ingest (offline route)")
+    source.add_argument("--sparql", metavar="URL", help="a SPARQL endpoint (e.g. the Wikidata Query Service)")
+    p.add_argument("--user-agent", help="User-Agent for --sparql (WDQS asks for a contact)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--aspects", nargs="+", default=["P17", "P452"], help="aspect properties")
+    p.add_argument("--variants", nargs="+", help="default: single-<P> per aspect, intersection, union")
+    p.add_argument("--class", dest="cls", default="Q4830453", help="the entities' class (P31 value)")
+    p.add_argument("--subclasses", action="store_true", help="also instances of subclasses (P31/P279*)")
+    p.add_argument("--wiki", default="enwiki")
+    p.add_argument("--language", default="en", help="language of the label text")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--random-negatives", type=int, default=10000)
+    p.add_argument("--random-negative-share", type=float, default=0.1)
+    p.add_argument("--min-label-count", type=int, default=2)
+    p.add_argument("--max-label-share", type=float, default=0.5)
+    p.add_argument("--max-label-count", type=int)
+    p.add_argument("--test-share", type=float, default=0.2)
+    p.add_argument("--triplets-per-anchor", type=int, default=1)
+    p.add_argument("--page-size", type=int, default=10000, help="SPARQL page size")
+    p.add_argument("--cache", help="cache folder for SPARQL results")
+    return p.parse_args(argv)
+
+
+def config_of(args: argparse.Namespace) -> AspectSetConfig:
+    return AspectSetConfig(aspects=list(args.aspects), variants=args.variants, min_label_count=args.min_label_count,
+                           max_label_share=args.max_label_share, max_label_count=args.max_label_count,
+                           test_share=args.test_share, seed=args.seed, random_negatives=args.random_negatives,
+                           random_negative_share=args.random_negative_share,
+                           triplets_per_anchor=args.triplets_per_anchor, wiki=args.wiki)
+
+
+def check(args: argparse.Namespace, cfg: AspectSetConfig) -> None:
+    """Every option, before Ray starts: ValueError / SchemaError naming the option."""
+    from ingest.aspects.validate import check_language, check_qid
+    from ingest.sets import check_set
+
+    cfg.validate()
+    check_qid(args.cls, "--class")
+    check_language(args.language, "--language")
+    if args.page_size < 1:
+        raise ValueError(f"--page-size: must be >= 1, got {args.page_size}")
+    if args.sparql and not args.sparql.startswith(("http://", "https://")):
+        raise ValueError(f"--sparql: {args.sparql!r} is not an http(s) URL")
+    check_set(args.intros, "intros")
+    if args.wikidata_set:
+        check_set(args.wikidata_set, "wikidata")
+
+
+def labels_of(args: argparse.Namespace):
+    """The ``schemas.ASPECT_LABELS`` table, by the route the options name."""
+    if args.wikidata_set:
+        from ingest.aspects.offline import aspect_labels_from_wikidata_set
+
+        return aspect_labels_from_wikidata_set(args.wikidata_set, cls=args.cls, properties=list(args.aspects),
+                                               wiki=args.wiki, language=args.language, subclasses=args.subclasses)
+    from ingest.aspects.sparql import fetch_aspect_labels
+
+    kwargs = {"user_agent": args.user_agent} if args.user_agent else {}
+    return fetch_aspect_labels(args.sparql, cls=args.cls, properties=list(args.aspects), wiki=args.wiki,
+                               language=args.language, subclasses=args.subclasses, page_size=args.page_size,
+                               cache_dir=args.cache, **kwargs)
+
+
+def write_labels(labels, out: str, args: argparse.Namespace) -> dict:
+    from ingest.sets import write_manifest, write_table
+
+    path = f"{out.rstrip('/')}/aspect_labels"
+    write_table(labels.sort_by([("qid", "ascending"), ("property", "ascending")]), f"{path}/part-00000.parquet")
+    source = {"wikidata_set": args.wikidata_set} if args.wikidata_set else {"sparql": args.sparql}
+    return write_manifest(path, "aspect_labels", labels.num_rows, source=source, cls=args.cls,
+                          subclasses=args.subclasses, properties=list(args.aspects), wiki=args.wiki,
+                          language=args.language, entities=len(set(labels["qid"].to_pylist())))
+
+
+def main(argv=None) -> int:
+    from ingest.schemas import SchemaError
+
+    args = parse_args(argv)
+    cfg = config_of(args)
+    try:
+        check(args, cfg)
+        labels = labels_of(args)
+    except (ValueError, SchemaError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    write_labels(labels, args.out, args)
+    from ingest.aspects.triplets import build_aspect_sets
+
+    build_aspect_sets(labels, args.intros, args.out, cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Pass 2 of ingest for the ``intros`` set: each article's lead section with its QID.
+
+Pass 1 (``ingest/units.py``) writes ``_work/intros/shard-N.parquet``: the lead
+section (the wikitext before the first heading, through the same extractor as
+the sentences) of every article, ``qid`` null. Here they are joined to the
+``wikidata`` set's sitelinks on (wiki, title), the page's own title (a sitelink
+names an article, never a redirect), as a reduce-side join on a hash bucket of
+the key (``ingest.sets.map_buckets``, the same sitelink side as
+``ingest/entity_pairs.py``); an item linking the title gives its QID, none
+leaves it null (two items linking one title: the smallest QID). Rows then go
+to one of ``files`` hash buckets of (wiki, page_id); each bucket is sorted and
+written as ``intros/part-NNNNN.parquet``, so the set is byte-identical for the
+same input however Ray partitions the shuffles. Without Wikidata the rows go
+straight to their buckets, ``qid`` null.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest import schemas
+from ingest.entity_pairs import _align, _sitelink_side
+from ingest.sets import hash_buckets, map_buckets, read_dataset, set_files, write_manifest, write_table
+
+_STR, _INT = pa.string(), pa.int64()
+SIDES = pa.schema([pa.field("wiki", _STR), pa.field("title", _STR), pa.field("page_id", _INT),
+                   pa.field("qid", _STR), pa.field("text", _STR)])
+BUCKETED = pa.schema(list(schemas.INTROS) + [pa.field("bucket", _INT)])
+WRITTEN = pa.schema([pa.field("bucket", _INT), pa.field("rows", _INT), pa.field("linked", _INT),
+                     pa.field("file", _STR)])
+
+
+def _sitelinks(batch: pa.Table, wikis: list[str]) -> pa.Table:
+    return _align(_sitelink_side(batch, wikis), SIDES)
+
+
+def _bucketed(table: pa.Table, files: int) -> pa.Table:
+    table = _align(table, schemas.INTROS)
+    return _align(table.append_column("bucket", hash_buckets(table, ["wiki", "page_id"], files)), BUCKETED)
+
+
+def _join(bucket: pa.Table, files: int) -> pa.Table:
+    """The intros of a (wiki, title) bucket left-joined to the bucket's sitelinks."""
+    is_intro = pc.is_valid(bucket["page_id"])
+    links = bucket.filter(pc.invert(is_intro)).select(["wiki", "title", "qid"])
+    best = links.group_by(["wiki", "title"], use_threads=False).aggregate([("qid", "min")])
+    best = best.rename_columns(["wiki", "title", "qid"])
+    intros = bucket.filter(is_intro).select(["wiki", "page_id", "title", "text"])
+    return _bucketed(intros.join(best, keys=["wiki", "title"], join_type="left outer"), files)
+
+
+def _write(bucket: pa.Table, out: str) -> pa.Table:
+    written = []
+    for b in sorted(set(bucket["bucket"].to_pylist())):
+        rows = bucket.filter(pc.equal(bucket["bucket"], b)).sort_by([("wiki", "ascending"), ("page_id", "ascending")])
+        name = f"part-{b:05d}.parquet"
+        write_table(_align(rows, schemas.INTROS), f"{out}/intros/{name}")
+        written.append({"bucket": b, "rows": len(rows), "linked": len(rows) - rows["qid"].null_count, "file": name})
+    return pa.Table.from_pylist(written, schema=WRITTEN)
+
+
+def _files_for(work_files: list[str], file_bytes: int) -> int:
+    total = 0
+    for path in work_files:
+        fs, local = fsspec.core.url_to_fs(path)
+        total += fs.size(local)
+    return max(1, math.ceil(total / file_bytes))
+
+
+def build_intros(out: str, wikidata_set: str | None, cfg: dict, results: list[dict], common: dict,
+                 file_bytes: int = 128 << 20, log=print) -> dict:
+    """Write the ``intros`` set under ``out`` from pass 1's ``_work/intros`` (and the
+    sitelinks of ``wikidata_set`` in ``cfg["wikis"]``, when given) and its manifest;
+    ``results`` are pass 1's Wikipedia shard results (their ``intro_status``
+    counts every page), ``common`` the fields every ingest manifest carries."""
+    work_files = set_files(f"{out}/_work/intros")
+    files = _files_for(work_files, file_bytes)
+    parts = cfg.get("shuffle_partitions") or 2
+    intros = read_dataset(work_files)
+    if wikidata_set:
+        sides = intros.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": SIDES}).union(
+            read_dataset(wikidata_set, columns=["qid", "sitelinks"]).map_batches(
+                _sitelinks, batch_format="pyarrow", fn_kwargs={"wikis": list(cfg["wikis"])}))
+        rows = map_buckets(sides, ["wiki", "title"], _join, parts, files=files)
+    else:
+        rows = intros.map_batches(_bucketed, batch_format="pyarrow", fn_kwargs={"files": files})
+    written = map_buckets(rows, "bucket", _write, parts, out=out).take_all() if work_files else []
+    if not written:  # no article at all: still a readable (empty) set
+        write_table(schemas.INTROS.empty_table(), f"{out}/intros/part-00000.parquet")
+        written = [{"bucket": 0, "rows": 0, "linked": 0, "file": "part-00000.parquet"}]
+    n_rows, linked = sum(w["rows"] for w in written), sum(w["linked"] for w in written)
+
+    status: Counter = Counter()
+    for r in results:
+        status.update(json.loads(r.get("intro_status", "{}")))
+    in_input = sum(r["pages_in_input"] for r in results)
+    truncated = any(r["truncated"] for r in results)
+    pages = {"in_input": in_input, "written": status.get("written", 0),
+             "dropped": {k: v for k, v in sorted(status.items()) if k != "written"},
+             "accounted": not truncated and sum(status.values()) == in_input and status.get("written", 0) == n_rows}
+    qids = {"linked": linked, "no_item": n_rows - linked,
+            "joined_to": wikidata_set or None}
+    write_manifest(f"{out}/intros", "intros", n_rows, **{k: v for k, v in common.items() if k not in ("pages",)},
+                   pages=pages, qids=qids, files=sorted(w["file"] for w in written))
+    log(f"[ingest] intros: {n_rows} lead sections ({linked} with a QID), pages dropped {pages['dropped']}")
+    return {"path": f"{out}/intros", "rows": n_rows, "linked": linked, "pages": pages}
