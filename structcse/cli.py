@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+from structcse.configs import training_config
+
 
 # The papers' configs, shrunk to a tiny randomly initialised BERT and a few
 # minutes on 2 CPU cores: a higher learning rate, a few epochs, frequent reports,
@@ -34,15 +35,6 @@ DEMO_TUNE_TRAINING = ["max_steps=45", "checkpoint_every_steps=15", "epochs=1"]
 
 def log(message: str) -> None:
     print(message, flush=True)
-
-
-def training_config(method: str, overrides: list[str]):
-    from train.config import TrainConfig, load_config
-
-    path = CONFIGS / f"{method}.yaml"
-    if path.exists():
-        return load_config(path, overrides)
-    return TrainConfig.from_dict({"method": method}).with_overrides(overrides)
 
 
 def demo(out: Path, seed: int, skip_tune: bool) -> dict:
@@ -125,9 +117,20 @@ def main(argv=None) -> int:
     demo_parser.add_argument("--out", default="demo_out", help="output folder (default: demo_out)")
     demo_parser.add_argument("--seed", type=int, default=0)
     demo_parser.add_argument("--skip-tune", action="store_true", help="leave out the Ray Tune step")
+    from structcse import aspects
+
+    aspects_parser = commands.add_parser("aspects", help="AspectCSE end to end: sets, the models of its Table 5, "
+                                         "aspect retrieval", description=aspects.__doc__.split("\n\n")[0])
+    aspects.add_arguments(aspects_parser)
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    result = demo(Path(args.out), args.seed, args.skip_tune)
+    if args.command == "aspects":
+        from train.run import ensure_ray
+
+        ensure_ray(log, configure_logging=False)
+        result = aspects.run_aspects(args, log=log)
+    else:
+        result = demo(Path(args.out), args.seed, args.skip_tune)
     print(json.dumps(result, default=str))
     return 0
 

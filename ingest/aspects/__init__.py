@@ -10,6 +10,8 @@
 - ``triplets.py``: ``aspect_triplets`` (single aspects, multi-aspect
   intersection and union) and ``aspect_docs`` from the labels and the
   ``intros`` set, built with Ray Data, split 80/20 by entity;
+- ``pwc.py``: the Papers-with-Code aspect folds of Ostendorff et al. (2022)
+  (``folds/{aspect}/{k}/{train,test}.csv`` + ``docs.jsonl``) as the same sets;
 - ``__main__.py``: ``python -m ingest.aspects``.
 
 The table both label routes return has the ``schemas.ASPECT_LABELS`` columns.

@@ -4,6 +4,7 @@
     python -m ingest.aspects --intros SETS/intros --wikidata-set SETS/wikidata --out OUT
     python -m ingest.aspects --intros SETS/intros --sparql https://query.wikidata.org/sparql \\
         --user-agent "mybot/1.0 (me@example.org)" --out OUT --cache CACHE
+    python -m ingest.aspects --pwc PWC_FOLDER [--fold 1] --out OUT   # Ostendorff et al. 2022 folds (pwc.py)
 
 Every option is checked before Ray starts; an error is one line naming the option.
 """
@@ -18,13 +19,15 @@ from ingest.aspects.triplets import AspectSetConfig
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m ingest.aspects", description=__doc__.split("\n\n")[0])
-    p.add_argument("--intros", required=True, help="the intros set (written by `python -m ingest`)")
+    p.add_argument("--intros", help="the intros set (written by `python -m ingest`); required unless --pwc")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--wikidata-set", help="the wikidata set of a dump ingest (offline route)")
     source.add_argument("--sparql", metavar="URL", help="a SPARQL endpoint (e.g. the Wikidata Query Service)")
+    source.add_argument("--pwc", metavar="FOLDER", help="a PwC aspect folder (docs.jsonl + folds/; ingest/aspects/pwc.py)")
+    p.add_argument("--fold", default="1", help="with --pwc: the fold folder (1..4)")
     p.add_argument("--user-agent", help="User-Agent for --sparql (WDQS asks for a contact)")
     p.add_argument("--out", required=True)
-    p.add_argument("--aspects", nargs="+", default=["P17", "P452"], help="aspect properties")
+    p.add_argument("--aspects", nargs="+", help="aspect properties (default P17 P452; with --pwc: every aspect)")
     p.add_argument("--variants", nargs="+", help="default: single-<P> per aspect, intersection, union")
     p.add_argument("--class", dest="cls", default="Q4830453", help="the entities' class (P31 value)")
     p.add_argument("--subclasses", action="store_true", help="also instances of subclasses (P31/P279*)")
@@ -98,6 +101,20 @@ def main(argv=None) -> int:
     from ingest.schemas import SchemaError
 
     args = parse_args(argv)
+    if args.pwc:
+        from ingest.aspects.pwc import build_pwc_sets
+
+        try:
+            build_pwc_sets(args.pwc, args.out, aspects=args.aspects, fold=args.fold, seed=args.seed,
+                           triplets_per_anchor=args.triplets_per_anchor)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
+    if not args.intros:
+        print("error: --intros is required with --wikidata-set or --sparql", file=sys.stderr)
+        return 2
+    args.aspects = args.aspects or ["P17", "P452"]
     cfg = config_of(args)
     try:
         check(args, cfg)

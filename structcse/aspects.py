@@ -1,0 +1,175 @@
+"""``structcse aspects``: AspectCSE end to end (Schopf et al., RANLP 2023, §4.2, §5.2, Table 5).
+
+dumps (or an ingest output) -> aspect labels (the ``wikidata`` set, or a SPARQL
+endpoint) -> ``aspect_triplets`` per variant + ``aspect_docs`` -> the models of
+Table 5, trained on Ray Train:
+
+- ``generic``: the base encoder, untrained (the paper: SimCSE-sup);
+- ``mnrl``: the MultipleNegativesRanking baseline (Ostendorff et al. 2022),
+  one model per aspect on its single-aspect set (``configs/aspectcse_mnrl.yaml``);
+- ``single``: AspectCSE, one model per aspect (``configs/aspectcse.yaml``);
+- ``intersection`` and ``union``: AspectCSE on the multi-aspect sets;
+
+-> aspect retrieval on the held-out entities (``eval/aspect_retrieval.py``):
+``OUT/aspects.md`` (rows generic, MNRL, single, ∩, ∪; P/R/MRR@10 per aspect;
+``single`` and ``mnrl`` are each aspect's own model), ``OUT/aspects.json``, and
+t-SNE PNGs of the generic model beside the union model per aspect.
+
+    structcse aspects --wikipedia enwiki-…-multistream.xml.bz2 --wikidata latest-all.json.bz2 --out aspects_out
+    structcse aspects --sets sets/enwiki --out aspects_out --model bert-base-uncased --set use_gpu=true
+    structcse aspects --sets sets/enwiki --sparql https://query.wikidata.org/sparql \\
+        --user-agent "me (me@example.org)" --out aspects_out
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from structcse.configs import training_config
+
+ASPECT_NAMES = {"P17": "country", "P452": "industry", "P27": "citizenship", "P31": "instance of"}
+KS_SHOWN = (10,)
+
+
+def variants_of(aspects: list[str]) -> list[str]:
+    singles = [f"single-{a}" for a in aspects]
+    return singles + (["intersection", "union"] if len(aspects) > 1 else [])
+
+
+def models_to_train(aspects: list[str]) -> list[tuple[str, str, str]]:
+    """(run name, config, set variant) of every model of the table."""
+    runs = [(f"mnrl-{a}", "aspectcse_mnrl", f"single-{a}") for a in aspects]
+    runs += [(f"aspectcse-{v}", "aspectcse", v) for v in variants_of(aspects)]
+    return runs
+
+
+def build_sets(args, out: Path, log) -> Path:
+    """Ingest (when dumps are given), then labels + aspect sets with ``python -m ingest.aspects``."""
+    from ingest.aspects.__main__ import main as aspects_main
+
+    sets = Path(args.sets) if args.sets else out / "sets"
+    if args.wikipedia:
+        from ingest.pipeline import IngestConfig, run_ingest
+
+        log(f"[aspects] ingest {len(args.wikipedia)} Wikipedia dump(s) + Wikidata -> {sets}")
+        run_ingest(IngestConfig(wikipedia=list(args.wikipedia), wikidata=list(args.wikidata or []), out=str(sets),
+                                seed=args.seed, **(args.ingest_options or {})), log=log)
+    argv = ["--intros", str(sets / "intros"), "--out", str(out / "aspects"), "--aspects", *args.aspects,
+            "--seed", str(args.seed), "--random-negatives", str(args.random_negatives)]
+    if args.triplets_per_anchor:
+        argv += ["--triplets-per-anchor", str(args.triplets_per_anchor)]
+    argv += ["--sparql", args.sparql] + (["--user-agent", args.user_agent] if args.user_agent else []) \
+        if args.sparql else ["--wikidata-set", str(sets / "wikidata")]
+    log(f"[aspects] aspect labels ({'SPARQL' if args.sparql else 'wikidata set'}) and sets -> {out / 'aspects'}")
+    if aspects_main(argv) != 0:
+        raise SystemExit(2)
+    return out / "aspects"
+
+
+def train_models(aspect_sets: Path, args, out: Path, log) -> dict[str, str]:
+    from train.run import run as train_run
+
+    models = {}
+    for run_name, config, variant in models_to_train(args.aspects):
+        log(f"[aspects] train {run_name} ({config}) on {aspect_sets / variant}")
+        cfg = training_config(config, [f"model={args.model}", f"data={aspect_sets / variant}", f"seed={args.seed}",
+                                       f"storage_path={out / 'runs'}", f"run_name={run_name}", *args.overrides])
+        models[run_name] = train_run(cfg).model_path
+    return models
+
+
+def score(models: dict[str, str], base: str, docs: Path, aspects: list[str], log) -> dict[str, dict]:
+    """{table row: {aspect: retrieval metrics of the row's model on that aspect}}."""
+    from eval.aspect_retrieval import evaluate_aspect_retrieval
+    from eval.models import load_encoder
+
+    rows = {"generic": {}, "mnrl": {}, "single": {}, "intersection": {}, "union": {}}
+    per_model = {"generic": base, **models}
+    results = {}
+    for name, path in per_model.items():
+        results[name] = evaluate_aspect_retrieval(load_encoder(path), docs)["per_aspect"]
+        log(f"[aspects] {name}: " + ", ".join(f"{a} P@10 {results[name][a]['P@10']:.3f}"
+                                             for a in aspects if a in results[name]))
+    for a in aspects:
+        rows["generic"][a] = results["generic"].get(a)
+        rows["mnrl"][a] = results[f"mnrl-{a}"].get(a)
+        rows["single"][a] = results[f"aspectcse-single-{a}"].get(a)
+        if len(aspects) > 1:
+            rows["intersection"][a] = results["aspectcse-intersection"].get(a)
+            rows["union"][a] = results["aspectcse-union"].get(a)
+    return {row: cells for row, cells in rows.items() if cells}
+
+
+ROW_NAMES = {"generic": "generic (base encoder)", "mnrl": "MNRL (Ostendorff et al.), per aspect",
+             "single": "AspectCSE single-aspect, per aspect", "intersection": "AspectCSE multi-aspect (∩)",
+             "union": "AspectCSE multi-aspect (∪)"}
+
+
+def table_markdown(rows: dict[str, dict], aspects: list[str], k: int = 10) -> str:
+    """Table 5's shape: a row per model kind, P / R / MRR @k per aspect."""
+    names = [ASPECT_NAMES.get(a, a) for a in aspects]
+    head = "| model | " + " | ".join(f"{n} P@{k} | {n} R@{k} | {n} MRR@{k}" for n in names) + " |"
+    lines = [head, "|---|" + "---:|" * (3 * len(aspects))]
+    for row, cells in rows.items():
+        values = []
+        for a in aspects:
+            m = cells.get(a)
+            values += [f"{m[f'{x}@{k}']:.3f}" if m else "–" for x in ("P", "R", "MRR")]
+        lines.append(f"| {ROW_NAMES[row]} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def plots(models: dict[str, str], base: str, docs: Path, aspects: list[str], out: Path) -> list[str]:
+    from eval.aspect_retrieval import compare_models_tsne
+    from eval.models import load_encoder
+
+    best = "aspectcse-union" if "aspectcse-union" in models else f"aspectcse-single-{aspects[0]}"
+    pair = {"generic": load_encoder(base), best: load_encoder(models[best])}
+    written = []
+    for a in aspects:
+        path = out / f"aspects_tsne_{a}.png"
+        try:
+            written.append(str(compare_models_tsne(pair, docs, a, path)))
+        except ValueError as e:  # too few documents for a t-SNE
+            print(f"[aspects] no t-SNE for {a}: {e}")
+    return written
+
+
+def run_aspects(args, log=print) -> dict:
+    started = time.time()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    aspect_sets = build_sets(args, out, log)
+    models = train_models(aspect_sets, args, out, log)
+    rows = score(models, args.model, aspect_sets / "aspect_docs", args.aspects, log)
+    table = table_markdown(rows, args.aspects)
+    pngs = plots(models, args.model, aspect_sets / "aspect_docs", args.aspects, out)
+    title = "AspectCSE: aspect retrieval on the held-out entities (k = 10)"
+    (out / "aspects.md").write_text(f"# {title}\n\n{table}\n\n" + "".join(f"![t-SNE]({Path(p).name})\n" for p in pngs))
+    result = {"rows": rows, "models": models, "base": args.model, "aspects": args.aspects, "plots": pngs,
+              "table": str(out / "aspects.md"), "seconds": round(time.time() - started, 1)}
+    (out / "aspects.json").write_text(json.dumps(result, indent=2, default=str))
+    log("")
+    log(table)
+    return result
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--wikipedia", nargs="+", help="Wikipedia dump(s): ingest them first (with --wikidata)")
+    source.add_argument("--sets", help="an ingest output folder holding intros/ and wikidata/")
+    p.add_argument("--wikidata", nargs="+", help="Wikidata JSON dump(s), with --wikipedia")
+    p.add_argument("--sparql", metavar="URL", help="take the aspect labels from this SPARQL endpoint instead")
+    p.add_argument("--user-agent", help="User-Agent for --sparql (the Wikidata Query Service asks for a contact)")
+    p.add_argument("--out", default="aspects_out")
+    p.add_argument("--model", default="bert-base-uncased", help="base encoder (the paper: BERT-base)")
+    p.add_argument("--aspects", nargs="+", default=["P17", "P452"], help="aspect properties (default: country, industry)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--random-negatives", type=int, default=10000)
+    p.add_argument("--triplets-per-anchor", type=int, default=None)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="training override for every model (e.g. use_gpu=true, max_steps=200)")
+    p.set_defaults(ingest_options=None)
