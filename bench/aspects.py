@@ -29,8 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -47,50 +45,13 @@ MINILM_TRAINING = ["pooling=mean", "epochs=2", "batch_size=16", "lr=5e-5", "max_
                    "keep_checkpoints=1"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_oxigraph(world: Path, work: Path):
-    """``oxigraph serve-read-only`` on 127.0.0.1 with the world's truthy RDF: (process, query URL)."""
-    import requests
-
-    from structcse.demo.rdf import write_wikidata_rdf
-
-    exe = shutil.which("oxigraph")
-    if exe is None:
-        raise SystemExit("bench/aspects.py needs the oxigraph binary: pip install 'structcse[test]'")
-    nt = write_wikidata_rdf(world)
-    store = work / "oxigraph_store"
-    subprocess.run([exe, "load", "--location", str(store), "--file", str(nt)], check=True, capture_output=True,
-                   timeout=300)
-    port = free_port()
-    proc = subprocess.Popen([exe, "serve-read-only", "--location", str(store), "--bind", f"127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/query"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if requests.get(url, params={"query": "ASK {}"}, timeout=2).ok:
-                return proc, url
-        except requests.ConnectionError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit("oxigraph serve did not answer within 30 s")
-        time.sleep(0.1)
-
-
 def build_sets(out: Path) -> dict:
-    import pyarrow as pa
-
     from ingest.aspects.offline import aspect_labels_from_wikidata_set
     from ingest.aspects.sparql import fetch_aspect_labels
     from ingest.aspects.triplets import AspectSetConfig, build_aspect_sets
     from ingest.pipeline import IngestConfig, run_ingest
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
+    from structcse.demo.rdf import serve_rdf, write_wikidata_rdf
 
     quiet = lambda *a, **k: None  # noqa: E731
     world = generate_demo_world(out / "world", seed=0)
@@ -101,14 +62,10 @@ def build_sets(out: Path) -> dict:
     start = time.perf_counter()
     offline = aspect_labels_from_wikidata_set(str(sets / "wikidata"), properties=ASPECTS)
     offline_s = time.perf_counter() - start
-    proc, url = start_oxigraph(world.root, out)
-    try:
+    with serve_rdf(write_wikidata_rdf(world.root), out / "oxigraph_store") as url:
         start = time.perf_counter()
         online = fetch_aspect_labels(url, properties=ASPECTS, page_size=50, user_agent="structcse-bench", log=quiet)
         sparql_s = time.perf_counter() - start
-    finally:
-        proc.terminate()
-        proc.wait(10)
     if not online.equals(offline):
         raise SystemExit("the SPARQL and offline routes gave different aspect label tables")
     entities = len(set(offline["qid"].to_pylist()))
@@ -117,7 +74,6 @@ def build_sets(out: Path) -> dict:
     manifest = build_aspect_sets(offline, str(sets / "intros"), str(out / "aspects"),
                                  AspectSetConfig(aspects=ASPECTS, seed=0, triplets_per_anchor=3), log=quiet)
     sets_s = time.perf_counter() - start
-    assert isinstance(offline, pa.Table)
     return {"entities": entities, "label_rows": offline.num_rows,
             "labels_offline_entities_per_s_per_core": round(entities / offline_s, 1),
             "labels_sparql_entities_per_s_per_core": round(entities / sparql_s, 1),

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest import schemas
-from ingest.sets import hash_buckets, map_buckets, map_keys, mix64, read_dataset, row_hashes, table_writer, write_table
+from ingest.sets import align, hash_buckets, map_buckets, map_keys, mix64, read_dataset, row_hashes, table_writer, write_table
 from ingest.wikitext import normalize_title
 
 _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(pa.string()), pa.list_(pa.int64())
@@ -49,16 +49,6 @@ _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(
 
 def _schema(**columns) -> pa.Schema:
     return pa.schema([pa.field(name, kind) for name, kind in columns.items()])
-
-
-def _align(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with ``schema``'s columns in order, missing ones null: the two
-    sides of a reduce-side join must share one schema."""
-    columns = [
-        table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _out(rows: list[dict], schema: pa.Schema) -> list[dict]:
@@ -72,10 +62,10 @@ TITLE_QIDS = _schema(wiki=_STR, title=_STR, qid=_STR, direct=_BOOL)
 
 
 def _redirect_side(batch: pa.Table) -> pa.Table:
-    return _align(batch.rename_columns(["wiki", "title", "key"]), TITLE_SIDES)
+    return align(batch.rename_columns(["wiki", "title", "key"]), TITLE_SIDES)
 
 
-def _sitelink_side(batch: pa.Table, wikis: list[str]) -> pa.Table:
+def sitelink_side(batch: pa.Table, wikis: list[str]) -> pa.Table:
     rows = []
     for qid, sitelinks in zip(batch["qid"].to_pylist(), batch["sitelinks"].to_pylist()):
         for link in sitelinks or ():
@@ -108,7 +98,7 @@ def _resolve_mentions(bucket: pa.Table) -> pa.Table:
     best = best.select(["wiki", "title", "qid_first"]).rename_columns(["wiki", "title", "qid"])
     mentions = bucket.filter(pc.is_valid(bucket["page_id"])).select(["wiki", "title", "page_id", "sentence_index"])
     resolved = mentions.join(best, keys=["wiki", "title"], join_type="left outer")
-    return _align(resolved, RESOLVED).sort_by(
+    return align(resolved, RESOLVED).sort_by(
         [("wiki", "ascending"), ("page_id", "ascending"), ("sentence_index", "ascending"), ("qid", "ascending")])
 
 
@@ -211,7 +201,7 @@ def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict,
     repeats = mentions.filter(pa.array(repeat)).select(["pair_key", "wiki", "page_id", "sentence_index", "qid"])
     repeats = repeats.rename_columns(["pair_key", "wiki", "page_id", "sentence_index", "positive_qid"])
     repeats = repeats.append_column("dropped", pa.array(["same_entity_twice_in_a_sentence"] * len(repeats), _STR))
-    out = pa.concat_tables([_align(table, PAIRS), _align(repeats, PAIRS)])
+    out = pa.concat_tables([align(table, PAIRS), align(repeats, PAIRS)])
     return out.sort_by([("positive_qid", "ascending"), ("pair_key", "ascending"), ("dropped", "ascending")])
 
 
@@ -230,7 +220,7 @@ def _slot_side(batch: pa.Table) -> pa.Table:
     table = batch.select(["negative_type", "pair_key", "wiki", "page_id", "positive_qid"]).take(rows)
     ranks = pa.array([r for n in repeat for r in range(n)], _INT)
     table = table.rename_columns(["type", "pair_key", "wiki", "page_id", "positive_qid"])
-    return _align(table.append_column("slot", pc.list_flatten(slots)).append_column("rank", ranks), SLOT_SIDES)
+    return align(table.append_column("slot", pc.list_flatten(slots)).append_column("rank", ranks), SLOT_SIDES)
 
 
 def _fill_slots(bucket: pa.Table) -> pa.Table:
@@ -239,7 +229,7 @@ def _fill_slots(bucket: pa.Table) -> pa.Table:
         ["type", "slot", "pair_key", "wiki", "page_id", "positive_qid", "rank"])
     members = bucket.filter(pc.is_null(bucket["pair_key"])).select(["type", "slot", "qid", "entity_index", "title"])
     joined = requests.join(members, keys=["type", "slot"], join_type="inner")
-    return _align(joined, CANDIDATES).sort_by([("pair_key", "ascending"), ("rank", "ascending")])
+    return align(joined, CANDIDATES).sort_by([("pair_key", "ascending"), ("rank", "ascending")])
 
 
 # ---------------------------------------------------------------- 6. per page: the negative of each pair
@@ -253,7 +243,7 @@ PICKED = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR
 
 
 def _side(batch: pa.Table, side: int) -> pa.Table:
-    return _align(batch.append_column("side", pa.array([side] * len(batch), _INT)), PICK_SIDES)
+    return align(batch.append_column("side", pa.array([side] * len(batch), _INT)), PICK_SIDES)
 
 
 def _pick_negatives(bucket: pa.Table, buckets: int) -> pa.Table:
@@ -277,7 +267,7 @@ def _pick_negatives(bucket: pa.Table, buckets: int) -> pa.Table:
     picked = pairs.join(chosen, keys="pair_key", join_type="left outer").sort_by("pair_key")
     picked = picked.append_column("bucket", hash_buckets(picked, ["wiki", "page_id"], buckets))
     dropped = pc.if_else(pc.is_null(picked["negative_qid"]), pa.scalar("no_hard_negative"), pa.scalar(None, _STR))
-    return _align(picked.append_column("dropped", dropped), PICKED)
+    return align(picked.append_column("dropped", dropped), PICKED)
 
 
 # ---------------------------------------------------------------- 7. sentences back in, one file per bucket
@@ -289,7 +279,7 @@ WRITTEN = _schema(bucket=_INT, rows=_INT, file=_STR)
 
 
 def _sentence_side(batch: pa.Table, buckets: int) -> pa.Table:
-    return _align(batch.append_column("bucket", hash_buckets(batch, ["wiki", "page_id"], buckets)), WRITE_SIDES)
+    return align(batch.append_column("bucket", hash_buckets(batch, ["wiki", "page_id"], buckets)), WRITE_SIDES)
 
 
 def _write_buckets(table: pa.Table, out: str) -> pa.Table:
@@ -306,7 +296,7 @@ def _write_buckets(table: pa.Table, out: str) -> pa.Table:
             [("wiki", "ascending"), ("page_id", "ascending"), ("sentence_index", "ascending"),
              ("positive_qid", "ascending")])
         name = f"part-{bucket:05d}.parquet"
-        write_table(_align(rows, schemas.ENTITY_PAIRS), f"{out}/entity_pairs/{name}")
+        write_table(align(rows, schemas.ENTITY_PAIRS), f"{out}/entity_pairs/{name}")
         written.append({"bucket": bucket, "rows": len(rows), "file": name})
     return _out(written, WRITTEN)
 
@@ -356,10 +346,10 @@ def resolve_mentions(wikidata, redirects, mentions, wikis: list[str], parts: int
     QID of their target through ``redirects`` (wiki, title, target) and the
     sitelinks of ``wikidata`` (a ``wikidata`` set); QID null when none."""
     title_sides = redirects.map_batches(_redirect_side, batch_format="pyarrow").union(
-        wikidata.map_batches(_sitelink_side, batch_format="pyarrow", fn_kwargs={"wikis": wikis}))
+        wikidata.map_batches(sitelink_side, batch_format="pyarrow", fn_kwargs={"wikis": wikis}))
     title_qids = map_keys(title_sides, ["wiki", "key"], _resolve_titles, TITLE_QIDS, parts)
-    mention_sides = title_qids.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}).union(
-        mentions.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}))
+    mention_sides = title_qids.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}).union(
+        mentions.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}))
     return map_buckets(mention_sides, ["wiki", "title"], _resolve_mentions, parts)
 
 
@@ -378,7 +368,7 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
     mentions_total = resolved.count()
     linked = resolved.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "qid", "null": False})
     link_counts = linked.groupby("qid", num_partitions=parts).count().map_batches(
-        lambda b: _align(b.rename_columns(["qid", "link_count"]), VOCAB_SIDES), batch_format="pyarrow")
+        lambda b: align(b.rename_columns(["qid", "link_count"]), VOCAB_SIDES), batch_format="pyarrow")
     dropped: Counter = Counter()
     dropped["link_target_without_wikidata_item"] = mentions_total - linked.count()
 
@@ -393,8 +383,8 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
 
     # 4. per entity: vocabulary row, cap, negative type and slots
     vocabulary = read_dataset(f"{out}/entities")
-    entity_sides = linked.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}).union(
-        vocabulary.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}))
+    entity_sides = linked.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}).union(
+        vocabulary.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}))
     pairs = map_buckets(entity_sides, ["qid"], _pairs_for_entities, parts, cap=cfg["max_pairs_per_entity"],
                             seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"]).materialize()
     dropped.update(_value_counts(pairs.map_batches(_keep, batch_format="pyarrow",
@@ -417,7 +407,7 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
 
     # 7. sentence text back in; one file per bucket
     sentences = read_dataset(f"{out}/sentences", columns=["wiki", "page_id", "sentence_index", "sentence"])
-    write_sides = final.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}).union(
+    write_sides = final.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}).union(
         sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets}))
     written = map_buckets(write_sides, "bucket", _write_buckets, parts, out=out).take_all()
     n_pairs = sum(r["rows"] for r in written)

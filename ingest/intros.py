@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest import schemas
-from ingest.entity_pairs import _align, _sitelink_side
-from ingest.sets import hash_buckets, map_buckets, read_dataset, set_files, write_manifest, write_table
+from ingest.entity_pairs import sitelink_side
+from ingest.sets import align, hash_buckets, map_buckets, read_dataset, set_files, write_manifest, write_table
 
 _STR, _INT = pa.string(), pa.int64()
 SIDES = pa.schema([pa.field("wiki", _STR), pa.field("title", _STR), pa.field("page_id", _INT),
@@ -37,12 +37,12 @@ WRITTEN = pa.schema([pa.field("bucket", _INT), pa.field("rows", _INT), pa.field(
 
 
 def _sitelinks(batch: pa.Table, wikis: list[str]) -> pa.Table:
-    return _align(_sitelink_side(batch, wikis), SIDES)
+    return align(sitelink_side(batch, wikis), SIDES)
 
 
 def _bucketed(table: pa.Table, files: int) -> pa.Table:
-    table = _align(table, schemas.INTROS)
-    return _align(table.append_column("bucket", hash_buckets(table, ["wiki", "page_id"], files)), BUCKETED)
+    table = align(table, schemas.INTROS)
+    return align(table.append_column("bucket", hash_buckets(table, ["wiki", "page_id"], files)), BUCKETED)
 
 
 def _join(bucket: pa.Table, files: int) -> pa.Table:
@@ -60,7 +60,7 @@ def _write(bucket: pa.Table, out: str) -> pa.Table:
     for b in sorted(set(bucket["bucket"].to_pylist())):
         rows = bucket.filter(pc.equal(bucket["bucket"], b)).sort_by([("wiki", "ascending"), ("page_id", "ascending")])
         name = f"part-{b:05d}.parquet"
-        write_table(_align(rows, schemas.INTROS), f"{out}/intros/{name}")
+        write_table(align(rows, schemas.INTROS), f"{out}/intros/{name}")
         written.append({"bucket": b, "rows": len(rows), "linked": len(rows) - rows["qid"].null_count, "file": name})
     return pa.Table.from_pylist(written, schema=WRITTEN)
 
@@ -84,7 +84,7 @@ def build_intros(out: str, wikidata_set: str | None, cfg: dict, results: list[di
     parts = cfg.get("shuffle_partitions") or 2
     intros = read_dataset(work_files)
     if wikidata_set:
-        sides = intros.map_batches(_align, batch_format="pyarrow", fn_kwargs={"schema": SIDES}).union(
+        sides = intros.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": SIDES}).union(
             read_dataset(wikidata_set, columns=["qid", "sitelinks"]).map_batches(
                 _sitelinks, batch_format="pyarrow", fn_kwargs={"wikis": list(cfg["wikis"])}))
         rows = map_buckets(sides, ["wiki", "title"], _join, parts, files=files)

@@ -247,6 +247,14 @@ def map_keys(ds, key: str | list[str], fn, schema: pa.Schema, partitions: int, /
 # ---------------------------------------------------------------- writing
 
 
+def align(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with ``schema``'s columns in order, each cast to its type, missing ones null:
+    the sides of a reduce-side join (and a file's rows) share one schema."""
+    columns = [table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+               for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 def _tmp_name(local: str) -> str:
     """Hidden, so readers of the folder (pyarrow, Ray Data, ``set_files``) never see a half-written file."""
     folder, name = os.path.split(local)

@@ -31,7 +31,6 @@ from pathlib import Path
 from structcse.configs import training_config
 
 ASPECT_NAMES = {"P17": "country", "P452": "industry", "P27": "citizenship", "P31": "instance of"}
-KS_SHOWN = (10,)
 
 
 def variants_of(aspects: list[str]) -> list[str]:
@@ -56,13 +55,15 @@ def build_sets(args, out: Path, log) -> Path:
 
         log(f"[aspects] ingest {len(args.wikipedia)} Wikipedia dump(s) + Wikidata -> {sets}")
         run_ingest(IngestConfig(wikipedia=list(args.wikipedia), wikidata=list(args.wikidata or []), out=str(sets),
-                                seed=args.seed, **(args.ingest_options or {})), log=log)
+                                seed=args.seed), log=log)
     argv = ["--intros", str(sets / "intros"), "--out", str(out / "aspects"), "--aspects", *args.aspects,
             "--seed", str(args.seed), "--random-negatives", str(args.random_negatives)]
     if args.triplets_per_anchor:
         argv += ["--triplets-per-anchor", str(args.triplets_per_anchor)]
-    argv += ["--sparql", args.sparql] + (["--user-agent", args.user_agent] if args.user_agent else []) \
-        if args.sparql else ["--wikidata-set", str(sets / "wikidata")]
+    if args.sparql:
+        argv += ["--sparql", args.sparql] + (["--user-agent", args.user_agent] if args.user_agent else [])
+    else:
+        argv += ["--wikidata-set", str(sets / "wikidata")]
     log(f"[aspects] aspect labels ({'SPARQL' if args.sparql else 'wikidata set'}) and sets -> {out / 'aspects'}")
     if aspects_main(argv) != 0:
         raise SystemExit(2)
@@ -172,4 +173,3 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--triplets-per-anchor", type=int, default=None)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="training override for every model (e.g. use_gpu=true, max_steps=200)")
-    p.set_defaults(ingest_options=None)

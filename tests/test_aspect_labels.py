@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import subprocess
 import threading
 import time
 from contextlib import contextmanager
@@ -27,55 +25,19 @@ UA = "structcse-tests/0 (https://example.invalid/tests)"
 QUIET = {"user_agent": UA, "log": lambda *a: None}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def oxigraph(demo_world, tmp_path_factory):
     """The demo world's Wikidata RDF in an `oxigraph serve-read-only` on 127.0.0.1: its /query URL."""
     from structcse.demo import WIKIDATA_DUMP
-    from structcse.demo.rdf import write_wikidata_rdf
+    from structcse.demo.rdf import serve_rdf, write_wikidata_rdf
 
-    exe = shutil.which("oxigraph")
-    if exe is None:
+    if shutil.which("oxigraph") is None:
         pytest.skip("the oxigraph binary is not installed (pip install 'structcse[test]')")
     world = tmp_path_factory.mktemp("rdf_world")  # the shared demo world stays as generate_demo_world wrote it
     (world / WIKIDATA_DUMP).parent.mkdir(parents=True)
     shutil.copy(demo_world.root / WIKIDATA_DUMP, world / WIKIDATA_DUMP)
-    nt = write_wikidata_rdf(world)
-    store = tmp_path_factory.mktemp("oxigraph_store")
-    subprocess.run([exe, "load", "--location", str(store), "--file", str(nt)], check=True, capture_output=True,
-                   timeout=120)
-    port = _free_port()
-    log = open(store.parent / f"oxigraph-{port}.log", "wb")  # noqa: SIM115 - lives as long as the server
-    proc = subprocess.Popen([exe, "serve-read-only", "--location", str(store), "--bind", f"127.0.0.1:{port}"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/query"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"oxigraph serve exited with {proc.returncode}")
-            try:
-                if requests.get(url, params={"query": "ASK {}"}, timeout=2).ok:
-                    break
-            except requests.ConnectionError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("oxigraph serve did not answer within 30 s")
-            time.sleep(0.1)
+    with serve_rdf(write_wikidata_rdf(world), tmp_path_factory.mktemp("oxigraph_store")) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
 
 
 @contextmanager

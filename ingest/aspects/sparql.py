@@ -49,6 +49,7 @@ from ingest.aspects.validate import (
     check_wiki,
     wiki_site,
 )
+from ingest.sets import code_version
 
 WDQS = "https://query.wikidata.org/sparql"
 ENTITY = "http://www.wikidata.org/entity/"
@@ -62,16 +63,7 @@ PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
 """
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("structcse")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-DEFAULT_USER_AGENT = (f"structcse/{_version()} (aspect labels for AspectCSE; set aspects.user_agent to a contact "
+DEFAULT_USER_AGENT = (f"structcse/{code_version()} (aspect labels for AspectCSE; set aspects.user_agent to a contact "
                       "URL or e-mail, as the Wikimedia User-Agent policy asks)")
 
 

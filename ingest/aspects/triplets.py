@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest import schemas
-from ingest.sets import map_buckets, map_keys, read_dataset, row_hashes, stable_hash, write_json, write_manifest, \
+from ingest.sets import align, key_groups, map_buckets, map_keys, read_dataset, row_hashes, stable_hash, write_json, write_manifest, \
     write_table
 
 _STR, _INT = pa.string(), pa.int64()
@@ -267,13 +267,13 @@ def _attach(bucket: pa.Table) -> pa.Table:
     texts = bucket.filter(pc.is_null(bucket["tid"])).select(["qid", "title", "text"])
     needs = bucket.filter(pc.is_valid(bucket["tid"])).drop_columns(["title", "text"])
     joined = needs.join(texts, keys="qid", join_type="inner")
-    return joined.select(NEEDS.names).cast(NEEDS)
+    return align(joined, NEEDS)
 
 
 def _write_files(bucket: pa.Table, out: str, specs: dict) -> pa.Table:
     written = []
-    for (group, file), rows in _split(bucket, ["group", "file"]):
-        rows = rows.sort_by([("tid", "ascending"), ("role", "ascending")]).to_pylist()
+    for (group, file), rows in key_groups(bucket, ["group", "file"]):
+        rows.sort(key=lambda r: (r["tid"], r["role"]))
         if group == "aspect_docs":
             table = pa.Table.from_pylist([{"qid": r["qid"], "title": r["title"], "text": r["text"],
                                            "aspect": r["aspect"], "labels": r["labels"].split(_SEP)} for r in rows],
@@ -298,13 +298,6 @@ def _write_files(bucket: pa.Table, out: str, specs: dict) -> pa.Table:
         write_table(table, f"{out}/{folder}/part-{file:05d}.parquet")
         written.append({"group": group, "file": file, "rows": len(table)})
     return pa.Table.from_pylist(written, schema=pa.schema([("group", _STR), ("file", _INT), ("rows", _INT)]))
-
-
-def _split(table: pa.Table, key: list[str]):
-    values = sorted(set(zip(*[table[k].to_pylist() for k in key])))
-    for value in values:
-        mask = pc.and_(pc.equal(table[key[0]], value[0]), pc.equal(table[key[1]], value[1]))
-        yield value, table.filter(mask)
 
 
 # ---------------------------------------------------------------- the driver
@@ -348,8 +341,7 @@ def build_aspect_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectS
                       "aspect": p, "labels": _SEP.join(sorted(kept[qid][p]))})
         tid += 1
     sides = ray.data.from_arrow(pa.Table.from_pylist(needs, schema=NEEDS)).union(
-        texts.map_batches(lambda b: pa.table({n: b[n] if n in b.column_names else pa.nulls(len(b), NEEDS.field(n).type)
-                                              for n in NEEDS.names}, schema=NEEDS), batch_format="pyarrow"))
+        texts.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": NEEDS}))
     attached = map_buckets(sides, "qid", _attach, cfg.partitions)
     written = map_buckets(attached, ["group", "file"], _write_files, cfg.partitions, out=out,
                           specs={n: (k, a) for n, k, a in specs}).take_all()

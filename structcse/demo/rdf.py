@@ -14,7 +14,9 @@ writes ``wikidata/wikidata-<date>-truthy.nt`` beside it, for a SPARQL endpoint
   <https://en.wikipedia.org/>``, ``schema:name "Title"@en``.
 
 ``generate_demo_world`` does not call it: the world's other files are unchanged.
-Only the standard library is imported.
+``serve_rdf`` serves such a file with ``oxigraph serve-read-only`` on 127.0.0.1
+(the tests' and ``bench/aspects.py``'s endpoint). Only the standard library is
+imported.
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ from __future__ import annotations
 import bz2
 import hashlib
 import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -113,3 +122,44 @@ def write_wikidata_rdf(world_dir) -> Path:
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     tmp.replace(out)
     return out
+
+
+@contextmanager
+def serve_rdf(nt: Path, store: Path, *, timeout: float = 30.0):
+    """``oxigraph serve-read-only`` on a free 127.0.0.1 port over ``nt`` loaded into a store at
+    ``store`` (PyPI ``oxigraph``); yields the SPARQL query URL and stops the server on exit, its
+    output in ``store``'s ``.log`` beside it. ``FileNotFoundError`` when the ``oxigraph`` binary is
+    missing, ``RuntimeError`` when the server exits or does not answer within ``timeout`` seconds."""
+    exe = shutil.which("oxigraph")
+    if exe is None:
+        raise FileNotFoundError("the oxigraph binary is not installed (pip install 'structcse[test]')")
+    subprocess.run([exe, "load", "--location", str(store), "--file", str(nt)], check=True, capture_output=True,
+                   timeout=300)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/query"
+    with open(store.with_suffix(".log"), "wb") as log:
+        proc = subprocess.Popen([exe, "serve-read-only", "--location", str(store), "--bind", f"127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"oxigraph serve exited with {proc.returncode} (log: {log.name})")
+                try:
+                    with urllib.request.urlopen(f"{url}?{urllib.parse.urlencode({'query': 'ASK {}'})}", timeout=2):
+                        break
+                except OSError:  # not listening yet
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"oxigraph serve did not answer within {timeout:.0f} s (log: {log.name})")
+                time.sleep(0.1)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
