@@ -5,7 +5,8 @@ The last line of stdout is always one JSON object with the result (for STS:
 nli: ``accuracy``, ``auprc``, ``auprc_trapezoid``; direction:
 ``length_baseline_acc``, ``sim_acc``, ``det_acc``; link_prediction: ``MR``,
 ``MRR``, ``Hits@k`` and ``per_relation``; relational_sts: ``spearman``;
-aspect_retrieval: ``P@k``, ``R@k``, ``MRR@k`` and ``per_aspect``).
+aspect_retrieval: ``P@k``, ``R@k``, ``MRR@k`` and ``per_aspect``; srsd:
+``accuracy``, ``accuracy_reversed``, ``per_kind``; mrpc: ``accuracy``, ``f1``).
 Task names may be written with ``-`` for ``_`` (``aspect-retrieval``); the
 default split is ``dev``, or the task's only split when it has no dev split.
 Task options (``--tune-data``, ``--tune-split``, ``--plots``, ``--limit``,
@@ -71,10 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "aspect_retrieval: the first N documents of each aspect")
     task_options.add_argument("--weights", default=None,
                               help="relational_sts: relation weights REL=W,REL=W (default: the model's sts_weights)")
+    task_options.add_argument("--representation", default=None, choices=("offset", "concat_mlp"),
+                              help="srsd: the pair representation (default: the model's own; offset for any model "
+                                   "without DSBATS heads)")
     return parser
 
 
-TASK_OPTIONS = ("tune_data", "tune_split", "plots", "limit", "weights")
+TASK_OPTIONS = ("tune_data", "tune_split", "plots", "limit", "weights", "representation")
 
 
 def describe(result: dict) -> str:
@@ -87,7 +91,9 @@ def describe(result: dict) -> str:
     for name, metrics in (result.get("per_relation") or result.get("per_aspect") or {}).items():
         lines.append(f"  {name}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                                for k, v in metrics.items()))
-    if "n_pairs" not in result and "n_docs" in result:
+    if "n_items" in result:
+        lines.append(f"  items:    {result['n_items']}")
+    elif "n_pairs" not in result and "n_docs" in result:
         lines.append(f"  docs:     {result['n_docs']}  (seeds: {result.get('n_seeds', '?')})")
     else:
         lines.append(f"  pairs:    {result.get('n_pairs', '?')}  (skipped rows: {result.get('skipped_rows', 0)}"

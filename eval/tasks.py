@@ -13,7 +13,8 @@ srsd, ...) is one module plus one ``register`` call here.
 
 Tasks: ``sts`` (cosine, Spearman), ``nli`` and ``direction`` (GaussCSE §3),
 ``relational_sts`` and ``link_prediction`` (RSE §3.3, App. B), ``aspect_retrieval``
-(AspectCSE §6.1). On the CLI a ``-`` in a task name reads as ``_`` (``aspect-retrieval``).
+(AspectCSE §6.1), ``srsd`` (DSBATS slides' intrinsic task), ``mrpc`` (SentEval's
+MRPC protocol on frozen embeddings). On the CLI a ``-`` in a task name reads as ``_`` (``aspect-retrieval``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from eval import aspect_retrieval, direction, link_prediction, nli, relational_sts, sts
+from eval import aspect_retrieval, direction, link_prediction, mrpc, nli, relational_sts, srsd, sts
 
 
 @dataclass(frozen=True)
@@ -111,4 +112,26 @@ register(EvalTask(
     check_data=aspect_retrieval.check_aspect_data,
     run=aspect_retrieval.evaluate_aspect_retrieval,
     options=("limit", "plots"),
+))
+
+register(EvalTask(
+    name="srsd",
+    description="DSBATS sentence relationship similarity distinguishing on an srsd set: accuracy of cos(r(query), "
+                "r(candidate)) picking the answer pair (other_cluster: accuracy; reversed: accuracy_reversed), "
+                "per cluster",
+    splits=("test",),  # the srsd folder is the test side
+    check_data=srsd.check_srsd_data,
+    run=srsd.evaluate_srsd,
+    model_kind="trained",  # a dsbats model's pair head (concat_mlp) when it has one; offset otherwise
+    options=("limit", "representation"),
+))
+
+register(EvalTask(
+    name="mrpc",
+    description="MRPC paraphrase detection (SentEval): logistic regression on [|u-v|, u*v], C by inner CV; "
+                "train: 10-fold CV accuracy/F1, test: train -> test accuracy/F1",
+    splits=("train", "test"),  # train: CV on the train file (our sample has no test file)
+    check_data=mrpc.check_mrpc_data,
+    run=mrpc.evaluate_mrpc,
+    options=("limit",),
 ))

@@ -151,7 +151,63 @@ ASPECT_DOCS = pa.schema(
     ]
 )
 
+# DSBATS-sn (``ingest/dsbats/``): one row per BATS analogy pair (word, answer)
+# lifted to a pair of definition sentences from a semantic network. ``cluster``
+# is the unit of "same relationship" (a BATS category, e.g. E07); ``first_*``
+# is the BATS word's side, ``second_*`` the answer's.
+BATS_DEFINITIONS = pa.schema(
+    [
+        pa.field("category", pa.string(), nullable=False),  # E07
+        pa.field("relation", pa.string(), nullable=False),  # animal - sound
+        pa.field("cluster", pa.string(), nullable=False),  # pairs of one cluster hold one relationship
+        pa.field("pair_id", pa.string(), nullable=False),  # E07:012:bark (category, BATS line, answer)
+        pa.field("first_word", pa.string(), nullable=False),
+        pa.field("second_word", pa.string(), nullable=False),
+        pa.field("first_synset", pa.string(), nullable=False),  # dog.n.01 (WordNet) / bn:00015267n (BabelNet)
+        pa.field("second_synset", pa.string(), nullable=False),
+        pa.field("first_definition", pa.string(), nullable=False),
+        pa.field("second_definition", pa.string(), nullable=False),
+        pa.field("sense_rule", pa.string(), nullable=False),  # how the senses were chosen (ingest/dsbats/senses.py)
+        pa.field("split", pa.string(), nullable=False),  # train | test | held_out (ingest/dsbats/contrastive.py)
+    ]
+)
+
+# DSBATS4CL: p = (anchor_first, anchor_second) and p+ = (positive_first,
+# positive_second), two definition pairs of one cluster; p- is p reversed,
+# (anchor_second, anchor_first), by construction, so it is not stored twice.
+DSBATS4CL = pa.schema(
+    [
+        pa.field("anchor_first", pa.string(), nullable=False),
+        pa.field("anchor_second", pa.string(), nullable=False),
+        pa.field("positive_first", pa.string(), nullable=False),
+        pa.field("positive_second", pa.string(), nullable=False),
+        pa.field("cluster", pa.string(), nullable=False),
+        pa.field("anchor_id", pa.string(), nullable=False),
+        pa.field("positive_id", pa.string(), nullable=False),
+    ]
+)
+
+# SRSD items (sentence relationship similarity distinguishing): a query pair
+# and candidate pairs, exactly one of which (``answer``) holds the query's
+# relationship. ``kind``: ``other_cluster`` (the distractors come from other
+# clusters) or ``reversed`` (the distractor is the answer pair reversed).
+SRSD = pa.schema(
+    [
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("cluster", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("query_first", pa.string(), nullable=False),
+        pa.field("query_second", pa.string(), nullable=False),
+        pa.field("candidates_first", pa.list_(pa.string()), nullable=False),
+        pa.field("candidates_second", pa.list_(pa.string()), nullable=False),
+        pa.field("answer", pa.int32(), nullable=False),  # index into candidates_*
+    ]
+)
+
 SCHEMAS: dict[str, pa.Schema] = {
+    "bats_definitions": BATS_DEFINITIONS,
+    "dsbats4cl": DSBATS4CL,
+    "srsd": SRSD,
     "intros": INTROS,
     "aspect_labels": ASPECT_LABELS,
     "aspect_triplets": ASPECT_TRIPLETS,

@@ -3,11 +3,13 @@
 demo world (real dump formats) -> ingest (Ray Data) -> tiny BERT with a
 vocabulary trained on the ingested sentences -> SimCSE and EASE (Ray Train)
 -> AspectCSE on aspect triplets of the world's companies (multi-aspect union)
--> a small ASHA search (Ray Tune + evaluation actor) -> STS evaluation and
-aspect retrieval (P@10 on held-out companies) of every model -> a table and
+-> DSBATS-sn on the world's BATS folder and WordNet-format dictionary
+-> a small ASHA search (Ray Tune + evaluation actor) -> STS evaluation,
+aspect retrieval (P@10 on held-out companies) and SRSD of every model -> a table and
 a report.
 
 ``structcse aspects`` (``structcse/aspects.py``): AspectCSE end to end.
+``structcse dsbats`` (``structcse/dsbats.py``): DSBATS-sn end to end.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ def log(message: str) -> None:
 
 def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     from eval.aspect_retrieval import evaluate_aspect_retrieval
-    from eval.models import load_encoder
+    from eval.models import load_encoder, load_trained
     from eval.report import format_table, write_report
+    from eval.srsd import evaluate_srsd
     from eval.sts import evaluate_sts
     from ingest.pipeline import IngestConfig, run_ingest
     from ingest.sets import read_table
@@ -55,7 +58,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
 
     started = time.time()
     out = out.resolve()
-    steps = 7 if not skip_tune else 6
+    steps = 8 if not skip_tune else 7
 
     log(f"[1/{steps}] demo world (seed {seed}) -> {out / 'world'}")
     world = generate_demo_world(out / "world", seed=seed)
@@ -90,10 +93,23 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
                                                       "max_len=128", "dev_sts=null", "run_name=aspectcse"]))
     models["aspectcse (multi-aspect union)"] = outcome.model_path
 
+    # DSBATS-sn: the world's BATS folder lifted to definition pairs by its WordNet-format dictionary
+    from ingest.dsbats.bats import category_files
+    from ingest.dsbats.job import DsbatsConfig, build_dsbats
+
+    log(f"[7/{steps}] DSBATS-sn: the world's BATS analogies -> definition pairs from its WordNet dictionary "
+        f"(Ray Data) -> DSBATS4CL and SRSD -> {out / 'dsbats'}; train with the p⁻-only loss")
+    build_dsbats(str(world.bats_dir), {"kind": "wordnet", "folder": str(world.wordnet_dir)}, str(out / "dsbats"),
+                 DsbatsConfig(categories=sorted(category_files(world.bats_dir)[1]), seed=seed, positives_per_pair=8),
+                 log=log)
+    outcome = train_run(training_config("dsbats", [*DEMO_TRAINING, *common, f"data={out / 'dsbats'}", "max_len=48",
+                                                   "dev_sts=null", "run_name=dsbats"]))
+    models["dsbats (DSBATS4CL)"] = outcome.model_path
+
     if not skip_tune:
         from tune.search import TuneSettings, run_search
 
-        log(f"[7/{steps}] Ray Tune: ASHA over lr, batch size, temperature (SimCSE), "
+        log(f"[8/{steps}] Ray Tune: ASHA over lr, batch size, temperature (SimCSE), "
             f"{DEMO_TUNE['num_samples']} trials scored by an evaluation actor")
         base = training_config("simcse_unsup", [*DEMO_TRAINING, *common, *DEMO_TUNE_TRAINING, "dev_sts=null"])
         settings = TuneSettings(**DEMO_TUNE, name="tune", storage_path=str(out / "runs"), seed=seed)
@@ -105,21 +121,23 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         models[f"simcse_unsup tuned ({', '.join(f'{k}={v:.3g}' for k, v in sorted(best_config.items()))})"] = (
             outcome.model_path)
 
-    log("evaluating every model on the demo world's STS pairs and on aspect retrieval (held-out companies)")
+    log("evaluating every model on the demo world's STS pairs, aspect retrieval (held-out companies) and SRSD "
+        "(held-out BATS lines)")
     rows = []
     for name, path in models.items():
         encoder = load_encoder(path)
         row = {"model": name, "path": path}
+        row["srsd"] = evaluate_srsd(load_trained(path), out / "dsbats" / "srsd")["accuracy"]
         for split in ("dev", "test"):
             row[f"sts_{split}"] = evaluate_sts(encoder, world.sts_dir, split)["spearman"]
         aspects = evaluate_aspect_retrieval(encoder, out / "aspects" / "aspect_docs")["per_aspect"]
         row["country_p10"], row["industry_p10"] = aspects["P17"]["P@10"], aspects["P452"]["P@10"]
         rows.append(row)
     columns = [("model", "model"), ("sts_dev", "STS dev Spearman"), ("sts_test", "STS test Spearman"),
-               ("country_p10", "country P@10"), ("industry_p10", "industry P@10")]
+               ("country_p10", "country P@10"), ("industry_p10", "industry P@10"), ("srsd", "SRSD acc")]
     report = out / "report"
     write_report(report, rows, columns=columns,
-                 title="structcse demo: STS Spearman and aspect retrieval P@10 on the demo world")
+                 title="structcse demo: STS Spearman, aspect retrieval P@10 and SRSD accuracy on the demo world")
     log("")
     log(format_table(rows, columns))
     log("")
@@ -143,13 +161,25 @@ def main(argv=None) -> int:
     aspects_parser = commands.add_parser("aspects", help="AspectCSE end to end: sets, the models of its Table 5, "
                                          "aspect retrieval", description=aspects.__doc__.split("\n\n")[0])
     aspects.add_arguments(aspects_parser)
+    from structcse import dsbats
+
+    dsbats_parser = commands.add_parser("dsbats", help="DSBATS-sn end to end: BATS + WordNet -> sets, the p⁻-only "
+                                        "loss, SRSD / STS / MRPC", description=dsbats.__doc__.split("\n\n")[0])
+    dsbats.add_arguments(dsbats_parser)
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if args.command == "aspects":
+    if args.command in ("aspects", "dsbats"):
         from train.run import ensure_ray
 
         ensure_ray(log, configure_logging=False)
-        result = aspects.run_aspects(args, log=log)
+        if args.command == "dsbats":
+            try:
+                result = dsbats.run_dsbats(args, log=log)
+            except (ValueError, FileNotFoundError) as e:
+                print(f"structcse dsbats: error: {e}", file=sys.stderr)
+                return 2
+        else:
+            result = aspects.run_aspects(args, log=log)
     else:
         result = demo(Path(args.out), args.seed, args.skip_tune)
     print(json.dumps(result, default=str))

@@ -686,6 +686,10 @@ PAPERS_VALUES = [
     ("aspectcse_mnrl", "pooling", "mean", "AspectCSE §5.1: except MEAN pooling (Ostendorff et al. 2022)"),
     ("aspectcse_mnrl", "model", "bert-base-uncased", "AspectCSE §5.2: BERT-base on Wikipedia + Wikidata"),
     ("aspectcse_mnrl", "aspectcse.hard_negatives", False, "AspectCSE §3.2: anchor-positive pairs only"),
+    # DSBATS-sn (Zhang Qixuan, slides 2023; methods.md §6): the slides give the loss and the base models and
+    # no hyperparameters, so only these two keys have a source (the rest of configs/dsbats.yaml is our choice)
+    ("dsbats", "model", "bert-base-uncased", "DSBATS slides 'Fine-tuning': BERT fine-tuned (base size: ours)"),
+    ("dsbats", "dsbats.positive_in_denominator", False, "DSBATS slides 'Our loss': denominator sums p_j- only"),
 ]
 # configs that are another configuration of a method rather than named after it
 CONFIG_METHOD = {"aspectcse_mnrl": "aspectcse"}

@@ -23,7 +23,9 @@ import torch
 
 from train.config import TrainConfig
 
-METHODS = ["simcse_unsup", "ease", "simcse_sup", "gausscse", "rse", "aspectcse"]
+METHODS = ["simcse_unsup", "ease", "simcse_sup", "gausscse", "rse", "aspectcse", "dsbats", "dsbats_concat_mlp"]
+# entries of METHODS that are another configuration of a method: name -> (method, its option section)
+VARIANTS = {"dsbats_concat_mlp": ("dsbats", {"pair_representation": "concat_mlp"})}
 WORDS = "the a river company town band book steel wine ships grain paper glass music films old new big small".split()
 RELATIONS = ["contradiction", "duplicate_question", "entailment"]
 NUM_ENTITIES = 12
@@ -48,6 +50,9 @@ def numpy_batch(method: str, rows: int, seed: int = 0) -> dict[str, np.ndarray]:
         return {c: np.array(_texts(rng, rows), dtype=object) for c in ("premise", "entailment", "contradiction")}
     if method == "aspectcse":
         return {c: np.array(_texts(rng, rows), dtype=object) for c in ("anchor", "positive", "negative")}
+    if method.startswith("dsbats"):
+        columns = ("anchor_first", "anchor_second", "positive_first", "positive_second")
+        return {c: np.array(_texts(rng, rows), dtype=object) for c in columns}
     negatives = np.array(_texts(rng, rows), dtype=object)
     negatives[::3] = None  # rows without an in-relation hard negative
     return {
@@ -62,8 +67,10 @@ def numpy_batch(method: str, rows: int, seed: int = 0) -> dict[str, np.ndarray]:
 def build(model_dir: str, method: str, dropout: float):
     from train.loop import build_trainee
 
+    method, options = VARIANTS.get(method, (method, {}))
     cfg = TrainConfig.from_dict(
-        {"method": method, "model": model_dir, "data": "unused", "pooling": "cls", "dropout": dropout, "max_len": 16}
+        {"method": method, "model": model_dir, "data": "unused", "pooling": "cls", "dropout": dropout, "max_len": 16,
+         method: options}
     )
     torch.manual_seed(0)
     # float64: an untrained tiny BERT embeds every sentence almost alike, so contrastive gradients are

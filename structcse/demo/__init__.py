@@ -40,6 +40,18 @@
   split 80/10/10 by premise. They are drawn with their own generator
   (``random.Random(f"nli-{seed}")``) after everything else, so no other file
   depends on them, and ``world.json`` does not list them;
+- ``bats/BATS_3.0/``: word analogies about the world and a small English
+  lexicon in the BATS 3.0 layout (``3_Encyclopedic_semantics/E01 [country -
+  capital].txt``, ..., ``4_Lexicographic_semantics/L09 [antonyms -
+  gradable].txt``; nine categories, about 150 pairs), see
+  :mod:`structcse.demo.bats`;
+- ``wordnet/dict/``: a WordNet-3.0-format database (``data.*``, ``index.*``,
+  ``*.exc``, ``lexnames``, ``index.sense``) with a synset for every BATS word
+  but a few deliberately absent ones: the lexicon's relations, the world's
+  named entities as instance synsets, and distractor senses DSBATS-sn's
+  filters must drop, see :mod:`structcse.demo.wordnet`. Both are drawn with
+  their own generators (``random.Random(f"bats-{seed}")``,
+  ``random.Random(f"wordnet-{seed}")``), so no other file depends on them;
 - ``world.json``: paths, seed, counts and the ground truth (entities,
   redirects, the pages with deliberate defects, ``dewiki_titles`` as
   ``{qid: German title}`` and ``dewiki_redirects`` as ``{source: target}``).
@@ -69,13 +81,11 @@ The package, by what it makes:
 - :mod:`structcse.demo.multistream` and :mod:`structcse.demo.wikidata`: the
   dump writers;
 - :mod:`structcse.demo.pairs`: the STS and NLI pair corpora;
+- :mod:`structcse.demo.bats` and :mod:`structcse.demo.wordnet`: the BATS
+  analogy folder and the WordNet dictionary DSBATS-sn reads;
 - this module: the public API (``DemoWorld``, ``generate_demo_world``,
   ``load_demo_world``, the paths inside a world); ``python -m structcse.demo
   --out DIR --seed N [--scale K]`` writes a world from the command line.
-
-The BATS-format analogy folder and the WordNet-format dictionary for the
-world's vocabulary that DESIGN.md promises belong here too, one module each
-(``bats.py``, ``wordnet.py``), written from the same world.
 
 Only the standard library is imported: the package loads quickly and never
 starts Ray.
@@ -89,10 +99,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from structcse.demo.articles import article_pages
+from structcse.demo.bats import write_bats
 from structcse.demo.dewiki import dewiki_pages, make_dewiki
 from structcse.demo.multistream import DEWIKI, ENWIKI, write_multistream
 from structcse.demo.pairs import write_nli, write_sts
 from structcse.demo.wikidata import HUMAN, KIND_TYPE, wikidata_entities, write_wikidata
+from structcse.demo.wordnet import write_wordnet
 from structcse.demo.world import DUMP_DATE, City, Company, Entity, Person, build_world
 
 WIKIPEDIA_DUMP = f"wikipedia/enwiki-{DUMP_DATE}-pages-articles-multistream.xml.bz2"
@@ -102,14 +114,16 @@ DEWIKI_INDEX = f"wikipedia/dewiki-{DUMP_DATE}-pages-articles-multistream-index.t
 WIKIDATA_DUMP = f"wikidata/wikidata-{DUMP_DATE}-all.json.bz2"
 STS_DIR = "sts"
 NLI_DIR = "nli"
+BATS_DIR = "bats/BATS_3.0"
+WORDNET_DIR = "wordnet/dict"
 WORLD_FILE = "world.json"
 # Ingest of this world keeps entities linked more than twice: at scale 1 it has a
 # few hundred articles, so EASE's "more than ten links" (the ingest default) would
 # keep only the most linked countries and industries.
 ENTITY_LINK_THRESHOLD = 2
 
-__all__ = ["DUMP_DATE", "DEWIKI_DUMP", "DEWIKI_INDEX", "NLI_DIR", "STS_DIR", "WIKIDATA_DUMP", "WIKIPEDIA_DUMP",
-           "WIKIPEDIA_INDEX", "WORLD_FILE", "DemoWorld", "generate_demo_world", "load_demo_world"]
+__all__ = ["BATS_DIR", "DUMP_DATE", "DEWIKI_DUMP", "DEWIKI_INDEX", "NLI_DIR", "STS_DIR", "WIKIDATA_DUMP", "WIKIPEDIA_DUMP",
+           "WIKIPEDIA_INDEX", "WORDNET_DIR", "WORLD_FILE", "DemoWorld", "generate_demo_world", "load_demo_world"]
 
 
 @dataclass(frozen=True)
@@ -126,6 +140,8 @@ class DemoWorld:
     dewiki_index: Path
     dewiki_num_pages: int
     nli_dir: Path | None = None  # SentEval-layout NLI pairs (s1/s2/labels.{train,dev,test}); None in older worlds
+    bats_dir: Path | None = None  # BATS_3.0/ analogy folder; None in older worlds
+    wordnet_dir: Path | None = None  # WordNet-format dict/ folder; None in older worlds
 
     def ground_truth(self) -> dict:
         """The parsed ``world.json``: seed, counts, entities, redirects, special pages, ``dewiki_titles``
@@ -135,7 +151,8 @@ class DemoWorld:
 
 def _paths() -> dict[str, str]:
     return {"wikipedia_dump": WIKIPEDIA_DUMP, "wikipedia_index": WIKIPEDIA_INDEX, "wikidata_dump": WIKIDATA_DUMP,
-            "dewiki_dump": DEWIKI_DUMP, "dewiki_index": DEWIKI_INDEX, "sts_dir": STS_DIR}
+            "dewiki_dump": DEWIKI_DUMP, "dewiki_index": DEWIKI_INDEX, "sts_dir": STS_DIR,
+            "bats_dir": BATS_DIR, "wordnet_dir": WORDNET_DIR}
 
 
 def _entity_record(entity: Entity) -> dict:
@@ -168,6 +185,9 @@ def generate_demo_world(out_dir, seed: int = 0, scale: int = 1) -> DemoWorld:
     entities = wikidata_entities(rng, world, de)
     write_wikidata(entities, root / WIKIDATA_DUMP)
     sts_counts = write_sts(rng, world, root / STS_DIR, 150 * scale)
+    # BATS and WordNet from their own generators: they draw nothing from rng
+    bats = write_bats(world, (root / BATS_DIR).parent, random.Random(f"bats-{seed}"))
+    wordnet = write_wordnet(world, (root / WORDNET_DIR).parent, random.Random(f"wordnet-{seed}"))
     redirects = sum(1 for p in pages if p.redirect)
     non_articles = sum(1 for p in pages if p.ns != 0)
     articles = world.articles()
@@ -177,7 +197,10 @@ def generate_demo_world(out_dir, seed: int = 0, scale: int = 1) -> DemoWorld:
                    "non_article_pages": non_articles, "entities": len(entities), "article_entities": len(articles),
                    "sts_dev": sts_counts["dev"], "sts_test": sts_counts["test"],
                    "dewiki_pages": len(de_pages), "dewiki_articles": len(de.entities),
-                   "dewiki_redirects": len(de.redirects)},
+                   "dewiki_redirects": len(de.redirects),
+                   "bats_pairs": sum(len(p.read_text(encoding="utf-8").split("\n")) for p in bats.rglob("*.txt")),
+                   "wordnet_synsets": sum(1 for p in wordnet.glob("data.*") for line in
+                                          p.read_text(encoding="utf-8").splitlines() if not line.startswith("  "))},
         "entities": [_entity_record(e) for e in sorted(articles, key=lambda e: int(e.qid[1:]))],
         "entities_without_article": [{"label": g.title, "qid": g.qid, "type": HUMAN} for g in world.ghosts],
         "redirects": dict(sorted(world.redirects.items())),
@@ -201,4 +224,6 @@ def load_demo_world(out_dir) -> DemoWorld:
                      sts_dir=root / paths["sts_dir"], num_pages=summary["counts"]["pages"],
                      dewiki_dump=root / paths["dewiki_dump"], dewiki_index=root / paths["dewiki_index"],
                      dewiki_num_pages=summary["counts"]["dewiki_pages"],
-                     nli_dir=root / NLI_DIR if (root / NLI_DIR).is_dir() else None)
+                     nli_dir=root / NLI_DIR if (root / NLI_DIR).is_dir() else None,
+                     bats_dir=root / paths["bats_dir"] if "bats_dir" in paths else None,
+                     wordnet_dir=root / paths["wordnet_dir"] if "wordnet_dir" in paths else None)

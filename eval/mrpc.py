@@ -1,0 +1,232 @@
+"""MRPC paraphrase detection on frozen embeddings: SentEval's protocol (Conneau & Kiela 2018, ``senteval/mrpc.py``).
+
+Input: a folder with ``msr_paraphrase_train.txt`` and, for split ``test``,
+``msr_paraphrase_test.txt``: UTF-8 (a BOM on the header is stripped),
+tab-separated, one header line ``Quality  #1 ID  #2 ID  #1 String  #2 String``,
+then one pair per line. A row is read when it has exactly 5 fields, Quality
+``0`` or ``1`` and two non-empty strings; any other row is skipped, counted
+and reported (``skipped_rows``, ``skipped_lines`` per file: 1-based line
+numbers, the first 10 of each file; the first reason is logged). Blank lines
+are not rows. ``limit``: the first N pairs of each file.
+
+Features, as SentEval: [|u − v|, u ∗ v] of the two sentence embeddings (the
+model's ``encode``, not normalised; every distinct sentence encoded once).
+Classifier: scikit-learn ``LogisticRegression(C, random_state=seed)``
+(SentEval's ``usepytorch=False`` path; lbfgs, ``max_iter`` raised so that it
+converges), seed 1111 (SentEval's), stratified shuffled folds.
+
+* split ``test`` (SentEval's ``KFoldClassifier``): C ∈ {2⁻¹ … 2⁵} chosen by
+  k-fold CV accuracy on train, refit on all of train, ``accuracy`` and ``f1``
+  (of class 1) on test; ``cv_accuracy`` is the chosen C's mean CV accuracy.
+* split ``train`` (only train exists; SentEval's ``InnerKFoldClassifier``, as
+  for its train-only tasks): k outer folds; in each, C ∈ {2⁻² … 2³} chosen by
+  an inner k-fold CV on the outer training part, refit there, scored on the
+  held-out fold; ``accuracy`` and ``f1`` are the means over the outer folds.
+
+k = ``kfold`` (default 10, SimCSE's full SentEval setting). Accuracy and F1
+are fractions (SentEval prints percentages). Cost: the train protocol fits
+k·(6k + 1) = 610 regressions at k = 10 (the test protocol 7k + 1 = 71); the
+fits of one C search can run on ``n_jobs`` threads (default 1: BLAS is
+already multi-threaded; the result does not depend on it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+SPLIT_FILES = {"train": "msr_paraphrase_train.txt", "test": "msr_paraphrase_test.txt"}
+MRPC_FIELDS = 5  # Quality, #1 ID, #2 ID, #1 String, #2 String
+KFOLD_REGS = [2.0 ** t for t in range(-1, 6)]  # SentEval KFoldClassifier, sklearn
+INNER_KFOLD_REGS = [2.0 ** t for t in range(-2, 4)]  # SentEval InnerKFoldClassifier, sklearn
+SEED = 1111
+MAX_REPORTED_LINES = 10
+MAX_ITER = 1000
+
+
+@dataclass
+class MrpcPairs:
+    """Sentence pairs with 0/1 labels from one file, and the rows that could not be read."""
+
+    sentences1: list[str] = field(default_factory=list)
+    sentences2: list[str] = field(default_factory=list)
+    labels: list[int] = field(default_factory=list)
+    path: str = ""
+    skipped_rows: int = 0
+    skipped_lines: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def check_mrpc_data(data: str | Path, split: str = "train", **_) -> None:
+    """The folder exists and holds the files ``split`` needs (test needs train too)."""
+    if split not in SPLIT_FILES:
+        raise ValueError(f"unknown MRPC split {split!r}; expected one of {sorted(SPLIT_FILES)}")
+    folder = Path(data).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"MRPC data folder does not exist: {folder}")
+    for name in ([SPLIT_FILES["train"]] + ([SPLIT_FILES["test"]] if split == "test" else [])):
+        if not (folder / name).is_file():
+            present = [n for n in SPLIT_FILES.values() if (folder / n).is_file()]
+            raise FileNotFoundError(f"{folder}: {name} is missing (split {split} needs it); "
+                                    f"files present: {', '.join(present) if present else 'none'}")
+
+
+def parse_mrpc_row(fields: list[str]) -> tuple[str, str, int] | str:
+    """(string1, string2, label) or the reason the row is malformed."""
+    if len(fields) != MRPC_FIELDS:
+        return f"{len(fields)} fields, need {MRPC_FIELDS}"
+    if fields[0].strip() not in ("0", "1"):
+        return f"Quality {fields[0]!r} is not 0 or 1"
+    first, second = fields[3].strip(), fields[4].strip()
+    if not first or not second:
+        return "empty string"
+    return first, second, int(fields[0])
+
+
+def read_mrpc(path: str | Path, limit: int | None = None) -> MrpcPairs:
+    """One MRPC file (header skipped); malformed rows skipped, counted and logged."""
+    pairs, first_reason = MrpcPairs(path=str(path)), ""
+    with Path(path).open(encoding="utf-8-sig", newline="") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if line_number == 1 and fields[0].strip().lower().startswith("quality"):
+                continue  # the header
+            if limit is not None and len(pairs) >= limit:
+                break
+            parsed = parse_mrpc_row(fields)
+            if isinstance(parsed, str):
+                pairs.skipped_rows += 1
+                if len(pairs.skipped_lines) < MAX_REPORTED_LINES:
+                    pairs.skipped_lines.append(line_number)
+                first_reason = first_reason or f"line {line_number}: {parsed}"
+                continue
+            pairs.sentences1.append(parsed[0])
+            pairs.sentences2.append(parsed[1])
+            pairs.labels.append(parsed[2])
+    if pairs.skipped_rows:
+        log.warning("%s: skipped %d malformed rows (lines %s; first: %s)", path, pairs.skipped_rows,
+                    pairs.skipped_lines, first_reason)
+    return pairs
+
+
+def _encode(model, texts: list[str], batch_size: int) -> np.ndarray:
+    from train.model import TrainedModel
+
+    if isinstance(model, TrainedModel):
+        return model.encode(texts, batch_size=batch_size)
+    return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False))
+
+
+def pair_features(model, files: list[MrpcPairs], batch_size: int = 64) -> list[np.ndarray]:
+    """[|u − v|, u ∗ v] per file; every distinct sentence of all files encoded once."""
+    unique = list(dict.fromkeys(s for p in files for s in p.sentences1 + p.sentences2))
+    index = {s: i for i, s in enumerate(unique)}
+    emb = np.asarray(_encode(model, unique, batch_size), dtype=np.float64)
+    out = []
+    for p in files:
+        u, v = emb[[index[s] for s in p.sentences1]], emb[[index[s] for s in p.sentences2]]
+        out.append(np.c_[np.abs(u - v), u * v])
+    return out
+
+
+def _logreg(c: float, seed: int):
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=c, random_state=seed, max_iter=MAX_ITER)
+
+
+def choose_c(x: np.ndarray, y: np.ndarray, regs, kfold: int, seed: int, n_jobs: int | None = None) -> tuple[float, float]:
+    """(C with the best mean k-fold CV accuracy, that accuracy); the first C wins a tie, as np.argmax.
+    The len(regs) × k fits run on ``n_jobs`` threads (joblib; the result does not depend on it)."""
+    from joblib import Parallel, delayed
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = list(StratifiedKFold(n_splits=kfold, shuffle=True, random_state=seed).split(x, y))
+
+    def fold_score(c, tr, te):
+        return _logreg(c, seed).fit(x[tr], y[tr]).score(x[te], y[te])
+
+    scores = Parallel(n_jobs=n_jobs, prefer="threads")(delayed(fold_score)(c, tr, te) for c in regs for tr, te in folds)
+    means = [float(np.mean(scores[i * kfold:(i + 1) * kfold])) for i in range(len(regs))]
+    best = int(np.argmax(means))
+    return regs[best], float(means[best])
+
+
+def _check_classes(y: np.ndarray, kfold: int, nested: bool, what: str) -> None:
+    """Each class must fill every stratified fold (nested: every inner fold of every outer training part)."""
+    need = kfold
+    while nested and need - -(-need // kfold) < kfold:  # an outer training part keeps c - ceil(c/k) of c
+        need += 1
+    counts = np.bincount(y, minlength=2)
+    if counts.min() < need:
+        raise ValueError(f"{what}: {counts[0]} negative and {counts[1]} positive pairs; {kfold}-fold stratified "
+                         f"{'nested ' if nested else ''}CV needs at least {need} of each (raise limit or lower kfold)")
+
+
+def kfold_test(train_x, train_y, test_x, test_y, kfold: int = 10, seed: int = SEED, n_jobs: int | None = None) -> dict:
+    """SentEval KFoldClassifier: C by k-fold CV on train, refit on train, accuracy / F1 on test."""
+    from sklearn.metrics import f1_score
+
+    c, cv_accuracy = choose_c(train_x, train_y, KFOLD_REGS, kfold, seed, n_jobs)
+    predicted = _logreg(c, seed).fit(train_x, train_y).predict(test_x)
+    return {"accuracy": float(np.mean(predicted == test_y)), "f1": float(f1_score(test_y, predicted)),
+            "cv_accuracy": cv_accuracy, "C": c}
+
+
+def nested_cv(x, y, kfold: int = 10, seed: int = SEED, n_jobs: int | None = None) -> dict:
+    """SentEval InnerKFoldClassifier: k outer folds, C by inner k-fold CV; accuracy / F1 means over outer folds."""
+    from sklearn.metrics import f1_score
+    from sklearn.model_selection import StratifiedKFold
+
+    accuracy, f1, regs, inner = [], [], [], []
+    for tr, te in StratifiedKFold(n_splits=kfold, shuffle=True, random_state=seed).split(x, y):
+        c, inner_accuracy = choose_c(x[tr], y[tr], INNER_KFOLD_REGS, kfold, seed, n_jobs)
+        predicted = _logreg(c, seed).fit(x[tr], y[tr]).predict(x[te])
+        accuracy.append(float(np.mean(predicted == y[te])))
+        f1.append(float(f1_score(y[te], predicted)))
+        regs.append(c)
+        inner.append(inner_accuracy)
+    return {"accuracy": float(np.mean(accuracy)), "f1": float(np.mean(f1)), "cv_accuracy": float(np.mean(inner)),
+            "fold_accuracy": accuracy, "fold_C": regs}
+
+
+def evaluate_mrpc(model, data: str | Path, split: str = "train", *, batch_size: int = 64, limit: int | None = None,
+                  kfold: int = 10, seed: int = SEED, n_jobs: int | None = None, **_) -> dict:
+    """MRPC accuracy and F1 of a logistic regression on [|u − v|, u ∗ v] (protocol: see the module docstring)."""
+    started = time.perf_counter()
+    check_mrpc_data(data, split)
+    folder = Path(data).expanduser()
+    names = ["train"] + (["test"] if split == "test" else [])
+    files = [read_mrpc(folder / SPLIT_FILES[n], limit) for n in names]
+    if kfold < 2:
+        raise ValueError(f"kfold must be >= 2, got {kfold}")
+    _check_classes(np.asarray(files[0].labels, dtype=np.int64), kfold, split == "train", files[0].path)
+    if split == "test" and not len(files[1]):
+        raise ValueError(f"{files[1].path}: no readable pair")
+    features = pair_features(model, files, batch_size)
+    labels = [np.asarray(p.labels, dtype=np.int64) for p in files]
+    if split == "test":
+        scores = {"protocol": "train -> test (SentEval KFoldClassifier)",
+                  **kfold_test(features[0], labels[0], features[1], labels[1], kfold, seed, n_jobs)}
+    else:
+        scores = {"protocol": f"{kfold}-fold CV on train, inner CV for C (SentEval InnerKFoldClassifier)",
+                  **nested_cv(features[0], labels[0], kfold, seed, n_jobs)}
+    return {
+        "task": "mrpc", "split": split, "data": str(folder), **scores, "kfold": kfold, "seed": seed,
+        "n_train": len(files[0]), "n_test": len(files[1]) if split == "test" else 0,
+        "n_pairs": sum(len(p) for p in files),
+        "skipped_rows": sum(p.skipped_rows for p in files),
+        "skipped_lines": {Path(p.path).name: list(p.skipped_lines) for p in files if p.skipped_rows},
+        "seconds": round(time.perf_counter() - started, 2),
+    }

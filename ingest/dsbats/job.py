@@ -1,0 +1,112 @@
+"""``build_dsbats``: BATS folder + semantic network -> ``bats_definitions/``, ``dsbats4cl/``, ``srsd/``.
+
+Each set is a folder of parquet files with a ``manifest.json``; the
+``bats_definitions`` manifest accounts for every BATS pair (word, answer) of
+the chosen categories as written or dropped with its reason, per category,
+and for every BATS line that did not parse (file and line number).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+import pyarrow as pa
+
+from ingest import schemas
+from ingest.dsbats.bats import DEFAULT_CATEGORIES, check_categories, read_bats
+from ingest.dsbats.contrastive import dsbats4cl_rows, split_rows, srsd_rows
+from ingest.dsbats.definitions import outcome_counts, run_definitions
+from ingest.dsbats.senses import SenseConfig
+from ingest.sets import file_digest, write_manifest, write_table
+
+FILE_ROWS = 200_000
+
+
+@dataclass
+class DsbatsConfig:
+    categories: list[str] = field(default_factory=lambda: list(DEFAULT_CATEGORIES))
+    senses: SenseConfig = field(default_factory=SenseConfig)
+    seed: int = 42
+    test_share: float = 0.2  # of BATS lines
+    holdout: str = "words"  # words | lines (contrastive.py)
+    positives_per_pair: int = 58  # 2,244,530 DSBATS4CL rows / 38,676 DSBATS-sn pairs in the slides
+    distractors: int = 1  # other-cluster candidates per SRSD item: chance 50%
+    workers: int = 1  # Ray Data actors, each with its own copy of the network
+
+    def validate(self) -> "DsbatsConfig":
+        self.categories = check_categories(self.categories)
+        self.senses.validate()
+        if not 0 < self.test_share < 1:
+            raise ValueError(f"test_share: {self.test_share!r} — expected a fraction in (0, 1)")
+        if self.holdout not in ("words", "lines"):
+            raise ValueError(f"holdout: {self.holdout!r} — expected words or lines")
+        for name in ("positives_per_pair", "distractors", "workers"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name}: {getattr(self, name)!r} — expected an integer >= 1")
+        return self
+
+
+def _write_chunks(table: pa.Table, path: str) -> list[str]:
+    names = []
+    for i, start in enumerate(range(0, max(table.num_rows, 1), FILE_ROWS)):
+        names.append(f"part-{i:05d}.parquet")
+        write_table(table.slice(start, FILE_ROWS), f"{path}/{names[-1]}")
+    return names
+
+
+def _pair_accounting(bats, outcomes: pa.Table) -> dict:
+    in_input = sum(len(ln.answers) for ln in bats.lines) + bats.duplicate_answers
+    written = {(r["category"], r["line"], r["second_word"]) for r in outcomes.to_pylist() if r["outcome"] == "written"}
+    dropped = Counter(o for o in outcomes["outcome"].to_pylist() if o != "written")
+    if bats.duplicate_answers:
+        dropped["duplicate_answer"] = bats.duplicate_answers
+    return {"in_input": in_input, "written": len(written), "dropped": dict(sorted(dropped.items())),
+            "accounted": len(written) + sum(dropped.values()) == in_input,
+            "lines_skipped": len(bats.skipped), "skipped_lines": bats.skipped[:100]}
+
+
+def build_dsbats(bats_folder: str, network: dict, out: str, cfg: DsbatsConfig, log=print) -> dict:
+    cfg.validate()
+    out = out.rstrip("/")
+    started = time.perf_counter()
+    bats = read_bats(bats_folder, cfg.categories)
+    outcomes = run_definitions(bats, network, cfg.senses, cfg.workers)
+    generation_s = time.perf_counter() - started
+    rows = []
+    for r in outcomes.to_pylist():
+        if r["outcome"] != "written":
+            continue
+        pair_id = f"{r['category']}:{r['line']:03d}:{r['second_word']}"
+        if cfg.senses.senses == "all":
+            pair_id += f":{r['first_synset']}:{r['second_synset']}"
+        rows.append({**r, "cluster": r["category"], "pair_id": pair_id})
+    split = split_rows(rows, cfg.seed, cfg.test_share, cfg.holdout)
+    rows.sort(key=lambda r: r["pair_id"])
+
+    common = {"config": {**asdict(cfg), "network": {k: v for k, v in network.items() if "key" not in k}},
+              "inputs": {"bats": {c: file_digest(str(p)) for c, p in bats.files.items()}}}
+    definitions = pa.Table.from_pylist(rows, schema=schemas.BATS_DEFINITIONS)
+    files = _write_chunks(definitions, f"{out}/bats_definitions")
+    per_category = outcome_counts(outcomes)
+    rules = Counter(r["sense_rule"] for r in rows)
+    manifests = {"bats_definitions": write_manifest(
+        f"{out}/bats_definitions", "bats_definitions", definitions.num_rows, **common, files=files,
+        pairs=_pair_accounting(bats, outcomes), per_category=per_category, sense_rules=dict(sorted(rules.items())),
+        names_kept=sum(1 for r in rows if r["names_kept"]), split=split,
+        generation_seconds=round(generation_s, 3))}
+
+    train, train_info = dsbats4cl_rows(rows, cfg.seed, cfg.positives_per_pair)
+    manifests["dsbats4cl"] = write_manifest(
+        f"{out}/dsbats4cl", "dsbats4cl", train.num_rows, **common, files=_write_chunks(train, f"{out}/dsbats4cl"),
+        anchors=split.get("train", 0), **train_info)
+    test, test_info = srsd_rows(rows, cfg.seed, cfg.distractors)
+    manifests["srsd"] = write_manifest(
+        f"{out}/srsd", "srsd", test.num_rows, **common, files=_write_chunks(test, f"{out}/srsd"),
+        queries=split.get("test", 0), **test_info)
+    sizes = {c: sum(n for o, n in v.items() if o == "written") for c, v in per_category.items()}
+    log(f"[dsbats] {len(bats.lines)} BATS lines in {len(bats.files)} categories -> {definitions.num_rows} definition "
+        f"pairs ({split}) in {generation_s:.1f} s; {train.num_rows} DSBATS4CL rows, {test.num_rows} SRSD items")
+    return {"sizes": sizes, "generation_seconds": generation_s, "pairs_in_input": manifests["bats_definitions"]["pairs"],
+            "rows": {k: m["rows"] for k, m in manifests.items()}, "manifests": manifests}

@@ -1,0 +1,117 @@
+"""``structcse dsbats``: DSBATS-sn end to end (Zhang, Waseda 2023; the slides' "Evaluation results").
+
+BATS folder + a semantic network (WordNet's dict/ folder, or BabelNet) ->
+``bats_definitions``, ``dsbats4cl`` and ``srsd`` sets (``python -m ingest.dsbats``)
+-> the base encoder fine-tuned on DSBATS4CL with the p⁻-only loss on Ray Train
+(``configs/dsbats.yaml``) -> both models scored on SRSD (the held-out split),
+STS (mean Spearman over the ``--sts`` folders) and MRPC (``--mrpc``) ->
+``OUT/dsbats.md``, a table shaped like the slides' (rows: base, base +
+DSBATS4CL; columns SRSD, STS avg, MRPC), and ``OUT/dsbats.json``.
+
+    structcse dsbats --bats BATS_3.0 --out dsbats_out --sts stsbenchmark --mrpc MRPC
+    structcse dsbats --bats BATS_3.0 --wordnet /usr/share/wordnet --model sentence-transformers/all-MiniLM-L6-v2 \\
+        --set use_gpu=true --out dsbats_out
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from structcse.configs import training_config
+
+
+def build_sets(args, out: Path, log) -> tuple[Path, dict]:
+    from ingest.dsbats.__main__ import check_network, config_of
+    from ingest.dsbats.job import build_dsbats
+
+    cfg, network = config_of(args)
+    check_network(network)
+    sets = out / "sets"
+    log(f"[dsbats] DSBATS-sn from {args.bats} with {network['kind']} -> {sets}")
+    return sets, build_dsbats(args.bats, network, str(sets), cfg, log=log)
+
+
+def score(name: str, path: str, sets: Path, args, log) -> dict:
+    """SRSD accuracy (and reversed), STS avg and MRPC of one model, as fractions."""
+    from eval.models import load_trained
+    from eval.tasks import get_task
+
+    model = load_trained(path)
+    srsd = get_task("srsd").run(model, str(sets / "srsd"), "test", batch_size=args.batch_size)
+    row = {"model": name, "path": str(path), "srsd": srsd["accuracy"],
+           "srsd_reversed": srsd.get("accuracy_reversed"),
+           "srsd_per_cluster": srsd["per_kind"].get("other_cluster", {}).get("per_cluster", {})}
+    sts = {}
+    for folder in args.sts or []:
+        sts[folder] = get_task("sts").run(model.encoder, folder, args.sts_split, batch_size=args.batch_size)["spearman"]
+    row["sts"] = sts
+    row["sts_avg"] = sum(sts.values()) / len(sts) if sts else None
+    if args.mrpc:
+        split = "test" if (Path(args.mrpc) / "msr_paraphrase_test.txt").is_file() else "train"
+        mrpc = get_task("mrpc").run(model, args.mrpc, split, batch_size=args.batch_size, limit=args.mrpc_limit,
+                                    kfold=args.mrpc_kfold)
+        row["mrpc"], row["mrpc_f1"] = mrpc["accuracy"], mrpc.get("f1")
+    else:
+        row["mrpc"] = row["mrpc_f1"] = None
+    log(f"[dsbats] {name}: SRSD {row['srsd']:.4f}" + (f", STS avg {row['sts_avg']:.4f}" if sts else "")
+        + (f", MRPC {row['mrpc']:.4f}" if args.mrpc else ""))
+    return row
+
+
+def table_markdown(rows: list[dict]) -> str:
+    """The slides' table: a row per model, SRSD / STS avg. / MRPC in percent."""
+    def pct(v):
+        return f"{100 * v:.2f}" if v is not None else "–"
+
+    lines = ["| model | DSBATS4CL | SRSD | SRSD (reversed) | STS avg. | MRPC |", "|---|---|---:|---:|---:|---:|"]
+    for row in rows:
+        lines.append(f"| {row['model']} | {'w/' if row['trained'] else 'w/o'} | {pct(row['srsd'])} | "
+                     f"{pct(row['srsd_reversed'])} | {pct(row['sts_avg'])} | {pct(row['mrpc'])} |")
+    return "\n".join(lines)
+
+
+def train_model(sets: Path, args, out: Path, log) -> str:
+    from train.run import run as train_run
+
+    log(f"[dsbats] train {args.model} on DSBATS4CL ({sets / 'dsbats4cl'}) with Ray Train")
+    cfg = training_config("dsbats", [f"model={args.model}", f"data={sets}", f"seed={args.seed}",
+                                     f"storage_path={out / 'runs'}", "run_name=dsbats", *args.overrides])
+    return train_run(cfg).model_path
+
+
+def run_dsbats(args, log=print) -> dict:
+    started = time.time()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    sets, built = build_sets(args, out, log)
+    trained = train_model(sets, args, out, log)
+    rows = [{**score(args.model, args.model, sets, args, log), "trained": False},
+            {**score(f"{args.model} + DSBATS4CL", trained, sets, args, log), "trained": True}]
+    table = table_markdown(rows)
+    (out / "dsbats.md").write_text("# DSBATS-sn: SRSD on the held-out split, STS avg. and MRPC (%)\n\n"
+                                   f"{table}\n\nDSBATS-sn sizes per category: {json.dumps(built['sizes'])}\n")
+    result = {"rows": rows, "sizes": built["sizes"], "set_rows": built["rows"], "model": trained,
+              "table": str(out / "dsbats.md"), "seconds": round(time.time() - started, 1)}
+    (out / "dsbats.json").write_text(json.dumps(result, indent=2, default=str))
+    log("")
+    log(table)
+    return result
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ingest.dsbats.__main__ import add_arguments as add_set_arguments
+
+    add_set_arguments(p)
+    p.add_argument("--out", default="dsbats_out")
+    p.add_argument("--model", default="bert-base-uncased", help="base encoder (the slides: BERT, RoBERTa, SBERT)")
+    p.add_argument("--sts", nargs="*", default=[], help="STS folders (STS-B layout) whose mean Spearman is STS avg.")
+    p.add_argument("--sts-split", default="test")
+    p.add_argument("--mrpc", help="MRPC folder (msr_paraphrase_train.txt [+ _test.txt]): SentEval's protocol")
+    p.add_argument("--mrpc-kfold", type=int, default=10, help="MRPC folds (SentEval: 10; the C search is nested)")
+    p.add_argument("--mrpc-limit", type=int, help="MRPC: only the first N pairs of each file")
+    p.add_argument("--batch-size", type=int, default=64, help="encoding batch size for evaluation")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="training override (e.g. use_gpu=true, max_steps=500)")

@@ -1,0 +1,173 @@
+"""DSBATS-sn (Zhang Qixuan, Waseda, slides of 17 July 2023; ``docs/methods.md`` §6): sentence relationships
+from word analogies, learned with only the reversed pairs as negatives.
+
+Reads: the ``dsbats4cl`` set (``ingest.schemas.DSBATS4CL``; columns
+``anchor_first``, ``anchor_second``, ``positive_first``, ``positive_second``):
+p_i = (anchor_first, anchor_second) and p_i⁺ = (positive_first,
+positive_second) are two definition-sentence pairs of one BATS cluster (same
+relationship: def(dog) : def(bark) :: def(cat) : def(meow)); p_i⁻ is p_i
+reversed, (anchor_second, anchor_first): the slides' "intra-cluster data
+augmentation", implicit in the set (not stored).
+Batch: B rows; the four text columns are encoded row-wise, each padded to its
+own longest row (``base.encode_columns``), so the loop's GradCache splits them
+by rows like any other method. ``pooling: mean`` (definitions are one
+sentence; the slides do not say which pooling).
+
+Pair representation r(p) (``pair_representation``; the slides do not say how a
+pair is embedded, methods.md §6):
+
+* ``offset`` (default): r(p) = e(second) − e(first), the word-analogy offset
+  (king − queen ≈ man − woman); the reversed pair is then exactly −r(p). No
+  parameters.
+* ``concat_mlp``: r(p) = MLP([e(first); e(second)]), a trained head
+  (Linear(2h, h) → tanh → Linear(h, h); our choice), saved with
+  ``save_heads``; the reversed pair is MLP([e(second); e(first)]).
+
+Loss (the slides, "Our loss"), sim = cosine, τ = ``temperature``:
+
+    loss_i = −log( e^{sim(p_i, p_i⁺)/τ} / Σ_{j=1..S} e^{sim(p_i, p_j⁻)/τ} )
+
+Only the augmented negatives p_j⁻ are in the denominator, not the other rows'
+positives (those may share the cluster: false negatives). Written literally,
+as here, the numerator's term is NOT in the denominator (unlike InfoNCE), so
+the loss is not a cross-entropy and can be negative; it is bounded below by
+log S − 2/τ because cosines lie in [−1, 1]. ``positive_in_denominator: true``
+adds the own positive to the denominator (the InfoNCE reading; not the
+slides). Under ``offset`` the j = i term is sim(p_i, −p_i) = −1, a constant.
+j runs over the GLOBAL batch: the p⁻ representations are all-gathered with
+gradient (``train.distributed``); anchors and positives stay local (loss_i
+uses only row i's). τ: the slides give none; 0.05 (SimCSE's) is our choice.
+
+After training, :func:`pair_vectors` gives r(p) for a model's representation
+(``offset`` for any model without DSBATS heads); ``eval.srsd`` uses it.
+
+Siblings: ``simcse_sup.py`` (InfoNCE over all positives and hard negatives of
+the batch), ``rse.py`` (relations as learned vectors added to a sentence,
+instead of a pair's own offset).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from train.distributed import gather_with_grad
+from train.methods import register
+from train.methods.base import Method
+from train.methods.contrastive import cos_logits, full
+
+PAIR_REPRESENTATIONS = ("offset", "concat_mlp")
+COLUMNS = ("anchor_first", "anchor_second", "positive_first", "positive_second")
+
+
+class ConcatPairHead(nn.Module):
+    """r(p) = MLP([e(first); e(second)]): Linear(2h, h) → tanh → Linear(h, h) (our choice; the slides give none)."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.Tanh(), nn.Linear(hidden, hidden))
+
+    def forward(self, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+        return self.mlp(torch.cat([first, second], dim=-1))
+
+
+def dsbats_loss(
+    anchor: torch.Tensor,
+    positive: torch.Tensor,
+    negatives: torch.Tensor,
+    temperature: float = 0.05,
+    positive_in_denominator: bool = False,
+) -> torch.Tensor:
+    """Mean over anchors i of −sim(p_i,p_i⁺)/τ + log Σ_j e^{sim(p_i,p_j⁻)/τ} (the slides' loss, literally).
+
+    ``anchor``, ``positive``: (B, d) r(p_i), r(p_i⁺) of the rows whose loss is
+    averaged; ``negatives``: (S, d) r(p_j⁻) of the whole (global) batch.
+    ``positive_in_denominator``: add e^{sim(p_i,p_i⁺)/τ} to the denominator
+    (InfoNCE's form; not the slides). Cosines in float32 (float64 kept).
+    """
+    a, p = F.normalize(full(anchor), dim=-1), F.normalize(full(positive), dim=-1)
+    numerator = (a * p).sum(-1) / temperature
+    logits = cos_logits(a, negatives, temperature)
+    if positive_in_denominator:
+        logits = torch.cat([numerator[:, None], logits], dim=1)
+    return (torch.logsumexp(logits, dim=1) - numerator).mean()
+
+
+@register("dsbats")
+class DSBATS(Method):
+    train_set = "dsbats4cl"
+    sets = {"dsbats4cl": list(COLUMNS)}
+    text_columns = COLUMNS
+
+    @dataclasses.dataclass
+    class Options:
+        pair_representation: str = "offset"  # offset: e(second) − e(first) | concat_mlp: MLP([e(first); e(second)])
+        positive_in_denominator: bool = False  # the slides: only the p_j⁻ in the denominator
+
+    @classmethod
+    def validate_options(cls, options, cfg):
+        from train.config import ConfigError
+
+        if options.pair_representation not in PAIR_REPRESENTATIONS:
+            raise ConfigError(
+                f"dsbats.pair_representation {options.pair_representation!r} is not one of {list(PAIR_REPRESENTATIONS)}"
+            )
+
+    def __init__(self, options, *, hidden_size, temperature, data_info=None):
+        super().__init__(options, hidden_size=hidden_size, temperature=temperature, data_info=data_info)
+        if options.pair_representation not in PAIR_REPRESENTATIONS:
+            raise ValueError(f"unknown pair_representation {options.pair_representation!r} {PAIR_REPRESENTATIONS}")
+        self.pair_head = ConcatPairHead(hidden_size) if options.pair_representation == "concat_mlp" else None
+
+    def pair(self, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+        """r(p) of pairs (first[k], second[k]) under this model's representation."""
+        if self.pair_head is None:
+            return full(second) - full(first)
+        return self.pair_head(first, second)
+
+    def loss_from_embeddings(self, emb, batch):
+        a1, a2 = emb["anchor_first"], emb["anchor_second"]
+        anchor = self.pair(a1, a2)
+        positive = self.pair(emb["positive_first"], emb["positive_second"])
+        negatives = gather_with_grad(self.pair(a2, a1))  # p_j⁻ = p_j reversed, every worker's rows
+        loss = dsbats_loss(anchor, positive, negatives, self.temperature, self.options.positive_in_denominator)
+        return loss, {"loss_dsbats": loss.detach()}
+
+
+def representation_of(method=None, override: str | None = None) -> str:
+    """The pair representation to score with: ``override``, else a DSBATS model's own, else ``offset``.
+
+    ``concat_mlp`` needs a DSBATS method trained with it (its head); anything else is a ``ValueError``.
+    """
+    own = method.options.pair_representation if isinstance(method, DSBATS) else "offset"
+    chosen = override or own
+    if chosen not in PAIR_REPRESENTATIONS:
+        raise ValueError(f"unknown pair representation {chosen!r}; choose from {', '.join(PAIR_REPRESENTATIONS)}")
+    if chosen == "concat_mlp" and own != "concat_mlp":
+        what = f"a {method.name} model" if method is not None else "a model without method heads"
+        raise ValueError(f"pair representation concat_mlp needs a dsbats model trained with it; this is {what}"
+                         + (" (pair_representation: offset)" if isinstance(method, DSBATS) else ""))
+    return chosen
+
+
+def pair_vectors(first_emb, second_emb, method=None, representation: str | None = None) -> torch.Tensor:
+    """r(p) for pairs (first_emb[k], second_emb[k]) ((N, h) tensors or arrays) -> (N, h) tensor, no gradient.
+
+    ``method``: the model's method module (``TrainedModel.method``) or None;
+    ``representation``: override (see :func:`representation_of`). ``offset``
+    gives e(second) − e(first) for any model; ``concat_mlp`` runs the DSBATS head
+    on its device and dtype.
+    """
+    chosen = representation_of(method, representation)
+    first = torch.as_tensor(np.asarray(first_emb) if not torch.is_tensor(first_emb) else first_emb)
+    second = torch.as_tensor(np.asarray(second_emb) if not torch.is_tensor(second_emb) else second_emb)
+    if chosen == "offset":
+        return full(second) - full(first)
+    param = next(method.pair_head.parameters())
+    with torch.no_grad():
+        out = method.pair_head(first.to(param.device, param.dtype), second.to(param.device, param.dtype))
+    return full(out).cpu()
