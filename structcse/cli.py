@@ -103,7 +103,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
                  DsbatsConfig(categories=sorted(category_files(world.bats_dir)[1]), seed=seed, positives_per_pair=8),
                  log=log)
     outcome = train_run(training_config("dsbats", [*DEMO_TRAINING, *common, f"data={out / 'dsbats'}", "max_len=48",
-                                                   "dev_sts=null", "run_name=dsbats"]))
+                                                   "epochs=1", "dev_sts=null", "run_name=dsbats"]))
     models["dsbats (DSBATS4CL)"] = outcome.model_path
 
     if not skip_tune:

@@ -82,8 +82,19 @@ def train_model(sets: Path, args, out: Path, log) -> str:
     return train_run(cfg).model_path
 
 
+def check_eval_data(args) -> None:
+    """The STS and MRPC folders, before anything is built or trained: an error names the folder."""
+    from eval.tasks import get_task
+
+    for folder in args.sts or []:
+        get_task("sts").check_data(folder, args.sts_split)
+    if args.mrpc:
+        get_task("mrpc").check_data(args.mrpc, "train")
+
+
 def run_dsbats(args, log=print) -> dict:
     started = time.time()
+    check_eval_data(args)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     sets, built = build_sets(args, out, log)
