@@ -56,16 +56,9 @@ class AspectDocs:
 
 def check_aspect_data(data: str | Path, split: str = "test", **_) -> None:
     """Cheap check before a model loads: the folder exists and holds an ``aspect_docs`` set."""
-    from ingest.schemas import SchemaError
-    from ingest.sets import check_set
+    from ingest.sets import check_set_folder
 
-    folder = Path(data).expanduser()
-    if "://" not in str(data) and not folder.exists():
-        raise FileNotFoundError(f"aspect_docs set folder does not exist: {folder}")
-    try:
-        check_set(data, "aspect_docs", required=COLUMNS)
-    except SchemaError as error:
-        raise ValueError(f"{data} is not an aspect_docs set: {error}") from error
+    check_set_folder(data, "aspect_docs", required=COLUMNS)
 
 
 def read_aspect_docs(data: str | Path, limit: int | None = None) -> dict[str, AspectDocs]:

@@ -88,6 +88,14 @@ def mean_pooled_encoder(folder: Path, device: str | None = None):
     return SentenceTransformer(modules=[transformer, pooling], device=device)
 
 
+def as_trained(model):
+    """``model`` as a :class:`train.model.TrainedModel`: as is, or a plain SentenceTransformer
+    wrapped without heads (the tasks that take either call this once)."""
+    from train.model import TrainedModel
+
+    return model if isinstance(model, TrainedModel) else TrainedModel(model)
+
+
 def load_trained(path_or_name: str | os.PathLike, device: str | None = None):
     """A :class:`train.model.TrainedModel`: a SentenceTransformer folder with its method heads
     (``structcse_method.json``), or any encoder ``load_encoder`` accepts, without heads.

@@ -120,19 +120,13 @@ def read_mrpc(path: str | Path, limit: int | None = None) -> MrpcPairs:
     return pairs
 
 
-def _encode(model, texts: list[str], batch_size: int) -> np.ndarray:
-    from train.model import TrainedModel
-
-    if isinstance(model, TrainedModel):
-        return model.encode(texts, batch_size=batch_size)
-    return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False))
-
-
 def pair_features(model, files: list[MrpcPairs], batch_size: int = 64) -> list[np.ndarray]:
     """[|u − v|, u ∗ v] per file; every distinct sentence of all files encoded once."""
+    from eval.models import as_trained
+
     unique = list(dict.fromkeys(s for p in files for s in p.sentences1 + p.sentences2))
     index = {s: i for i, s in enumerate(unique)}
-    emb = np.asarray(_encode(model, unique, batch_size), dtype=np.float64)
+    emb = np.asarray(as_trained(model).encode(unique, batch_size=batch_size), dtype=np.float64)
     out = []
     for p in files:
         u, v = emb[[index[s] for s in p.sentences1]], emb[[index[s] for s in p.sentences2]]

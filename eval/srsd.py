@@ -49,8 +49,7 @@ class SrsdItem:
 
 def check_srsd_data(data: str | Path, split: str = "test", representation: str | None = None, **_) -> None:
     """Cheap check before a model loads: the folder exists and holds an ``srsd`` set."""
-    from ingest.schemas import SchemaError
-    from ingest.sets import check_set
+    from ingest.sets import check_set_folder
     from train.methods.dsbats import PAIR_REPRESENTATIONS
 
     if split != "test":
@@ -58,13 +57,7 @@ def check_srsd_data(data: str | Path, split: str = "test", representation: str |
     if representation is not None and representation not in PAIR_REPRESENTATIONS:
         raise ValueError(f"unknown pair representation {representation!r}; choose from "
                          f"{', '.join(PAIR_REPRESENTATIONS)}")
-    folder = Path(data).expanduser()
-    if "://" not in str(data) and not folder.exists():
-        raise FileNotFoundError(f"srsd set folder does not exist: {folder}")
-    try:
-        check_set(data, "srsd", required=COLUMNS)
-    except SchemaError as error:
-        raise ValueError(f"{data} is not an srsd set: {error}") from error
+    check_set_folder(data, "srsd", required=COLUMNS)
 
 
 def read_srsd(data: str | Path, limit: int | None = None) -> list[SrsdItem]:
@@ -91,24 +84,18 @@ def read_srsd(data: str | Path, limit: int | None = None) -> list[SrsdItem]:
     return items
 
 
-def _encode(model, texts: list[str], batch_size: int) -> np.ndarray:
-    from train.model import TrainedModel
-
-    if isinstance(model, TrainedModel):
-        return model.encode(texts, batch_size=batch_size)
-    return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False))
-
-
 def score_items(model, items: list[SrsdItem], *, batch_size: int = 64, representation: str | None = None):
     """(per item: the candidates' cosines to the query as a float64 array, the representation used)."""
+    from eval.models import as_trained
     from train.methods.dsbats import pair_vectors, representation_of
 
-    method = getattr(model, "method", None)
+    model = as_trained(model)
+    method = model.method
     chosen = representation_of(method, representation)
     pairs = [p for item in items for p in [item.query, *item.candidates]]
     sentences = list(dict.fromkeys(s for pair in pairs for s in pair))
     index = {s: i for i, s in enumerate(sentences)}
-    emb = _encode(model, sentences, batch_size)
+    emb = model.encode(sentences, batch_size=batch_size)
     firsts = emb[[index[a] for a, _ in pairs]]
     seconds = emb[[index[b] for _, b in pairs]]
     vectors = pair_vectors(firsts, seconds, method, chosen).double().numpy()

@@ -103,6 +103,19 @@ def check_set(path: str | Path, kind: str, required: list[str] | None = None) ->
     return found
 
 
+def check_set_folder(path: str | Path, kind: str, required: list[str] | None = None) -> pa.Schema:
+    """``check_set`` of a folder a user named (an evaluation's ``--data``): a local path that does
+    not exist is a ``FileNotFoundError`` naming it; a folder that is not the set, a ``SchemaError``
+    saying so."""
+    folder = Path(path).expanduser()
+    if "://" not in str(path) and not folder.exists():
+        raise FileNotFoundError(f"{kind} set folder does not exist: {folder}")
+    try:
+        return check_set(path, kind, required=required)
+    except schemas.SchemaError as error:
+        raise schemas.SchemaError(f"{path} is not a {kind} set: {error}") from error
+
+
 def read_json(path: str) -> dict | None:
     """The JSON object at ``path``, or None when there is no file."""
     fs, local = fsspec.core.url_to_fs(path)

@@ -45,7 +45,7 @@ def log(message: str) -> None:
 
 def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     from eval.aspect_retrieval import evaluate_aspect_retrieval
-    from eval.models import load_encoder, load_trained
+    from eval.models import load_trained
     from eval.report import format_table, write_report
     from eval.srsd import evaluate_srsd
     from eval.sts import evaluate_sts
@@ -125,9 +125,9 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         "(held-out BATS lines)")
     rows = []
     for name, path in models.items():
-        encoder = load_encoder(path)
-        row = {"model": name, "path": path}
-        row["srsd"] = evaluate_srsd(load_trained(path), out / "dsbats" / "srsd")["accuracy"]
+        trained = load_trained(path)
+        encoder = trained.encoder
+        row = {"model": name, "path": path, "srsd": evaluate_srsd(trained, out / "dsbats" / "srsd")["accuracy"]}
         for split in ("dev", "test"):
             row[f"sts_{split}"] = evaluate_sts(encoder, world.sts_dir, split)["spearman"]
         aspects = evaluate_aspect_retrieval(encoder, out / "aspects" / "aspect_docs")["per_aspect"]

@@ -51,9 +51,7 @@ def config_of(args: argparse.Namespace) -> tuple[DsbatsConfig, dict]:
     cfg = DsbatsConfig(categories=args.categories, senses=senses, seed=args.seed, test_share=args.test_share,
                        holdout=args.holdout, positives_per_pair=args.positives_per_pair,
                        distractors=args.distractors, workers=args.workers)
-    if args.babelnet:
-        if not args.babelnet.startswith(("http://", "https://")):
-            raise ValueError(f"--babelnet: {args.babelnet!r} is not an http(s) URL")
+    if args.babelnet:  # the URL is checked where BabelNet is opened (check_network)
         network = {"kind": "babelnet", "url": args.babelnet, "key_env": args.babelnet_key_env, "cache": args.cache}
     else:
         network = {"kind": "wordnet", "folder": args.wordnet}
@@ -72,18 +70,15 @@ def main(argv=None) -> int:
     add_arguments(p)
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
+    from ingest.dsbats.job import build_dsbats
+
     try:
         cfg, network = config_of(args)
         check_network(network)
-        from ingest.dsbats.bats import read_bats
-
-        read_bats(args.bats, cfg.categories)
+        build_dsbats(args.bats, network, args.out, cfg)  # reads the BATS folder before Ray starts
     except (ValueError, FileNotFoundError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from ingest.dsbats.job import build_dsbats
-
-    build_dsbats(args.bats, network, args.out, cfg)
     return 0
 
 

@@ -12,7 +12,7 @@ pair(s) (``ingest/dsbats/senses.py``) or the reason it was dropped:
 - ``same_definition``: every sense pair is one definition twice (synonyms of one synset).
 
 A category is the unit of work because the sense choice tallies classes over a
-whole cluster. The driver then splits by BATS line (``split.py``) and writes
+whole cluster. The driver then splits by BATS line (``contrastive.py``) and writes
 the set sorted by ``pair_id``: the same inputs and seed give the same bytes
 however many workers ran.
 """
@@ -20,7 +20,6 @@ however many workers ran.
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import pyarrow as pa
 
@@ -98,11 +97,3 @@ def run_definitions(bats: BatsFolder, network: dict, cfg: SenseConfig, workers: 
                          compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1, fn_constructor_kwargs={"network": network, "senses": cfg.as_dict()})
     tables = ray.get(out.to_arrow_refs())
     return pa.concat_tables([t.cast(OUTCOMES) for t in tables]) if tables else OUTCOMES.empty_table()
-
-
-def outcome_counts(outcomes: pa.Table) -> dict:
-    """``{category: {outcome: n}}`` and the totals, for the manifest."""
-    per: dict[str, Counter] = {}
-    for category, outcome in zip(outcomes["category"].to_pylist(), outcomes["outcome"].to_pylist()):
-        per.setdefault(category, Counter())[outcome] += 1
-    return {c: dict(sorted(v.items())) for c, v in sorted(per.items())}

@@ -17,7 +17,7 @@ import pyarrow as pa
 from ingest import schemas
 from ingest.dsbats.bats import DEFAULT_CATEGORIES, check_categories, read_bats
 from ingest.dsbats.contrastive import dsbats4cl_rows, split_rows, srsd_rows
-from ingest.dsbats.definitions import outcome_counts, run_definitions
+from ingest.dsbats.definitions import run_definitions
 from ingest.dsbats.senses import SenseConfig
 from ingest.sets import file_digest, write_manifest, write_table
 
@@ -56,10 +56,18 @@ def _write_chunks(table: pa.Table, path: str) -> list[str]:
     return names
 
 
-def _pair_accounting(bats, outcomes: pa.Table) -> dict:
+def _per_category(outcomes: list[dict]) -> dict:
+    """``{category: {outcome: n}}`` for the manifest."""
+    per: dict[str, Counter] = {}
+    for r in outcomes:
+        per.setdefault(r["category"], Counter())[r["outcome"]] += 1
+    return {c: dict(sorted(v.items())) for c, v in sorted(per.items())}
+
+
+def _pair_accounting(bats, outcomes: list[dict]) -> dict:
     in_input = sum(len(ln.answers) for ln in bats.lines) + bats.duplicate_answers
-    written = {(r["category"], r["line"], r["second_word"]) for r in outcomes.to_pylist() if r["outcome"] == "written"}
-    dropped = Counter(o for o in outcomes["outcome"].to_pylist() if o != "written")
+    written = {(r["category"], r["line"], r["second_word"]) for r in outcomes if r["outcome"] == "written"}
+    dropped = Counter(r["outcome"] for r in outcomes if r["outcome"] != "written")
     if bats.duplicate_answers:
         dropped["duplicate_answer"] = bats.duplicate_answers
     return {"in_input": in_input, "written": len(written), "dropped": dict(sorted(dropped.items())),
@@ -72,10 +80,10 @@ def build_dsbats(bats_folder: str, network: dict, out: str, cfg: DsbatsConfig, l
     out = out.rstrip("/")
     started = time.perf_counter()
     bats = read_bats(bats_folder, cfg.categories)
-    outcomes = run_definitions(bats, network, cfg.senses, cfg.workers)
+    outcomes = run_definitions(bats, network, cfg.senses, cfg.workers).to_pylist()
     generation_s = time.perf_counter() - started
     rows = []
-    for r in outcomes.to_pylist():
+    for r in outcomes:
         if r["outcome"] != "written":
             continue
         pair_id = f"{r['category']}:{r['line']:03d}:{r['second_word']}"
@@ -89,7 +97,7 @@ def build_dsbats(bats_folder: str, network: dict, out: str, cfg: DsbatsConfig, l
               "inputs": {"bats": {c: file_digest(str(p)) for c, p in bats.files.items()}}}
     definitions = pa.Table.from_pylist(rows, schema=schemas.BATS_DEFINITIONS)
     files = _write_chunks(definitions, f"{out}/bats_definitions")
-    per_category = outcome_counts(outcomes)
+    per_category = _per_category(outcomes)
     rules = Counter(r["sense_rule"] for r in rows)
     manifests = {"bats_definitions": write_manifest(
         f"{out}/bats_definitions", "bats_definitions", definitions.num_rows, **common, files=files,
