@@ -142,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         outcome = task.run(model, args.data, args.split, batch_size=args.batch_size, **options)
     except (ValueError, MethodMismatchError) as error:
         return usage_error(str(error))
-    result = {"model": args.model, **outcome, "total_seconds": round(time.perf_counter() - started, 2)}
+    from ingest.secrets import redact
+
+    result = redact({"model": args.model, **outcome, "total_seconds": round(time.perf_counter() - started, 2)})
 
     if args.output:
         output = Path(args.output)

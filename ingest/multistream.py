@@ -93,6 +93,23 @@ def _read_header(path: str, first_stream_offset: int | None) -> bytes:
         return b""
 
 
+_DTD_MARKERS = (b"<!DOCTYPE", b"<!ENTITY")
+
+
+def reject_dtd(path: str, header: bytes) -> bytes:
+    """``header`` unless it declares a DTD or entities: a MediaWiki export has none, and a parser
+    that expanded them could be made to read local files or blow up (XXE, billion laughs)."""
+    for marker in _DTD_MARKERS:
+        at = header.find(marker)
+        if at < 0 and header[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with a BOM
+            at = header.find(marker.decode().encode("utf-16-le" if header[:2] == b"\xff\xfe" else "utf-16-be"))
+        if at >= 0:
+            raise DumpFormatError(
+                f"{path}: declares {marker.decode()} at byte {at} of its header; MediaWiki dumps have no DTD or "
+                "entity declarations, so this file is refused rather than expanded")
+    return header
+
+
 def find_index(dump_path: str) -> str | None:
     """The ``…-multistream-index.txt.bz2`` beside a ``…-multistream.xml.bz2``, if present."""
     if not dump_path.endswith("-multistream.xml.bz2"):
@@ -170,13 +187,13 @@ def plan_shards(dump_paths: list[str], shard_bytes: int = 32 << 20, first_shard_
     for path in dump_paths:
         index = find_index(path)
         if index is None:
-            wiki = wiki_of(path, _read_header(path, None)) or default_wiki
+            wiki = wiki_of(path, reject_dtd(path, _read_header(path, None))) or default_wiki
             shards.append(WikipediaShard(shard_id, path, wiki))
             shard_id += 1
             continue
         fs, local = fsspec.core.url_to_fs(path)
         ranges = count_index_streams(index, fs.size(local))
-        wiki = wiki_of(path, _read_header(path, ranges[0].start if ranges else None)) or default_wiki
+        wiki = wiki_of(path, reject_dtd(path, _read_header(path, ranges[0].start if ranges else None))) or default_wiki
         group: list[StreamRange] = []
         group_bytes = 0
         for stream in ranges:

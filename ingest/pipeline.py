@@ -153,6 +153,9 @@ def run_pass1(units: list[dict], out: str, task_cfg: dict, runner: str = "tasks"
 
 def run_ingest(cfg: IngestConfig, log=print) -> dict:
     """Run the whole job; returns the top-level manifest."""
+    from ingest.secrets import check_no_secrets
+
+    check_no_secrets(asdict(cfg), "ingest config")
     started = time.time()
     out = cfg.out.rstrip("/")
     work = f"{out}/_work"

@@ -48,6 +48,12 @@ def _set_files(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list
     fs, local = fsspec.core.url_to_fs(path)
     if fs.isdir(local):
         files = sorted(fs.glob(f"{local.rstrip('/')}/*.parquet"))
+        if "://" not in path:  # a link planted in a shared set folder must not read outside it
+            root = os.path.realpath(local)
+            outside = [f for f in files if os.path.dirname(os.path.realpath(f)) != root]
+            if outside:
+                raise schemas.SchemaError(f"set at {path}: {os.path.basename(outside[0])} is a link to "
+                                          f"{os.path.realpath(outside[0])}, outside the set folder; refused")
     else:
         files = [local] if fs.exists(local) else []
     return (fs if "://" in path else None), files
@@ -296,7 +302,10 @@ def table_writer(path: str, schema: pa.Schema):
 
 
 def write_json(obj: dict, path: str) -> None:
-    """Write ``obj`` as indented JSON with sorted keys, atomically."""
+    """Write ``obj`` as indented JSON with sorted keys, atomically (keys and tokens redacted: ``ingest.secrets``)."""
+    from ingest.secrets import redact
+
+    obj = redact(obj)
     fs, local = fsspec.core.url_to_fs(path)
     fs.makedirs(os.path.dirname(local), exist_ok=True)
     tmp = _tmp_name(local)

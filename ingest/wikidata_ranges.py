@@ -15,9 +15,13 @@ gives exactly the rows of reading the file in one range.
   ``start == 0`` or the byte before ``start`` is ``\\n``, and reads whole lines
   while the line start is ``< end`` (the last one may run past ``end``).
 * ``"bz2"``: the same rule on *uncompressed* offsets. The block-offset index
-  of the file is built once with ``indexed_bzip2`` (parallel), pickled into
-  ``index_dir`` under a name derived from the file's path, size and mtime
-  (reused if present, written atomically), and every reader loads it, so a
+  of the file is built once with ``indexed_bzip2`` (parallel), written to
+  ``index_dir`` as a plain ``.npz`` (two int64 arrays and a JSON header, read
+  with ``allow_pickle=False``: an index planted in a shared work folder is data,
+  never code) under a name derived from the file's path, size and mtime
+  (reused if present, written atomically), with the dump's size, mtime and a
+  checksum of its first and last MiB inside, checked by every reader before it
+  seeks (a dump replaced under its index is an error, not wrong offsets), so a
   seek costs at most one bz2 block (~900 kB) of decompression. Single-stream
   (``lbzip2``-style, no stream index) and multi-stream files both work.
 * ``"gz"``: the real dump is ~2,000 gzip members ``cat``-ed together
@@ -37,7 +41,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -70,7 +73,7 @@ class WikidataRange:
     compression: str  # "none" | "gz" | "bz2"
     start: int
     end: int
-    index_path: str | None = None  # bz2: the pickled block-offset index
+    index_path: str | None = None  # bz2: the block-offset index (.npz)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -133,29 +136,78 @@ def _even_spans(size: int, target_bytes: int) -> list[tuple[int, int]]:
 # bz2
 
 
+INDEX_SUFFIX = ".bz2index.npz"
+_FINGERPRINT_BYTES = 1 << 20
+
+
+def _fingerprint(path: str, size: int) -> str:
+    """sha256 of the file's first and last MiB (and its size): cheap enough for every reader."""
+    digest = hashlib.sha256(str(size).encode())
+    with _open(path) as f:
+        digest.update(f.read(_FINGERPRINT_BYTES))
+        if size > _FINGERPRINT_BYTES:
+            f.seek(max(size - _FINGERPRINT_BYTES, _FINGERPRINT_BYTES))
+            digest.update(f.read())
+    return digest.hexdigest()
+
+
+def write_bz2_index(index_path: str, header: dict, block_offsets: dict[int, int]) -> None:
+    """The index as ``.npz``: ``compressed_bits``/``uncompressed_bytes`` (int64) and ``header`` (JSON bytes)."""
+    import numpy as np
+
+    bits = np.fromiter(block_offsets.keys(), dtype=np.int64, count=len(block_offsets))
+    out = np.fromiter(block_offsets.values(), dtype=np.int64, count=len(block_offsets))
+    tmp = f"{index_path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as f:
+        np.savez(f, compressed_bits=bits, uncompressed_bytes=out,
+                 header=np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8))
+    os.replace(tmp, index_path)
+
+
+def read_bz2_index(index_path: str) -> tuple[dict, dict[int, int]]:
+    """(header, block offsets) of an index file; anything but this project's plain ``.npz`` is a DumpError."""
+    import numpy as np
+
+    try:
+        with np.load(index_path, allow_pickle=False) as npz:
+            header = json.loads(bytes(npz["header"]).decode())
+            offsets = dict(zip(npz["compressed_bits"].tolist(), npz["uncompressed_bytes"].tolist()))
+    except (ValueError, KeyError, OSError, EOFError, json.JSONDecodeError) as e:
+        raise DumpError(f"{index_path}: not a bz2 block index written by structcse (refused, nothing in it was "
+                        f"run: {e}); delete it and rerun to rebuild it") from None
+    if not isinstance(header, dict) or not {"size", "stamp", "fingerprint", "uncompressed_size"} <= header.keys():
+        raise DumpError(f"{index_path}: bz2 index header lacks size/stamp/fingerprint/uncompressed_size; "
+                        "delete it and rerun to rebuild it")
+    return header, offsets
+
+
+def _check_index_matches(index_path: str, header: dict, path: str) -> None:
+    size, stamp = _file_info(path)
+    now = {"size": size, "stamp": stamp, "fingerprint": _fingerprint(path, size)}
+    changed = [k for k, v in now.items() if header.get(k) != v]
+    if changed:
+        raise DumpError(f"{path} changed since its bz2 index {index_path} was built ({', '.join(changed)} differ); "
+                        "rerun the job so the index is rebuilt")
+
+
 def bz2_index(path: str, index_dir: str) -> tuple[str, int]:
-    """Path of the pickled block-offset index of ``path`` (built if absent)
-    and the file's uncompressed size."""
+    """Path of the block-offset index of ``path`` (built if absent) and the file's uncompressed size."""
     import indexed_bzip2
 
     size, stamp = _file_info(path)
     key = hashlib.sha256(f"{path}\0{size}\0{stamp}".encode()).hexdigest()[:24]
     os.makedirs(index_dir, exist_ok=True)
-    index_path = os.path.join(index_dir, f"{os.path.basename(path)}.{key}.bz2index.pkl")
+    index_path = os.path.join(index_dir, f"{os.path.basename(path)}.{key}{INDEX_SUFFIX}")
     if os.path.exists(index_path):
-        with open(index_path, "rb") as f:
-            return index_path, pickle.load(f)["uncompressed_size"]
+        header, _ = read_bz2_index(index_path)
+        _check_index_matches(index_path, header, path)
+        return index_path, int(header["uncompressed_size"])
     with _bz2_source(path) as source, indexed_bzip2.open(source, parallelization=os.cpu_count() or 1) as f:
         offsets = f.block_offsets()
         uncompressed = f.size()
-    tmp = f"{index_path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
-        pickle.dump(
-            {"path": path, "size": size, "stamp": stamp, "uncompressed_size": uncompressed, "block_offsets": offsets},
-            f,
-            protocol=pickle.HIGHEST_PROTOCOL,
-        )
-    os.replace(tmp, index_path)
+    header = {"path": path, "size": size, "stamp": stamp, "fingerprint": _fingerprint(path, size),
+              "uncompressed_size": int(uncompressed)}
+    write_bz2_index(index_path, header, offsets)
     return index_path, uncompressed
 
 
@@ -183,10 +235,10 @@ def _iter_bz2_lines(rng: WikidataRange) -> Iterator[tuple[int, bytes]]:
 
     if rng.index_path is None:
         raise DumpError(f"{rng.path}: bz2 range {rng.range_id} has no index_path")
-    with open(rng.index_path, "rb") as f:
-        index = pickle.load(f)
+    header, offsets = read_bz2_index(rng.index_path)
+    _check_index_matches(rng.index_path, header, rng.path)
     with _bz2_source(rng.path) as source, indexed_bzip2.open(source, parallelization=1) as f:
-        f.set_block_offsets(index["block_offsets"])
+        f.set_block_offsets(offsets)
         yield from _iter_seekable_lines(f, rng.start, rng.end)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any, Optional
 
 import yaml
 
+RUN_NAME = re.compile(r"(?!\.\.?$)[A-Za-z0-9._-]{1,128}")
 POOLINGS = ("cls", "cls_mlp", "cls_raw", "mean")
 MIXED_PRECISION = ("none", "bf16", "fp16")
 
@@ -181,6 +183,15 @@ class TrainConfig:
             raise bad(f"mixed_precision {self.mixed_precision!r} is not one of {list(MIXED_PRECISION)}")
         if self.mixed_precision == "fp16" and not self.use_gpu:
             raise bad("mixed_precision=fp16 needs use_gpu=true (use bf16 on CPU)")
+        from ingest.secrets import SecretInConfigError, check_no_secrets
+
+        try:
+            check_no_secrets(self.to_dict(), "config")
+        except SecretInConfigError as e:
+            raise bad(str(e)) from None
+        if not RUN_NAME.fullmatch(self.name):
+            raise bad(f"run_name {self.name!r} must be letters, digits, '.', '_' or '-' (it names a folder under "
+                      "storage_path; no '/' or '..')")
         if not self.data:
             raise bad("data is empty: give the ingest output folder (data=PATH or --data PATH)")
         if not self.model:

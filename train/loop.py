@@ -61,6 +61,7 @@ from train.batch import length_buckets, to_device
 from train.config import TrainConfig
 from train.encoder import Encoder
 from train.methods import get_method
+from train.state_files import load_tensors
 from train.step import forward_backward
 
 STATE_FILE = "state.pt"
@@ -116,7 +117,7 @@ def train_loop_per_worker(config: dict) -> dict:
     checkpoint = ray.train.get_checkpoint()
     if checkpoint:
         with checkpoint.as_directory() as d:
-            state = torch.load(Path(d) / STATE_FILE, map_location="cpu", weights_only=False)
+            state = load_tensors(Path(d) / STATE_FILE)
         trainee.load_state_dict(state["model"])
     elif rank == 0:
         trainee.method.init_pretrained(set_paths)  # DDP broadcasts rank 0's parameters

@@ -135,6 +135,11 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None):
     ``TuneReportCallback``); ``run_config`` replaces the one built from ``cfg``.
     """
     set_paths, data_info, num_rows = preflight(cfg)
+    if "://" not in _storage(cfg):  # remote run folders are checked by the workers as they load
+        from train.loop import STATE_FILE
+        from train.state_files import check_local_checkpoints
+
+        check_local_checkpoints(Path(_storage(cfg)) / cfg.name, STATE_FILE)
     ensure_ray()
     import ray.data
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
@@ -244,7 +249,9 @@ def run(cfg: TrainConfig, callbacks=()) -> TrainOutcome:
         "wall_s": round(time.time() - t0, 2),
         "config": cfg.to_dict(),
     }
-    _write_text(f"{run_dir}/train_summary.json", json.dumps(summary, indent=2, sort_keys=True, default=str))
+    from ingest.secrets import redact
+
+    _write_text(f"{run_dir}/train_summary.json", json.dumps(redact(summary), indent=2, sort_keys=True, default=str))
     return TrainOutcome(model_path=final, metrics=metrics, checkpoint_path=chosen.path)
 
 

@@ -11,7 +11,9 @@ Train runs are named ``train-<trial id>`` so a restored trial resumes its run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +71,12 @@ def load_tune_settings(path: str | Path | None, overrides: dict | None = None) -
     if unknown:
         raise ConfigError(f"{path}: unknown tune key(s) {unknown}; valid keys: {sorted(valid)}")
     settings = TuneSettings(**data)
+    from ingest.secrets import SecretInConfigError, check_no_secrets
+
+    try:
+        check_no_secrets(dataclasses.asdict(settings), f"{path or 'tune settings'}")
+    except SecretInConfigError as e:
+        raise ConfigError(str(e)) from None
     build_search_space(settings.search_space)  # fail here, not inside a trial
     return settings
 
@@ -134,8 +142,42 @@ def build_tuner(trainable, param_space: dict, settings: TuneSettings, storage: s
     )
 
 
+# Ray Tune copies these from the driver's environment into every trial actor's runtime env
+# (ray.tune.execution.class_cache), and Ray's runtime_env_agent.log records runtime envs in clear.
+TUNE_PROPAGATED_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN")
+
+
+@contextlib.contextmanager
+def _credentials_withheld_from_trials(storage: str, log):
+    """Keep cloud credentials out of the trials' runtime env (docs/security.md).
+
+    Trials get credentials as every other Ray worker does: from their node's environment (a local Ray
+    started by this process inherited it) or instance profile. With local storage the driver needs none
+    during the search, so they are removed from this process's environment while it runs and restored
+    after; with remote storage the driver itself needs them, so they stay and the leak is said once.
+    """
+    held = {k: os.environ[k] for k in TUNE_PROPAGATED_CREDENTIALS if k in os.environ}
+    if held and "://" in storage:
+        log(f"[tune] warning: Ray Tune copies {', '.join(sorted(held))} from this environment into every trial's "
+            "runtime env, which Ray logs in clear (runtime_env_agent.log); on a cluster unset them here and let "
+            "the nodes' instance profile supply credentials")
+        held = {}
+    for k in held:
+        del os.environ[k]
+    try:
+        yield
+    finally:
+        os.environ.update(held)
+
+
 def run_search(base: TrainConfig, settings: TuneSettings, dev_sts: str, log=print):
     """Run the search; returns ``(best_config, best_metrics, result_grid)``."""
+    from ingest.secrets import SecretInConfigError, check_no_secrets
+
+    try:  # Tune saves every trial's config (params.json) before a trial validates it
+        check_no_secrets({"base": base.to_dict(), "dev_sts": dev_sts}, "tune base config")
+    except SecretInConfigError as e:
+        raise ConfigError(str(e)) from None
     ensure_ray(log)
     storage = str(Path(settings.storage_path).resolve()) if "://" not in settings.storage_path else settings.storage_path
     namespace = f"structcse-tune-{settings.name}"
@@ -154,7 +196,8 @@ def run_search(base: TrainConfig, settings: TuneSettings, dev_sts: str, log=prin
             settings,
             storage,
         )
-        results = tuner.fit()
+        with _credentials_withheld_from_trials(storage, log):
+            results = tuner.fit()
     finally:
         stop_evaluator(evaluator_name, namespace)
     best = results.get_best_result(metric=settings.metric, mode=settings.mode)

@@ -83,8 +83,12 @@ class AspectSetConfig:
         return specs
 
     def validate(self) -> None:
-        from ingest.aspects.validate import check_pid, check_wiki
+        from dataclasses import asdict
 
+        from ingest.aspects.validate import check_pid, check_wiki
+        from ingest.secrets import check_no_secrets
+
+        check_no_secrets(asdict(self), "aspect config")
         if not self.aspects:
             raise ValueError("--aspects: give at least one property")
         for p in self.aspects:

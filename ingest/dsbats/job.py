@@ -36,6 +36,11 @@ class DsbatsConfig:
     workers: int = 1  # Ray Data actors, each with its own copy of the network
 
     def validate(self) -> "DsbatsConfig":
+        from dataclasses import asdict
+
+        from ingest.secrets import check_no_secrets
+
+        check_no_secrets(asdict(self), "dsbats config")
         self.categories = check_categories(self.categories)
         self.senses.validate()
         if not 0 < self.test_share < 1:

@@ -137,6 +137,11 @@ def _build_rows(cfg: PairIngestConfig, read: _Read, caps: dict[str, int], partit
 
 def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
     """Run the job; returns the top-level manifest (also written as ``<out>/pairs_manifest.json``)."""
+    from dataclasses import asdict
+
+    from ingest.secrets import check_no_secrets
+
+    check_no_secrets(asdict(cfg), "pair ingest config")
     started = time.time()
     out = cfg.out.rstrip("/")
     work = f"{out}/_work"

@@ -38,8 +38,6 @@ def load_method_heads(model_dir: str | Path, map_location: str = "cpu", info: di
     """The method module saved beside a SentenceTransformer folder (``structcse_method.json``
     + ``structcse_heads.pt``), e.g. EASE's entity table + projection; None if absent.
     ``info``: the method file's contents when the caller has already read (and checked) it."""
-    import torch
-
     from train.methods.base import HEADS_FILE, METHOD_FILE
 
     model_dir = Path(model_dir)
@@ -55,7 +53,10 @@ def load_method_heads(model_dir: str | Path, map_location: str = "cpu", info: di
         data_info=info.get("data_info", {}),
     )
     if info.get("heads_file"):
-        method.load_state_dict(torch.load(model_dir / HEADS_FILE, map_location=map_location))
+        from train.state_files import load_tensors
+
+        method.load_state_dict(load_tensors(model_dir / HEADS_FILE))
+        method.to(map_location)
     return method.eval()
 
 

@@ -1,0 +1,273 @@
+"""Safe on shared clusters and buckets (docs/security.md): nothing executable read back from data or run
+folders, Ray's token auth on every node of cluster.yaml, secrets never written down, inputs that reach a
+query or a path validated."""
+
+from __future__ import annotations
+
+import bz2
+import json
+import os
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class _Planted:
+    """Unpickling this creates ``marker``: what an attacker with write access to one shared file would plant."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _plant(path: Path, marker: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps({"block_offsets": _Planted(marker), "model": _Planted(marker)}))
+
+
+# ---------------------------------------------------------------- nothing executable read back
+
+def test_planted_bz2_index_is_refused_and_never_run(tmp_path):
+    from ingest.wikidata_ranges import DumpError, iter_range_lines, plan_ranges
+
+    dump = tmp_path / "wikidata.json.bz2"
+    dump.write_bytes(bz2.compress(b'[\n{"id": "Q1", "type": "item"},\n{"id": "Q2", "type": "item"}\n]\n'))
+    index_dir = tmp_path / "index"
+    ranges = plan_ranges([str(dump)], 1 << 20, str(index_dir))
+    index_path = Path(ranges[0].index_path)
+    assert index_path.suffix == ".npz" and index_path.parent == index_dir
+    marker = tmp_path / "pwned"
+    _plant(index_path, marker)
+    with pytest.raises(DumpError, match="not a bz2 block index written by structcse"):
+        plan_ranges([str(dump)], 1 << 20, str(index_dir))
+    with pytest.raises(DumpError, match=re.escape(str(index_path))):
+        list(iter_range_lines(ranges[0]))
+    assert not marker.exists()
+
+
+def test_a_dump_replaced_under_its_index_is_an_error(tmp_path):
+    from ingest.wikidata_ranges import DumpError, iter_range_lines, plan_ranges
+
+    dump = tmp_path / "wikidata.json.bz2"
+    dump.write_bytes(bz2.compress(b'[\n{"id": "Q1", "type": "item"}\n]\n'))
+    ranges = plan_ranges([str(dump)], 1 << 20, str(tmp_path / "index"))
+    stat = dump.stat()
+    dump.write_bytes(bz2.compress(b'[\n{"id": "Q9", "type": "item"}\n]\n'))  # same size, same mtime
+    os.utime(dump, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(DumpError, match="changed since its bz2 index"):
+        list(iter_range_lines(ranges[0]))
+
+
+def test_planted_checkpoint_state_and_heads_are_refused(tmp_path):
+    from train.state_files import (
+        UnsafeStateError,
+        check_local_checkpoints,
+        load_tensors,
+    )
+
+    marker = tmp_path / "pwned"
+    state = tmp_path / "run" / "step-0000003" / "state.pt"
+    _plant(state, marker)
+    with pytest.raises(UnsafeStateError, match="refused: it holds objects other than tensors"):
+        load_tensors(state)
+    with pytest.raises(UnsafeStateError, match="step-0000003"):
+        check_local_checkpoints(tmp_path / "run", "state.pt")
+    assert not marker.exists()
+
+    import torch
+
+    from train.methods import load_method_heads
+
+    heads = tmp_path / "model"
+    heads.mkdir()
+    (heads / "structcse_method.json").write_text(json.dumps(
+        {"method": "simcse_unsup", "options": {}, "hidden_size": 8, "temperature": 0.05,
+         "heads_file": "structcse_heads.pt"}))
+    _plant(heads / "structcse_heads.pt", marker)
+    with pytest.raises(UnsafeStateError, match="structcse_heads.pt"):
+        load_method_heads(heads)
+    assert not marker.exists()
+    # what training itself writes still loads
+    torch.save({"model": {"w": torch.ones(2)}, "step": 3, "config": {"lr": 1e-5, "dev_sts": None}}, state)
+    assert load_tensors(state)["step"] == 3
+
+
+def test_a_resume_from_a_planted_state_stops_before_ray_starts(demo_sets, demo_tiny_bert, tmp_path):
+    from train.config import TrainConfig
+    from train.run import build_trainer
+    from train.state_files import UnsafeStateError
+
+    out, _ = demo_sets
+    cfg = TrainConfig.from_dict({"method": "simcse_unsup", "model": str(demo_tiny_bert), "data": str(out),
+                                 "batch_size": 8, "max_steps": 2, "storage_path": str(tmp_path / "runs"),
+                                 "run_name": "victim"})
+    marker = tmp_path / "pwned"
+    _plant(tmp_path / "runs" / "victim" / "step-0000001" / "state.pt", marker)
+    with pytest.raises(UnsafeStateError, match="victim/step-0000001/state.pt"):
+        build_trainer(cfg)
+    assert not marker.exists()
+
+
+def test_no_unsafe_loads_left_in_the_code():
+    pattern = re.compile(r"pickle\.loads?\(|weights_only\s*=\s*False|trust_remote_code\s*=\s*True|allow_pickle\s*=\s*True")
+    hits = [f"{path.relative_to(REPO)}:{n}" for stage in ("ingest", "train", "eval", "tune", "structcse")
+            for path in sorted((REPO / stage).rglob("*.py"))
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert hits == []
+
+
+# ---------------------------------------------------------------- inputs that reach a query or a path
+
+def test_config_values_that_would_enter_a_query_or_path_are_refused():
+    from ingest.aspects.validate import (
+        check_pid,
+        check_properties,
+        check_qid,
+        check_wiki,
+    )
+    from train.config import ConfigError, TrainConfig
+
+    with pytest.raises(ValueError, match=r"aspects.properties: 'P17 } ; DROP' is not a Wikidata property id"):
+        check_properties(["P17 } ; DROP"])
+    for bad, check in (("Q5> ?x", check_qid), ("P31\n", check_pid), ("en}wiki", check_wiki)):
+        with pytest.raises(ValueError):
+            check(bad)
+    for name in ("../../etc", "a/b", ".."):
+        with pytest.raises(ConfigError, match="run_name"):
+            TrainConfig.from_dict({"method": "simcse_unsup", "data": "d", "run_name": name}).validate()
+
+
+def test_a_dump_with_a_doctype_is_refused(tmp_path):
+    from ingest.multistream import DumpFormatError, plan_shards
+
+    dump = tmp_path / "enwiki-latest-pages-articles.xml"
+    dump.write_text('<?xml version="1.0"?>\n<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;">]>\n'
+                    '<mediawiki><page><title>A</title><ns>0</ns><id>1</id><revision><id>2</id>'
+                    '<text>&lol2;</text></revision></page></mediawiki>\n')
+    with pytest.raises(DumpFormatError, match="declares <!DOCTYPE at byte 22.*refused rather than expanded"):
+        plan_shards([str(dump)])
+    compressed = tmp_path / "enwiki-latest-pages-articles.xml.bz2"
+    compressed.write_bytes(bz2.compress(dump.read_bytes()))
+    with pytest.raises(DumpFormatError, match="<!DOCTYPE"):
+        plan_shards([str(compressed)])
+
+
+def test_a_link_out_of_a_set_folder_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ingest import schemas
+    from ingest.sets import set_files
+
+    elsewhere = tmp_path / "private.parquet"
+    pq.write_table(pa.table({"x": [1]}), elsewhere)
+    folder = tmp_path / "sentences"
+    folder.mkdir()
+    (folder / "part-0.parquet").symlink_to(elsewhere)
+    with pytest.raises(schemas.SchemaError, match="outside the set folder"):
+        set_files(folder)
+
+
+# ---------------------------------------------------------------- cluster.yaml
+
+def test_cluster_yaml_runs_token_auth_on_every_node():
+    cluster = yaml.safe_load((REPO / "cluster.yaml").read_text())
+    starts = {"head": cluster["head_start_ray_commands"], "workers": cluster["worker_start_ray_commands"]}
+    for who, commands in starts.items():
+        ray_starts = [c for c in commands if "ray start" in c]
+        assert ray_starts, who
+        for command in ray_starts:
+            assert re.search(r"(^|[;\s])RAY_AUTH_MODE=token ray start\b", command), (who, command)
+            assert "0.0.0.0" not in command, (who, command)
+    assert len(cluster["available_node_types"]) >= 2  # every node type starts with one of the two lists
+    token_mounts = {dst: src for dst, src in cluster["file_mounts"].items() if "auth_token" in dst}
+    assert token_mounts == {"~/.ray/auth_token": "~/.ray/auth_token"}  # from the user's home, not the repo
+    tracked = os.popen(f"git -C {REPO} ls-files").read().split()
+    assert not [f for f in tracked if "auth_token" in f]
+    group = cluster["provider"]["security_group"]
+    open_to_world = [p for p in group["IpPermissions"]
+                     if any(r.get("CidrIp") == "0.0.0.0/0" for r in p.get("IpRanges", []))]
+    assert [(p["FromPort"], p["ToPort"]) for p in open_to_world] == [(22, 22)]
+
+
+# ---------------------------------------------------------------- secrets never written down
+
+SECRETS = {var: f"sk-structcse-{var.lower()}-7f3a9c" for var in (
+    "BABELNET_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD",
+    "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_CONNECTION_STRING", "GOOGLE_API_KEY")}
+
+
+def test_every_secret_variable_is_known():
+    from ingest.secrets import SECRET_ENV_VARS
+
+    assert set(SECRETS) <= set(SECRET_ENV_VARS)
+
+
+def _files_holding(root: Path, values) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            found += [f"{path.relative_to(root)}: {v}" for v in values if v.encode() in data]
+    return found
+
+
+def test_secrets_in_the_environment_are_never_written(demo_world, demo_sets, demo_tiny_bert, tmp_path,
+                                                      monkeypatch, capsys):
+    """Every secret variable set: ingest, a training run, an evaluation and a short Tune search write
+    nothing holding one; a config or URL holding one is refused by key, without echoing the value."""
+    from eval.cli import main as eval_main
+    from ingest.pipeline import IngestConfig, run_ingest
+    from ingest.sets import write_manifest
+    from structcse.demo import ENTITY_LINK_THRESHOLD
+    from train.config import ConfigError, TrainConfig
+    from train.run import run
+    from tune.search import TuneSettings, load_tune_settings, run_search
+
+    for var, value in SECRETS.items():
+        monkeypatch.setenv(var, value)
+    out = tmp_path / "sets"
+    run_ingest(IngestConfig(wikipedia=[str(demo_world.wikipedia_dump)], wikidata=[str(demo_world.wikidata_dump)],
+                            out=str(out), shard_bytes=1, entity_link_threshold=ENTITY_LINK_THRESHOLD),
+               log=lambda *a: None)
+    base = {"method": "simcse_unsup", "model": str(demo_tiny_bert), "data": str(demo_sets[0]), "pooling": "mean",
+            "batch_size": 16, "max_steps": 2, "checkpoint_every_steps": 2, "cpus_per_worker": 0.5,
+            "log_every_steps": 0, "storage_path": str(tmp_path / "runs")}
+    outcome = run(TrainConfig.from_dict(base))
+    assert eval_main(["--task", "sts", "--model", outcome.model_path, "--data", str(demo_world.sts_dir),
+                      "--split", "dev", "--output", str(tmp_path / "eval" / "sts.json")]) == 0
+    settings = TuneSettings(search_space={"lr": {"choice": [1e-4, 3e-4]}}, num_samples=1, max_concurrent_trials=1,
+                            grace_period=1, reduction_factor=2, max_t=1, name="secret-search",
+                            storage_path=str(tmp_path / "runs"))
+    run_search(TrainConfig.from_dict(base), settings, str(demo_world.sts_dir), log=lambda *a: None)
+    # a manifest field that happened to hold one is redacted
+    write_manifest(str(tmp_path / "sets" / "extra"), "extra", 0, note=f"token {SECRETS['HF_TOKEN']}")
+    assert "***HF_TOKEN***" in (tmp_path / "sets" / "extra" / "manifest.json").read_text()
+    assert _files_holding(tmp_path, SECRETS.values()) == []
+    # Ray Tune ships AWS_* into its trials' runtime env, which Ray logs in clear: withheld
+    import ray
+
+    session_logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
+    assert session_logs.is_dir()
+    assert _files_holding(session_logs, SECRETS.values()) == []
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] == SECRETS["AWS_SECRET_ACCESS_KEY"]  # restored after the search
+    assert not [v for v in SECRETS.values() if v in capsys.readouterr().out]
+
+    hf = SECRETS["HF_TOKEN"]
+    with pytest.raises(ConfigError, match=r"model holds the value of \$HF_TOKEN") as caught:
+        TrainConfig.from_dict({**base, "model": f"https://hf.co/x?{hf}"}).validate()
+    assert hf not in str(caught.value)
+    with pytest.raises(ConfigError, match="storage_path is a URL with a password or key"):
+        TrainConfig.from_dict({**base, "storage_path": "s3://AKIAXX:abcdefgh@bucket/runs"}).validate()
+    bad = tmp_path / "tune.yaml"
+    bad.write_text(yaml.safe_dump({"storage_path": f"s3://bucket/{SECRETS['AWS_SECRET_ACCESS_KEY']}"}))
+    with pytest.raises(ConfigError, match=r"storage_path holds the value of \$AWS_SECRET_ACCESS_KEY"):
+        load_tune_settings(bad)
