@@ -1,4 +1,5 @@
-"""``python -m eval``: evaluate one encoder on one task.
+"""``python -m eval``: evaluate one encoder on one task (``python -m eval report …``: many models, every
+task that applies, one markdown report: ``eval.scoreboard``).
 
 The last line of stdout is always one JSON object with the result (for STS:
 ``spearman`` as a fraction, ``pearson``, ``n_pairs``, ``skipped_rows``, ...;
@@ -104,6 +105,11 @@ def describe(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["report"]:  # python -m eval report MODEL_OR_RUN ... (eval.scoreboard)
+        from eval.scoreboard import main as report_main
+
+        return report_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     task = get_task(args.task)

@@ -11,10 +11,11 @@ names the method the model must have been trained with (None: any);
 ``tune_split``, ``plots``, ``limit``, ``weights``). Adding a task (retrieval,
 srsd, ...) is one module plus one ``register`` call here.
 
-Tasks: ``sts`` (cosine, Spearman), ``nli`` and ``direction`` (GaussCSE §3),
+Tasks: ``sts`` (cosine, Spearman), ``sts_all`` (the papers' seven STS sets and their mean), ``nli`` and ``direction`` (GaussCSE §3),
 ``relational_sts`` and ``link_prediction`` (RSE §3.3, App. B), ``aspect_retrieval``
 (AspectCSE §6.1), ``srsd`` (DSBATS slides' intrinsic task), ``mrpc`` (SentEval's
-MRPC protocol on frozen embeddings). On the CLI a ``-`` in a task name reads as ``_`` (``aspect-retrieval``).
+MRPC protocol on frozen embeddings), ``stc`` (EASE's short-text clustering: KMeans
+accuracy and NMI over seeds). On the CLI a ``-`` in a task name reads as ``_`` (``aspect-retrieval``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from eval import aspect_retrieval, direction, link_prediction, mrpc, nli, relational_sts, srsd, sts
+from eval import aspect_retrieval, direction, link_prediction, mrpc, nli, relational_sts, srsd, stc, sts, sts_all
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,18 @@ register(EvalTask(
     splits=("dev", "test", "train"),
     check_data=sts.sts_split_path,
     run=lambda model, data, split, batch_size=64: sts.evaluate_sts(model, data, split, batch_size=batch_size),
+))
+
+register(EvalTask(
+    name="sts_all",
+    description="the papers' STS table (SentEval data/downstream tree or any folder of it): STS12-16 'all' "
+                "(one Spearman over a year's subsets), STS-B, SICK-R and their mean, with the model's own "
+                "similarity (cosine; GaussCSE symmetric KL; RSE relational score)",
+    splits=("test", "dev", "train"),
+    check_data=sts_all.check_sts_all_data,
+    run=sts_all.evaluate_sts_all,
+    model_kind="trained",
+    options=("limit",),
 ))
 
 NLI_SPLITS = ("test", "dev", "train", "trial")  # SentEval NLI: train/dev/test; SICK: train/trial/test
@@ -133,5 +146,15 @@ register(EvalTask(
     splits=("train", "test"),  # train: CV on the train file (our sample has no test file)
     check_data=mrpc.check_mrpc_data,
     run=mrpc.evaluate_mrpc,
+    options=("limit",),
+))
+
+register(EvalTask(
+    name="stc",
+    description="short-text clustering (EASE): KMeans (k = number of labels) on raw embeddings, accuracy after "
+                "Hungarian matching and NMI, mean/std over seeds 0-4 plus seed 42, per dataset of a file or folder",
+    splits=("test",),  # the datasets are used whole
+    check_data=stc.check_stc_data,
+    run=stc.evaluate_stc,
     options=("limit",),
 ))

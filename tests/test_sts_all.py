@@ -1,0 +1,127 @@
+"""STS at the papers' protocol (eval.sts_all): SentEval's STS12–16 layout scored "all", STS-B, SICK-R, the mean."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from tests.conftest import shared_data
+from tests.test_eval import minilm_folder
+
+PAIRS = [("a man is playing a guitar .", "a man plays the guitar .", 4.8),
+         ("a woman is slicing an onion .", "a man is playing a flute .", 0.2),
+         ("a dog runs in the park .", "a dog is running on grass .", 3.6),
+         ("the stock market fell today .", "kids are playing football .", 0.0),
+         ("a child rides a horse .", "a kid is riding a pony .", 4.0),
+         ("two men are fighting .", "two people are cooking .", 1.0)]
+
+
+def _year(root, year, subsets):
+    folder = root / "STS" / f"STS{year}-en-test"
+    folder.mkdir(parents=True)
+    for subset, rows, golds in subsets:
+        (folder / f"STS.input.{subset}.txt").write_text("".join(f"{a}\t{b}\n" for a, b, _ in rows))
+        (folder / f"STS.gs.{subset}.txt").write_text("".join(f"{g}\n" for g in golds))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def downstream(tmp_path_factory):
+    """A SentEval data/downstream tree: STS12 (two subsets, one unscored pair), STS13 (with SMT, left out),
+    STSBenchmark (test), SICK (SentEval's test file)."""
+    root = tmp_path_factory.mktemp("downstream")
+    _year(root, 12, [("MSRvid", PAIRS[:3], [r[2] for r in PAIRS[:3]]),
+                     ("OnWN", PAIRS[3:], ["0.0", "", "1.0"])])  # the blank gold line: unscored, skipped
+    _year(root, 13, [("headlines", PAIRS, [r[2] for r in PAIRS]), ("SMT", PAIRS[:2], [5.0, 0.0])])
+    stsb = root / "STS" / "STSBenchmark"
+    stsb.mkdir()
+    (stsb / "sts-test.csv").write_text("".join(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{g}\t{a}\t{b}\n"
+                                               for i, (a, b, g) in enumerate(PAIRS)))
+    sick = root / "SICK"
+    sick.mkdir()
+    (sick / "SICK_test_annotated.txt").write_text(
+        "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+        + "".join(f"{i}\t{a}\t{b}\t{1 + g * 0.8:.1f}\tNEUTRAL\n" for i, (a, b, g) in enumerate(PAIRS)))
+    return root
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from eval.models import load_encoder
+
+    return load_encoder(minilm_folder(), device="cpu")
+
+
+def test_finds_every_layout(downstream):
+    from eval.sts_all import find_sets
+
+    assert list(find_sets(downstream)) == ["STS12", "STS13", "STSBenchmark", "SICK-R"]
+    assert list(find_sets(downstream / "STS")) == ["STS12", "STS13", "STSBenchmark"]
+    assert list(find_sets(downstream / "STS" / "STS12-en-test")) == ["STS12"]
+    assert list(find_sets(downstream / "SICK")) == ["SICK-R"]
+    assert find_sets(downstream, "dev") == {}  # STS12–16 have only test; no dev files here
+
+
+def test_all_setting_is_one_spearman_over_the_concatenation(downstream, minilm):
+    from eval.sts_all import evaluate_sts_all
+
+    result = evaluate_sts_all(minilm, downstream, "test")
+    assert result["similarity"] == "cosine"
+    assert result["missing"] == ["STS14", "STS15", "STS16"]
+    sts12 = result["sets"]["STS12"]
+    assert sts12["n_pairs"] == 5 and sts12["skipped"] == 1
+    assert result["sets"]["STS13"]["n_pairs"] == 6  # SMT left out
+    emb = minilm.encode([p[0] for p in PAIRS] + [p[1] for p in PAIRS], normalize_embeddings=True)
+    cos = np.sum(emb[:6] * emb[6:], axis=1).astype(np.float64)
+    kept = [0, 1, 2, 3, 5]
+    expected = spearmanr(cos[kept], np.array([PAIRS[i][2] for i in kept])).statistic
+    assert sts12["spearman"] == pytest.approx(expected, abs=1e-6)
+    assert set(sts12["subsets"]) == {"MSRvid", "OnWN", "mean", "wmean"}
+    assert result["STS12"] == sts12["spearman"]
+    assert result["mean"] == pytest.approx(np.mean([result[s] for s in ("STS12", "STS13", "STSBenchmark",
+                                                                         "SICK-R")]))
+
+
+def test_malformed_files_name_file_and_line(tmp_path):
+    from eval.sts_all import read_sets
+
+    folder = _year(tmp_path, 14, [("news", PAIRS[:2], ["4.8", "7.5"])])
+    with pytest.raises(ValueError, match=r"STS\.gs\.news\.txt:2: gold score 7.5 is outside the scale 0–5"):
+        read_sets(folder)
+    (folder / "STS.gs.news.txt").write_text("4.8\n")
+    with pytest.raises(ValueError, match="has 2 lines but STS.gs.news.txt has 1"):
+        read_sets(folder)
+    (folder / "STS.gs.news.txt").write_text("4.8\n1.0\n")
+    (folder / "STS.input.news.txt").write_text("only one sentence\nb\tc\n")
+    with pytest.raises(ValueError, match=r"STS\.input\.news\.txt:1: expected two tab-separated sentences"):
+        read_sets(folder)
+    sick = tmp_path / "SICK"
+    sick.mkdir()
+    (sick / "SICK_test_annotated.txt").write_text("pair_ID\tsentence_A\tsentence_B\trelatedness_score\tx\n"
+                                                  "1\ta\tb\t0.5\tNEUTRAL\n")
+    with pytest.raises(ValueError, match=r"SICK_test_annotated\.txt:2: gold score 0.5 is outside the scale 1–5"):
+        read_sets(sick)
+
+
+def test_shared_samples_dev_split(minilm):
+    """STS-B dev (raw) and SICK trial (SentEval's file, and the original SICK.txt slice): the same pairs
+    the single-set eval reads, the same Spearman to 1e-4."""
+    from eval.sts import read_sts, score_pairs
+    from eval.sts_all import read_sick, read_stsb
+
+    stsb_dir = shared_data("stsb", "raw")
+    sick_senteval, sick_original = shared_data("sick", "senteval"), shared_data("sick", "original")
+    stsb = read_stsb(stsb_dir, "dev")
+    assert len(stsb) == 1500
+    single = read_sts(stsb_dir, "dev")
+    assert stsb.scores == single.scores
+    trial, original = read_sick(sick_senteval, "dev"), read_sick(sick_original, "dev")
+    assert len(trial) == 500 and len(original) == 495
+    train = read_sick(sick_original, "train")
+    assert len(train) == 4439
+    third = single.head(300)
+    from eval.sts_all import evaluate_sts_all
+
+    result = evaluate_sts_all(minilm, stsb_dir, "dev", limit=300)
+    assert result["STSBenchmark"] == pytest.approx(score_pairs(minilm, third)["spearman"], abs=1e-4)
