@@ -18,12 +18,15 @@
    against ``SentenceTransformer.encode`` of the same distinct sentences
    alone, same batch size, best of ``--repeats``: ``encode_speed_ratio`` =
    encode time / eval time (goal >= 0.95).
-4. **STC.** ``eval.stc`` on the STC files in ``--stc`` (none ship here; the
+4. **Actor pool.** The same sets encoded by a pool of one Ray actor
+   (``eval.actor_encode``, Ray Data ``map_batches``; ``--actors`` on the CLI):
+   the scores must agree to 1e-6; its time includes starting Ray Data and the actor.
+5. **STC.** ``eval.stc`` on the STC files in ``--stc`` (none ship here; the
    key is null without the flag).
 
 Last line: one JSON object: ``sts`` {set: Spearman}, ``sts_mean``,
 ``sts_missing``, ``stsb_dev_direct``, ``stsb_dev_ours``, ``stsb_agree_1e4``,
-``encode_speed_ratio``, ``stc``.
+``encode_speed_ratio``, ``actor_pool_seconds``, ``actor_pool_agrees_1e6``, ``stc``.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def main() -> None:
     from scipy.stats import spearmanr
     from sentence_transformers import SentenceTransformer
 
-    from eval.models import load_encoder
+    from eval.models import load_encoder, load_trained
     from eval.sts import read_sts
     from eval.sts_all import evaluate_sts_all, read_sets
 
@@ -102,6 +105,19 @@ def main() -> None:
     print(f"[eval] STS-B dev: ours {ours_dev:.6f}, sentence-transformers directly {direct_dev:.6f} "
           f"(MTEB's published test figure: {MTEB_STSB_TEST})")
 
+    # the same sets encoded by a pool of one Ray actor (Ray Data map_batches): same scores
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    started = time.perf_counter()
+    pooled = evaluate_sts_all(load_trained(str(model_path), device="cpu"), data, args.split,
+                              batch_size=args.batch_size, actors=1)
+    pool_s = time.perf_counter() - started
+    pool_agrees = all(abs(pooled[k] - result[k]) <= 1e-6 for k in result["sets"])
+    ray.shutdown()
+    print(f"[eval] the same on a pool of 1 Ray actor: {pool_s:.2f} s (with the pool's start), "
+          f"scores agree to 1e-6: {pool_agrees}")
+
     stc = None
     if args.stc:
         from eval.stc import evaluate_stc
@@ -121,6 +137,8 @@ def main() -> None:
         "eval_seconds": round(min(eval_s), 3),
         "encode_seconds": round(min(encode_s), 3),
         "encode_speed_ratio": round(min(encode_s) / min(eval_s), 3),
+        "actor_pool_seconds": round(pool_s, 2),
+        "actor_pool_agrees_1e6": pool_agrees,
         "stc": None if stc is None else {"accuracy": stc["accuracy"],
                                          "datasets": {k: v["accuracy_mean"] for k, v in stc["per_dataset"].items()}},
     }))

@@ -73,13 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    "aspect_retrieval: the first N documents of each aspect")
     task_options.add_argument("--weights", default=None,
                               help="relational_sts: relation weights REL=W,REL=W (default: the model's sts_weights)")
+    task_options.add_argument("--actors", type=positive_int, default=None,
+                              help="sts_all: encode on a pool of N Ray actors (Ray Data map_batches; large sets, "
+                                   "GPU shares on a cluster)")
     task_options.add_argument("--representation", default=None, choices=("offset", "concat_mlp"),
                               help="srsd: the pair representation (default: the model's own; offset for any model "
                                    "without DSBATS heads)")
     return parser
 
 
-TASK_OPTIONS = ("tune_data", "tune_split", "plots", "limit", "weights", "representation")
+TASK_OPTIONS = ("tune_data", "tune_split", "plots", "limit", "weights", "representation", "actors")
 
 
 def describe(result: dict) -> str:

@@ -46,7 +46,7 @@ METHOD_TASKS = {  # method -> [(task, data flag, {result key: column header})]
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m eval report", description=__doc__.split("\n")[0])
-    p.add_argument("models", nargs="+", help="run folders, model folders or hub names")
+    p.add_argument("models", nargs="+", help="run folders, model folders or hub names (LABEL=PATH names a row)")
     p.add_argument("--sts", help="SentEval data/downstream tree or any STS/SICK folder of it")
     p.add_argument("--split", default="test", choices=("test", "dev", "train"), help="STS split (default test)")
     p.add_argument("--mrpc", help="folder with msr_paraphrase_train.txt (and _test.txt)")
@@ -63,7 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve(argument: str) -> dict:
-    """``{"label", "model", "run", "config"}`` of a run folder, model folder or hub name."""
+    """``{"label", "model", "run", "config"}`` of a run folder, model folder or hub name; ``LABEL=PATH`` names
+    the row (the first ``=`` after which an existing path follows: labels and Tune's trial folders hold ``=``)."""
+    for at in (i for i, c in enumerate(argument) if c == "="):
+        if at and Path(argument[at + 1:]).expanduser().exists():
+            return {**resolve(argument[at + 1:]), "label": argument[:at]}
     path = Path(argument).expanduser()
     summary = path / "train_summary.json"
     if summary.is_file():
@@ -220,24 +224,32 @@ def write(args, entries: list[dict], rows: list[dict], all_results: list[dict]) 
     return md_path, json_path, charts
 
 
-def main(argv: list[str] | None = None) -> int:
-    from eval.cli import usage_error
-
+def run_report(argv: list[str], log=print) -> tuple[Path, Path, list[Path], list[dict]]:
+    """Score and write (``argv`` as on the command line); a user error is a ``ValueError`` /
+    ``FileNotFoundError`` naming the model or folder. Returns (markdown, JSON, charts, rows)."""
     args = build_parser().parse_args(argv)
-    try:
-        entries = check_inputs(args)
-    except (FileNotFoundError, ValueError) as error:
-        return usage_error(str(error))
+    entries = check_inputs(args)
     rows, all_results = [], []
     for entry in entries:
         try:
-            row, results = score_model(entry, args, log=lambda m: print(m, file=sys.stderr, flush=True))
+            row, results = score_model(entry, args, log=log)
         except (FileNotFoundError, ValueError) as error:
-            return usage_error(f"{entry['label']}: {error}")
+            raise type(error)(f"{entry['label']}: {error}") from None
         entry["method_name"] = row["method"]
         rows.append(row)
         all_results.append(results)
     md_path, json_path, charts = write(args, entries, rows, all_results)
+    return md_path, json_path, charts, rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from eval.cli import usage_error
+
+    try:
+        md_path, json_path, charts, rows = run_report(
+            list(sys.argv[1:] if argv is None else argv), log=lambda m: print(m, file=sys.stderr, flush=True))
+    except (FileNotFoundError, ValueError) as error:
+        return usage_error(str(error))
     print(md_path.read_text(encoding="utf-8"))
     print(json.dumps({"report": str(md_path), "json": str(json_path), "charts": [str(c) for c in charts],
                       "rows": rows}, default=str), flush=True)

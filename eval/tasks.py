@@ -69,7 +69,7 @@ register(EvalTask(
     check_data=sts_all.check_sts_all_data,
     run=sts_all.evaluate_sts_all,
     model_kind="trained",
-    options=("limit",),
+    options=("limit", "actors"),
 ))
 
 NLI_SPLITS = ("test", "dev", "train", "trial")  # SentEval NLI: train/dev/test; SICK: train/trial/test

@@ -4,9 +4,10 @@ demo world (real dump formats) -> ingest (Ray Data) -> tiny BERT with a
 vocabulary trained on the ingested sentences -> SimCSE and EASE (Ray Train)
 -> AspectCSE on aspect triplets of the world's companies (multi-aspect union)
 -> DSBATS-sn on the world's BATS folder and WordNet-format dictionary
+-> SimCSE-sup, GaussCSE and RSE on the world's NLI pairs
 -> a small ASHA search (Ray Tune + evaluation actor) -> STS evaluation,
-aspect retrieval (P@10 on held-out companies) and SRSD of every model -> a table and
-a report.
+aspect retrieval (P@10 on held-out companies) and SRSD of every model -> a table
+-> ``python -m eval report`` of every model, each method also on its own tasks.
 
 ``structcse aspects`` (``structcse/aspects.py``): AspectCSE end to end.
 ``structcse dsbats`` (``structcse/dsbats.py``): DSBATS-sn end to end.
@@ -34,9 +35,15 @@ DEMO_TRAINING = [
 DEMO_TUNE = {
     "search_space": {"lr": {"loguniform": [1e-4, 2e-3]}, "temperature": {"loguniform": [0.03, 0.2]},
                      "batch_size": {"choice": [16, 32]}},
-    "num_samples": 4, "max_concurrent_trials": 1, "grace_period": 1, "reduction_factor": 2, "max_t": 3,
+    "num_samples": 3, "max_concurrent_trials": 1, "grace_period": 1, "reduction_factor": 2, "max_t": 3,
 }
 DEMO_TUNE_TRAINING = ["max_steps=45", "checkpoint_every_steps=15", "epochs=1"]
+# the pair methods' own settings, with the demo's mean pooling (the paper poolings need a trained CLS)
+DEMO_PAIR_METHODS = {
+    "simcse_sup": ["max_len=32", "chunk_size=null", "epochs=2"],
+    "gausscse": ["max_len=32", "weight_decay=0.0", "epochs=2"],
+    "rse": ["max_len=32", "chunk_size=null", "epochs=2"],
+}
 
 
 def log(message: str) -> None:
@@ -58,18 +65,18 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
 
     started = time.time()
     out = out.resolve()
-    steps = 8 if not skip_tune else 7
+    steps = 10 if not skip_tune else 9
 
-    log(f"[1/{steps}] demo world (seed {seed}) -> {out / 'world'}")
+    log(f"[{time.time() - started:4.0f} s] [1/{steps}] demo world (seed {seed}) -> {out / 'world'}")
     world = generate_demo_world(out / "world", seed=seed)
 
     ensure_ray(log, configure_logging=False)
-    log(f"[2/{steps}] ingest with Ray Data -> {out / 'sets'}")
+    log(f"[{time.time() - started:4.0f} s] [2/{steps}] ingest with Ray Data -> {out / 'sets'}")
     manifest = run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
                                        out=str(out / "sets"), seed=seed, shard_bytes=1,
                                        entity_link_threshold=ENTITY_LINK_THRESHOLD), log=log)
 
-    log(f"[3/{steps}] tiny BERT with a WordPiece vocabulary trained on the ingested sentences -> {out / 'models/base'}")
+    log(f"[{time.time() - started:4.0f} s] [3/{steps}] tiny BERT with a WordPiece vocabulary trained on the ingested sentences -> {out / 'models/base'}")
     sentences = read_table(out / "sets" / "sentences", ["sentence"])
     base_model = build_tiny_bert(sentences["sentence"].to_pylist(), out / "models" / "base", seed=seed)
 
@@ -77,14 +84,14 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
               f"dev_sts={world.sts_dir}"]
     models = {"base encoder (mean pooling)": str(base_model)}
     for i, method in enumerate(("simcse_unsup", "ease")):
-        log(f"[{4 + i}/{steps}] train {method} with Ray Train -> {out / 'runs' / method}")
+        log(f"[{time.time() - started:4.0f} s] [{4 + i}/{steps}] train {method} with Ray Train -> {out / 'runs' / method}")
         outcome = train_run(training_config(method, [*DEMO_TRAINING, *common, f"run_name={method}"]))
         models[method] = outcome.model_path
 
     # AspectCSE: one multi-aspect model here; `structcse aspects` trains the whole of its Table 5
     from ingest.aspects.__main__ import main as build_aspect_sets
 
-    log(f"[6/{steps}] AspectCSE: aspect labels (P17 country, P452 industry) from the wikidata set, aspect triplets "
+    log(f"[{time.time() - started:4.0f} s] [6/{steps}] AspectCSE: aspect labels (P17 country, P452 industry) from the wikidata set, aspect triplets "
         f"from the intros -> {out / 'aspects'}; train on the multi-aspect union with Ray Train")
     if build_aspect_sets(["--intros", str(out / "sets" / "intros"), "--wikidata-set", str(out / "sets" / "wikidata"),
                           "--out", str(out / "aspects"), "--seed", str(seed), "--triplets-per-anchor", "3"]) != 0:
@@ -97,7 +104,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     from ingest.dsbats.bats import category_files
     from ingest.dsbats.job import DsbatsConfig, build_dsbats
 
-    log(f"[7/{steps}] DSBATS-sn: the world's BATS analogies -> definition pairs from its WordNet dictionary "
+    log(f"[{time.time() - started:4.0f} s] [7/{steps}] DSBATS-sn: the world's BATS analogies -> definition pairs from its WordNet dictionary "
         f"(Ray Data) -> DSBATS4CL and SRSD -> {out / 'dsbats'}; train with the p⁻-only loss")
     build_dsbats(str(world.bats_dir), {"kind": "wordnet", "folder": str(world.wordnet_dir)}, str(out / "dsbats"),
                  DsbatsConfig(categories=sorted(category_files(world.bats_dir)[1]), seed=seed, positives_per_pair=8),
@@ -106,22 +113,33 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
                                                    "epochs=1", "dev_sts=null", "run_name=dsbats"]))
     models["dsbats (DSBATS4CL)"] = outcome.model_path
 
+    # sentence-pair methods on the world's NLI pairs (pair ingest: nli_triplets, relation_triples)
+    from ingest.pairs import PairIngestConfig, PairSource, run_pair_ingest
+
+    log(f"[{time.time() - started:4.0f} s] [8/{steps}] SimCSE-sup, GaussCSE and RSE: the world's NLI pairs -> nli_triplets and relation_triples "
+        f"(Ray Data) -> {out / 'pairs'}; train each with Ray Train")
+    run_pair_ingest(PairIngestConfig(sources=[PairSource("senteval", str(world.nli_dir), split="train")],
+                                     out=str(out / "pairs")), log=log)
+    for method, extra in DEMO_PAIR_METHODS.items():
+        outcome = train_run(training_config(method, [*DEMO_TRAINING, *common, f"data={out / 'pairs'}",
+                                                     *extra, f"run_name={method}"]))
+        models[method] = outcome.model_path
+
     if not skip_tune:
         from tune.search import TuneSettings, run_search
 
-        log(f"[8/{steps}] Ray Tune: ASHA over lr, batch size, temperature (SimCSE), "
+        log(f"[{time.time() - started:4.0f} s] [9/{steps}] Ray Tune: ASHA over lr, batch size, temperature (SimCSE), "
             f"{DEMO_TUNE['num_samples']} trials scored by an evaluation actor")
         base = training_config("simcse_unsup", [*DEMO_TRAINING, *common, *DEMO_TUNE_TRAINING, "dev_sts=null"])
         settings = TuneSettings(**DEMO_TUNE, name="tune", storage_path=str(out / "runs"), seed=seed)
-        best_config, _, _ = run_search(base, settings, str(world.sts_dir), log=log)
-        best = [f"{k}={v}" for k, v in sorted(best_config.items())]
-        log(f"retrain simcse_unsup with the best trial's config on the full demo schedule: {best}")
-        outcome = train_run(training_config("simcse_unsup", [*DEMO_TRAINING, *common, *best,
-                                                             "run_name=simcse_unsup_tuned"]))
-        models[f"simcse_unsup tuned ({', '.join(f'{k}={v:.3g}' for k, v in sorted(best_config.items()))})"] = (
-            outcome.model_path)
+        best_config, best_metrics, _ = run_search(base, settings, str(world.sts_dir), log=log)
+        # the best trial's own model (its short schedule: the demo's time goes to the methods, not a retrain)
+        best_trial = Path(best_metrics["checkpoint_path"]) / "model"
+        log(f"the best trial's model ({best_metrics.get('step')} steps): {best_trial}")
+        models[f"simcse_unsup best trial ({', '.join(f'{k}={v:.3g}' for k, v in sorted(best_config.items()))}; "
+               f"{best_metrics.get('step')} steps)"] = str(best_trial)
 
-    log("evaluating every model on the demo world's STS pairs, aspect retrieval (held-out companies) and SRSD "
+    log(f"[{time.time() - started:4.0f} s] evaluating every model on the demo world's STS pairs, aspect retrieval (held-out companies) and SRSD "
         "(held-out BATS lines)")
     rows = []
     for name, path in models.items():
@@ -142,11 +160,27 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     log(format_table(rows, columns))
     log("")
     log(f"report: {report}.md and {report}.json")
+
+    from eval.scoreboard import run_report
+
+    log("")
+    log(f"[{time.time() - started:4.0f} s] [{steps}/{steps}] one report of every model on every task that applies (python -m eval report): the "
+        "world's STS test, each method's own tasks (GaussCSE NLI AUPRC and direction, RSE link prediction, "
+        "AspectCSE retrieval, DSBATS SRSD)")
+    runs = [str(Path(p).parent) if (Path(p).parent / "train_summary.json").is_file() else f"{name}={p}"
+            for name, p in models.items()]
+    eval_md, _, _, _ = run_report([*runs, "--sts", str(world.sts_dir), "--split", "test", "--nli", str(world.nli_dir),
+                                   "--aspects", str(out / "aspects" / "aspect_docs"), "--srsd",
+                                   str(out / "dsbats" / "srsd"), "--no-published", "--out", str(out / "eval_report")],
+                                  log=lambda m: None)
+    log(eval_md.read_text(encoding="utf-8").split("## Runs scored")[0].rstrip())
+    log(f"eval report: {eval_md} (+ .json, a PNG per column)")
     for name, path in models.items():
         log(f"model {name}: {path}")
     log(f"sets: {out / 'sets'} ({manifest['sets']['sentences']['rows']} sentences, "
         f"{manifest['sets']['entity_pairs']['rows']} entity pairs); total {time.time() - started:.0f} s")
-    return {"rows": rows, "report": f"{report}.json", "seconds": round(time.time() - started, 1)}
+    return {"rows": rows, "report": f"{report}.json", "eval_report": str(eval_md),
+            "seconds": round(time.time() - started, 1)}
 
 
 def main(argv=None) -> int:
