@@ -73,11 +73,11 @@ def resolve(argument: str) -> dict:
     if summary.is_file():
         info = json.loads(summary.read_text())
         return {"label": info.get("run_name") or path.name, "model": info["model_path"], "run": str(path),
-                "config": str(summary), "method": info.get("method")}
+                "config": str(summary)}
     if path.exists() and not path.is_dir():
         raise FileNotFoundError(f"{argument}: not a run folder, model folder or hub name")
     label = (path.parent.name if path.name in ("model", "final") else path.name) if path.is_dir() else argument
-    return {"label": label, "model": argument, "run": None, "config": None, "method": None}
+    return {"label": label, "model": argument, "run": None, "config": None}
 
 
 def _task_data(args) -> dict:
@@ -143,15 +143,15 @@ def score_model(entry: dict, args, log=print) -> tuple[dict, dict]:
     return row, results
 
 
-def method_tables(entries: list[dict], all_results: list[dict]) -> list[tuple[str, list[dict], list]]:
-    """One ``(title, rows, columns)`` per method with scored method tasks."""
+def method_tables(main_rows: list[dict], all_results: list[dict]) -> list[tuple[str, list[dict], list]]:
+    """One ``(title, rows, columns)`` per method with scored method tasks (``main_rows``: each model's row)."""
     tables = []
     for method, tasks in METHOD_TASKS.items():
         rows = []
-        for entry, results in zip(entries, all_results):
-            if entry.get("method_name") != method:
+        for main_row, results in zip(main_rows, all_results):
+            if main_row["method"] != method:
                 continue
-            row = {"model": entry["label"]}
+            row = {"model": main_row["model"]}
             for task, _, keys in tasks:
                 for key, header in keys.items():
                     if task in results:
@@ -204,7 +204,7 @@ def write(args, entries: list[dict], rows: list[dict], all_results: list[dict]) 
     if published:
         lines += ["## Published figures (reference rows: the papers' numbers, not measured here)", "",
                   format_markdown(published, [("model", "model"), *columns]), ""]
-    for title, method_rows, method_columns in method_tables(entries, all_results):
+    for title, method_rows, method_columns in method_tables(rows, all_results):
         lines += [f"## {title}", "", format_markdown(method_rows, method_columns), ""]
     lines += ["## Runs scored", ""]
     for entry in entries:
@@ -235,7 +235,6 @@ def run_report(argv: list[str], log=print) -> tuple[Path, Path, list[Path], list
             row, results = score_model(entry, args, log=log)
         except (FileNotFoundError, ValueError) as error:
             raise type(error)(f"{entry['label']}: {error}") from None
-        entry["method_name"] = row["method"]
         rows.append(row)
         all_results.append(results)
     md_path, json_path, charts = write(args, entries, rows, all_results)

@@ -217,15 +217,20 @@ def _add(dataset: StcDataset, text: str, label: str) -> None:
         dataset.skipped_empty += 1
 
 
+def _rows(path: Path, dataset: StcDataset, limit: int | None):
+    """(1-based number, line) of the file's non-blank lines, until ``dataset`` holds ``limit`` texts."""
+    for number, line in enumerate(_lines(path), start=1):
+        if limit is not None and len(dataset) >= limit:
+            return
+        if line.strip():
+            yield number, line
+
+
 def read_tab(path: str | Path, limit: int | None = None, name: str | None = None) -> StcDataset:
     """``label<TAB>text`` lines."""
     path = Path(path)
     dataset = StcDataset(name or path.stem, "tab", str(path))
-    for number, line in enumerate(_lines(path), start=1):
-        if limit is not None and len(dataset) >= limit:
-            break
-        if not line.strip():
-            continue
+    for number, line in _rows(path, dataset, limit):
         if "\t" not in line:
             raise ValueError(f"{path}, line {number}: no tab; expected label<TAB>text")
         label, text = line.split("\t", 1)
@@ -258,11 +263,7 @@ def read_jsonl(path: str | Path, limit: int | None = None, name: str | None = No
     """JSON lines ``{"text": ..., "cluster": ...}``."""
     path = Path(path)
     dataset = StcDataset(name or path.stem, "jsonl", str(path))
-    for number, line in enumerate(_lines(path), start=1):
-        if limit is not None and len(dataset) >= limit:
-            break
-        if not line.strip():
-            continue
+    for number, line in _rows(path, dataset, limit):
         text, label = parse_json_line(line)
         if text is None:
             raise ValueError(f"{path}, line {number}: {label}")

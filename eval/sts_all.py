@@ -273,11 +273,12 @@ def evaluate_sts_all(model, data: str | Path, split: str = "test", *, batch_size
         if name != "cosine":
             cosine = np.asarray(model.cosine(pairs.sentences1, pairs.sentences2, batch_size), dtype=np.float64)
             entry["cosine"] = _spearman(cosine, gold)
-        subsets = sorted(set(pairs.subset) - {""})
-        if subsets:
-            per = {s: _spearman(predicted[m], gold[m]) for s in subsets
-                   for m in [np.array([x == s for x in pairs.subset])] if m.sum() > 1}
-            sizes = {s: int(sum(x == s for x in pairs.subset)) for s in per}
+        subset = np.asarray(pairs.subset)
+        masks = {s: subset == s for s in sorted(set(pairs.subset) - {""})}
+        masks = {s: m for s, m in masks.items() if m.sum() > 1}
+        if masks:
+            per = {s: _spearman(predicted[m], gold[m]) for s, m in masks.items()}
+            sizes = {s: int(m.sum()) for s, m in masks.items()}
             entry["subsets"] = {**per, "mean": float(np.mean(list(per.values()))),
                                 "wmean": float(sum(per[s] * sizes[s] for s in per) / sum(sizes.values()))}
         out_sets[set_name] = entry
