@@ -24,7 +24,6 @@ from pathlib import Path
 
 from structcse.configs import training_config
 
-
 # The papers' configs, shrunk to a tiny randomly initialised BERT and a few
 # minutes on 2 CPU cores: a higher learning rate, a few epochs, frequent reports,
 # and mean pooling (the CLS vector of an untrained model carries nothing yet).
@@ -32,16 +31,16 @@ DEMO_TRAINING = [
     "pooling=mean", "epochs=3", "batch_size=32", "lr=5e-4", "warmup_steps=0", "num_workers=1", "cpus_per_worker=0.5",
     "checkpoint_every_steps=40", "log_every_steps=20", "keep_checkpoints=1",
 ]
-DEMO_TUNE = {
+DEMO_TUNE = {  # the base config (trial 0) and 2 sampled ones; ASHA's rungs at 480 and 960 examples of 1,440
     "search_space": {"lr": {"loguniform": [1e-4, 2e-3]}, "temperature": {"loguniform": [0.03, 0.2]},
                      "batch_size": {"choice": [16, 32]}},
-    "num_samples": 3, "max_concurrent_trials": 1, "grace_period": 1, "reduction_factor": 2, "max_t": 3,
+    "searcher": "random", "num_samples": 2, "max_concurrent_trials": 1, "reduction_factor": 2, "eval_actors": 1,
 }
 DEMO_TUNE_TRAINING = ["max_steps=45", "checkpoint_every_steps=15", "epochs=1"]
 # the pair methods' own settings, with the demo's mean pooling (the paper poolings need a trained CLS)
 DEMO_PAIR_METHODS = {
     "simcse_sup": ["max_len=32", "chunk_size=null", "epochs=2"],
-    "gausscse": ["max_len=32", "weight_decay=0.0", "epochs=2"],
+    "gausscse": ["max_len=32", "weight_decay=0.0", "epochs=2", "dev_data={nli}"],  # SNLI-dev-style AUPRC
     "rse": ["max_len=32", "chunk_size=null", "epochs=2"],
 }
 
@@ -81,7 +80,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     base_model = build_tiny_bert(sentences["sentence"].to_pylist(), out / "models" / "base", seed=seed)
 
     common = [f"model={base_model}", f"data={out / 'sets'}", f"storage_path={out / 'runs'}", f"seed={seed}",
-              f"dev_sts={world.sts_dir}"]
+              f"dev_data={world.sts_dir}"]  # each method's dev metric (train/dev_metrics.py) picks its checkpoint
     models = {"base encoder (mean pooling)": str(base_model)}
     for i, method in enumerate(("simcse_unsup", "ease")):
         log(f"[{time.time() - started:4.0f} s] [{4 + i}/{steps}] train {method} with Ray Train -> {out / 'runs' / method}")
@@ -97,7 +96,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
                           "--out", str(out / "aspects"), "--seed", str(seed), "--triplets-per-anchor", "3"]) != 0:
         raise SystemExit(2)
     outcome = train_run(training_config("aspectcse", [*DEMO_TRAINING, *common, f"data={out / 'aspects' / 'union'}",
-                                                      "max_len=128", "dev_sts=null", "run_name=aspectcse"]))
+                                                      "max_len=128", "dev_data=null", "run_name=aspectcse"]))
     models["aspectcse (multi-aspect union)"] = outcome.model_path
 
     # DSBATS-sn: the world's BATS folder lifted to definition pairs by its WordNet-format dictionary
@@ -110,7 +109,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
                  DsbatsConfig(categories=sorted(category_files(world.bats_dir)[1]), seed=seed, positives_per_pair=8),
                  log=log)
     outcome = train_run(training_config("dsbats", [*DEMO_TRAINING, *common, f"data={out / 'dsbats'}", "max_len=48",
-                                                   "epochs=1", "dev_sts=null", "run_name=dsbats"]))
+                                                   "epochs=1", "dev_data=null", "run_name=dsbats"]))
     models["dsbats (DSBATS4CL)"] = outcome.model_path
 
     # sentence-pair methods on the world's NLI pairs (pair ingest: nli_triplets, relation_triples)
@@ -121,6 +120,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     run_pair_ingest(PairIngestConfig(sources=[PairSource("senteval", str(world.nli_dir), split="train")],
                                      out=str(out / "pairs")), log=log)
     for method, extra in DEMO_PAIR_METHODS.items():
+        extra = [e.format(nli=world.nli_dir) for e in extra]
         outcome = train_run(training_config(method, [*DEMO_TRAINING, *common, f"data={out / 'pairs'}",
                                                      *extra, f"run_name={method}"]))
         models[method] = outcome.model_path
@@ -129,15 +129,16 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         from tune.search import TuneSettings, run_search
 
         log(f"[{time.time() - started:4.0f} s] [9/{steps}] Ray Tune: ASHA over lr, batch size, temperature (SimCSE), "
-            f"{DEMO_TUNE['num_samples']} trials scored by an evaluation actor")
-        base = training_config("simcse_unsup", [*DEMO_TRAINING, *common, *DEMO_TUNE_TRAINING, "dev_sts=null"])
+            f"the base config and {DEMO_TUNE['num_samples']} sampled trials scored by an evaluation pool")
+        base = training_config("simcse_unsup", [*DEMO_TRAINING, *common, *DEMO_TUNE_TRAINING])
         settings = TuneSettings(**DEMO_TUNE, name="tune", storage_path=str(out / "runs"), seed=seed)
-        best_config, best_metrics, _ = run_search(base, settings, str(world.sts_dir), log=log)
+        search = run_search(base, settings, log=log)
         # the best trial's own model (its short schedule: the demo's time goes to the methods, not a retrain)
-        best_trial = Path(best_metrics["checkpoint_path"]) / "model"
-        log(f"the best trial's model ({best_metrics.get('step')} steps): {best_trial}")
-        models[f"simcse_unsup best trial ({', '.join(f'{k}={v:.3g}' for k, v in sorted(best_config.items()))}; "
-               f"{best_metrics.get('step')} steps)"] = str(best_trial)
+        best_metrics = search.best_metrics
+        log(f"the best trial's model ({best_metrics.get('step')} steps): {search.files.get('best_model')}; "
+            f"its config: {search.files.get('best_config')}")
+        models[f"simcse_unsup best trial ({', '.join(f'{k}={v:.3g}' for k, v in sorted(search.best_config.items()))}; "
+               f"{best_metrics.get('step')} steps)"] = search.files["best_model"]
 
     log(f"[{time.time() - started:4.0f} s] evaluating every model on the demo world's STS pairs, aspect retrieval (held-out companies) and SRSD "
         "(held-out BATS lines)")

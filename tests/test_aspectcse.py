@@ -278,5 +278,5 @@ def test_configs_load_and_validate(tmp_path):
     cls = get_method("aspectcse")
     assert cls.train_set == "aspect_triplets" and cls.sets["aspect_triplets"] == ["anchor", "positive", "negative"]
     assert cls.tokenized_columns(mnrl.options) == ("anchor", "positive")
-    for key in ("epochs", "batch_size", "lr", "max_len", "temperature", "model", "mixed_precision", "dev_sts"):
+    for key in ("epochs", "batch_size", "lr", "max_len", "temperature", "model", "mixed_precision", "dev_data"):
         assert getattr(full, key) == getattr(mnrl, key), key

@@ -193,7 +193,7 @@ def test_config_loads_validates_and_names_bad_values(tmp_path):
     from train.methods import get_method
 
     cfg = _cfg(data=tmp_path).validate()
-    assert (cfg.method, cfg.pooling, cfg.max_len, cfg.temperature, cfg.dev_sts) == ("dsbats", "mean", 64, 0.05, None)
+    assert (cfg.method, cfg.pooling, cfg.max_len, cfg.temperature, cfg.dev_data) == ("dsbats", "mean", 64, 0.05, None)
     cls = get_method("dsbats")
     assert cls.train_set == "dsbats4cl" and cls.sets["dsbats4cl"] == list(COLUMNS)
     with pytest.raises(ConfigError, match="dsbats.pair_representation"):

@@ -1,4 +1,4 @@
-"""eval/: STS-B reader on the real files, MiniLM quality, CLI, the Tune evaluator actor, reports."""
+"""eval/: STS-B reader on the real files, MiniLM quality, CLI, the Tune evaluation pool, reports."""
 
 from __future__ import annotations
 
@@ -161,22 +161,29 @@ def test_cli_user_errors_exit_2_without_traceback(tmp_path):
     assert done.returncode == 0 and "--model" in done.stdout
 
 
-# --- Tune evaluator actor ---------------------------------------------------------------------
+# --- Tune's evaluation pool ------------------------------------------------------------------
 
 
-def test_evaluator_actor_scores_a_model_folder(ray_session, tmp_path):
-    from eval.evaluator import start_evaluator, stop_evaluator
+def test_evaluation_pool_scores_a_checkpoint_like_the_training_metric(ray_session, tmp_path):
+    from eval.pool import start_pool, stop_pool
+    from train.dev_metrics import DEV_METRICS, score_model_dir
 
     data = write_small_sts(tmp_path / "sts", n_pairs=60)
-    actor = start_evaluator(data, "dev", name="test-sts-dev", namespace="test-eval", num_cpus=0)
-    again = start_evaluator(data, "dev", name="test-sts-dev", namespace="test-eval", num_cpus=0)
-    assert again._actor_id == actor._actor_id  # get_if_exists: one shared actor
+    checkpoint = tmp_path / "step-0000001"
+    checkpoint.mkdir()
+    (checkpoint / "model").symlink_to(minilm_folder(), target_is_directory=True)
+    pool = start_pool("sts_spearman", data, name="test-pool", namespace="test-eval", size=1, num_cpus=0)
+    again = start_pool("sts_spearman", data, name="test-pool", namespace="test-eval", size=1, num_cpus=0)
+    assert again._actor_id == pool._actor_id  # get_if_exists: one shared pool
     try:
-        scored = ray_session.get(actor.score.remote(str(minilm_folder())), timeout=180)
-        assert set(scored) == {"dev_spearman"} and 0.7 < scored["dev_spearman"] < 1.0
+        scored = ray_session.get(pool.score.remote(str(checkpoint)), timeout=180)
     finally:
-        assert stop_evaluator("test-sts-dev", "test-eval")
-    assert not stop_evaluator("test-sts-dev", "test-eval")
+        assert stop_pool("test-pool", "test-eval")
+    assert not stop_pool("test-pool", "test-eval")
+    metric = DEV_METRICS["sts_spearman"]
+    assert 0.7 < scored["dev_spearman"] < 1.0
+    assert scored["dev_spearman"] == score_model_dir(metric, minilm_folder(), metric.read(data))  # one definition
+    assert scored["score_finished_at"] >= scored["score_started_at"]
 
 
 # --- reports ----------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ def test_planted_checkpoint_state_and_heads_are_refused(tmp_path):
         load_method_heads(heads)
     assert not marker.exists()
     # what training itself writes still loads
-    torch.save({"model": {"w": torch.ones(2)}, "step": 3, "config": {"lr": 1e-5, "dev_sts": None}}, state)
+    torch.save({"model": {"w": torch.ones(2)}, "step": 3, "config": {"lr": 1e-5, "dev_data": None}}, state)
     assert load_tensors(state)["step"] == 3
 
 
@@ -240,14 +240,13 @@ def test_secrets_in_the_environment_are_never_written(demo_world, demo_sets, dem
                log=lambda *a: None)
     base = {"method": "simcse_unsup", "model": str(demo_tiny_bert), "data": str(demo_sets[0]), "pooling": "mean",
             "batch_size": 16, "max_steps": 2, "checkpoint_every_steps": 2, "cpus_per_worker": 0.5,
-            "log_every_steps": 0, "storage_path": str(tmp_path / "runs")}
+            "log_every_steps": 0, "storage_path": str(tmp_path / "runs"), "dev_data": str(demo_world.sts_dir)}
     outcome = run(TrainConfig.from_dict(base))
     assert eval_main(["--task", "sts", "--model", outcome.model_path, "--data", str(demo_world.sts_dir),
                       "--split", "dev", "--output", str(tmp_path / "eval" / "sts.json")]) == 0
-    settings = TuneSettings(search_space={"lr": {"choice": [1e-4, 3e-4]}}, num_samples=1, max_concurrent_trials=1,
-                            grace_period=1, reduction_factor=2, max_t=1, name="secret-search",
-                            storage_path=str(tmp_path / "runs"))
-    run_search(TrainConfig.from_dict(base), settings, str(demo_world.sts_dir), log=lambda *a: None)
+    settings = TuneSettings(search_space={"lr": {"choice": [1e-4, 3e-4]}}, searcher="grid", max_concurrent_trials=1,
+                            scheduler="fifo", name="secret-search", storage_path=str(tmp_path / "runs"))
+    run_search(TrainConfig.from_dict(base), settings, log=lambda *a: None)
     # a manifest field that happened to hold one is redacted
     write_manifest(str(tmp_path / "sets" / "extra"), "extra", 0, note=f"token {SECRETS['HF_TOKEN']}")
     assert "***HF_TOKEN***" in (tmp_path / "sets" / "extra" / "manifest.json").read_text()

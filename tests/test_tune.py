@@ -1,4 +1,6 @@
-"""Ray Tune with ASHA on the demo world: the evaluation actor's dev score drives the search."""
+"""Ray Tune on the demo world: the evaluation pool scores trials asynchronously with each method's own
+metric, ASHA compares trials at equal examples seen and stops bad ones, and the search writes what a
+user reads (report, plots, best config, best model)."""
 
 from __future__ import annotations
 
@@ -6,68 +8,120 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from train.config import ConfigError, TrainConfig
-from tune.search import TuneSettings, build_search_space, build_tuner, load_tune_settings, run_search
+from tune.search import TuneSettings, build_search_space, load_tune_settings, run_search
+
+REPO = Path(__file__).resolve().parents[1]
 
 
-def test_search_over_demo_world(demo_world, demo_sets, demo_tiny_bert, tmp_path):
+def _base(model, data, dev, method="simcse_unsup", **extra) -> TrainConfig:
+    return TrainConfig.from_dict(
+        {"method": method, "model": str(model), "data": str(data), "dev_data": str(dev), "pooling": "mean",
+         "batch_size": 16, "max_steps": 12, "checkpoint_every_steps": 3, "cpus_per_worker": 0.5,
+         "log_every_steps": 0, "max_len": 32, **extra}
+    ).validate()
+
+
+def test_asha_stops_bad_trials_at_equal_data(
+        demo_world, demo_sets, demo_tiny_bert, tmp_path):
     out, _ = demo_sets
-    base = TrainConfig.from_dict(
-        {"method": "simcse_unsup", "model": str(demo_tiny_bert), "data": str(out), "pooling": "mean",
-         "batch_size": 16, "max_steps": 12, "checkpoint_every_steps": 4, "cpus_per_worker": 0.5,
-         "log_every_steps": 0}
-    )
+    base = _base(demo_tiny_bert, out, demo_world.sts_dir, lr=3e-4, max_steps=24, checkpoint_every_steps=8)  # 384
     settings = TuneSettings(
-        search_space={"lr": {"loguniform": [1e-4, 1e-3]}, "temperature": {"choice": [0.05, 0.1]}},
-        num_samples=2, max_concurrent_trials=2, grace_period=1, reduction_factor=2, max_t=3,
-        name="tune-test", storage_path=str(tmp_path / "runs"),
+        search_space={"lr": {"choice": [3e-4, 10.0]}, "batch_size": {"choice": [16, 32]}},
+        searcher="grid", max_concurrent_trials=2, reduction_factor=2, grace_period=128,
+        name="asha", storage_path=str(tmp_path / "runs"),
     )
-    best_config, best_metrics, results = run_search(base, settings, str(demo_world.sts_dir))
-    assert len(results) == 2 and not results.errors
-    scores = [r.metrics["dev_spearman"] for r in results]
-    assert all(-1 <= s <= 1 for s in scores)
-    assert best_metrics["dev_spearman"] == max(scores)
-    assert set(best_config) == {"lr", "temperature"}
-    # the best trial's checkpoint holds a model the evaluation actor scored
-    assert (Path(best_metrics["checkpoint_path"]) / "model" / "modules.json").is_file()
-    trial_runs = sorted((tmp_path / "runs" / "tune-test" / "trials").glob("train-*"))
-    assert len(trial_runs) == 2
+    outcome = run_search(base, settings, log=lambda *a: None)
+    rows = {(r["values"]["lr"], r["values"]["batch_size"]): r for r in outcome.trials}
+    assert len(rows) == 4 and not outcome.results.errors
+    # equal data: a batch-32 trial takes half the steps of a batch-16 one for the same examples
+    for result in outcome.results:
+        frame = result.metrics_dataframe
+        trained = frame[frame["loss"].notna()]
+        assert (trained["examples_trained"] == trained["step"] * result.config["batch_size"]).all()
+        assert set(trained["examples_trained"]) <= {128, 256, 384}  # reports every 128 examples, whatever the batch
+    good = [rows[(3e-4, 16)], rows[(3e-4, 32)]]
+    bad = [rows[(10.0, 16)], rows[(10.0, 32)]]
+    assert all(r["best"] is not None for r in good + bad)
+    assert min(r["best"] for r in good) > max(r["best"] for r in bad)
+    # ASHA stopped at least one lr=10 trial before its last rung; a good trial ran to the end
+    assert any(r["examples_seen"] < 384 for r in bad), [(r["values"], r["examples_seen"]) for r in bad]
+    assert max(r["examples_seen"] for r in good) == 384
+    assert max(len(r["curve"]) for r in good) == 3, [r["curve"] for r in good]  # each of its checkpoints scored
+    for result in outcome.results:  # each score is tagged with the step (and examples) of its checkpoint
+        frame = result.metrics_dataframe
+        scored = frame[frame["dev_spearman"].notna()]
+        assert (scored["validated_step"] * result.config["batch_size"] == scored["examples_seen"]).all()
+    # what the user reads
+    folder = tmp_path / "runs" / "asha"
+    report = (folder / "search_report.md").read_text()
+    assert "| trial | lr | batch_size | best dev_spearman |" in report and "stopped at" in report
+    assert (folder / "learning_curves.png").stat().st_size > 1000 and (folder / "search_space.png").is_file()
+    best_cfg = yaml.safe_load((folder / "best_config.yaml").read_text())
+    assert best_cfg["lr"] == pytest.approx(3e-4) and best_cfg["batch_size"] == outcome.best_config["batch_size"]
+    assert best_cfg["max_steps"] * best_cfg["batch_size"] == 384
+    TrainConfig.from_dict(best_cfg).validate()  # python -m train --config best_config.yaml runs it as is
+    from train.dev_metrics import DEV_METRICS, score_model_dir
+
+    metric = DEV_METRICS["sts_spearman"]
+    rescored = score_model_dir(metric, folder / "best_model", metric.read(str(demo_world.sts_dir)))
+    assert rescored == pytest.approx(outcome.best_metrics["dev_spearman"], abs=1e-6)
+    # a finished search is not silently rerun, a different one in its folder is refused
+    with pytest.raises(ConfigError, match="has finished"):
+        run_search(base, settings, log=lambda *a: None)
+    with pytest.raises(ConfigError, match="another base config"):
+        run_search(base.with_overrides(["seed=7"]), settings, log=lambda *a: None)
 
 
-def _report_config(config):
-    import time
+def test_a_gausscse_trial_is_scored_by_snli_dev_auprc_while_it_trains(demo_world, demo_pair_sets, demo_tiny_bert,
+                                                                         tmp_path):
+    out, _ = demo_pair_sets
+    base = _base(demo_tiny_bert, out, demo_world.nli_dir, method="gausscse", max_steps=60, epochs=20,
+                 checkpoint_every_steps=20, lr=1e-4)
+    settings = TuneSettings(search_space={"lr": {"choice": [1e-4]}}, searcher="grid", scheduler="fifo",
+                            max_concurrent_trials=1, name="gauss", storage_path=str(tmp_path / "runs"))
+    outcome = run_search(base, settings, log=lambda *a: None)
+    assert outcome.metric == "dev_auprc" and not outcome.results.errors
+    frame = outcome.results[0].metrics_dataframe
+    assert "dev_spearman" not in frame
+    scored_steps = set(frame.loc[frame["dev_auprc"].notna(), "validated_step"])
+    assert scored_steps == set(frame.loc[frame["loss"].notna(), "step"]) and {20, 40, 60} <= scored_steps
+    # asynchronous: the score of step 20 was ready before training had reported step 60
+    first_score = frame["score_finished_at"].dropna().min()
+    assert first_score < frame["reported_at"].max(), frame[["step", "reported_at", "score_finished_at"]]
+    # the figure is the asymmetric-similarity AUPRC of the model, recomputed here from its folder
+    from train.dev_metrics import auprc_trapezoid, read_nli_dev
+    from train.model import load
 
-    from ray import tune
+    premises, hypotheses, y = read_nli_dev(demo_world.nli_dir)
+    model = load(tmp_path / "runs" / "gauss" / "best_model")
+    expected = auprc_trapezoid(model.asymmetric_similarity(hypotheses, premises), y)
+    cosine = auprc_trapezoid(model.cosine(premises, hypotheses), y)
+    assert outcome.best_metrics["dev_auprc"] == pytest.approx(expected, abs=1e-6)
+    assert abs(expected - cosine) > 1e-6
 
-    started = time.time()
-    time.sleep(1.0)
-    Path(config["folder"], f"{started}-{time.time()}").touch()
-    tune.report({"score": config["lr"]})
 
+def test_a_dead_scorer_is_replaced_and_the_checkpoint_rescored(demo_world, demo_tiny_bert, ray_session, tmp_path):
+    from eval.pool import start_pool, stop_pool
+    from train.encoder import Encoder
 
-def test_the_seed_fixes_the_sampled_trial_configs(ray_session, tmp_path):
-    """The same seed samples the same trial configs: a rerun of a search is the same search;
-    and max_concurrent_trials=1 runs one trial at a time (Tune ignores it for a given search_alg:
-    4 demo trials ran at once on 2 CPUs and starved Ray Data). The real Tuner wiring, with a
-    trainable that only records when it ran and reports."""
-    settings = dict(search_space={"lr": {"loguniform": [1e-5, 1e-3]}, "batch_size": {"choice": [16, 32, 64, 128]}},
-                    num_samples=2, max_concurrent_trials=1, metric="score", max_t=1)
-
-    def sampled(seed: int, name: str) -> list:
-        tune_settings = TuneSettings(**settings, seed=seed, name=name)
-        folder = tmp_path / f"{name}-spans"  # tmp_path / name is the run's Tune folder
-        folder.mkdir()
-        space = {**build_search_space(tune_settings.search_space), "folder": str(folder)}
-        results = build_tuner(_report_config, space, tune_settings, str(tmp_path)).fit()
-        assert not results.errors
-        spans = sorted(tuple(map(float, p.name.split("-"))) for p in folder.iterdir())
-        assert len(spans) == 2 and spans[0][1] <= spans[1][0], f"trials overlapped: {spans}"
-        return sorted((r.config["lr"], r.config["batch_size"]) for r in results)
-
-    first = sampled(0, "seed-0")
-    assert len({lr for lr, _ in first}) == 2  # sampled, not one value
-    assert sampled(0, "seed-0-again") == first
+    checkpoint = tmp_path / "step-0000001"
+    Encoder(str(demo_tiny_bert), "mean", 32, None).save_sentence_transformer(checkpoint / "model")
+    pool = start_pool("sts_spearman", str(demo_world.sts_dir), name="pool-test", namespace="structcse-test", size=2,
+                      num_cpus=0)
+    try:
+        first = ray_session.get(pool.score.remote(str(checkpoint)), timeout=120)
+        ray_session.get(pool.kill_scorer.remote(0), timeout=30)
+        ray_session.get(pool.kill_scorer.remote(1), timeout=30)
+        again = ray_session.get(pool.score.remote(str(checkpoint)), timeout=120)
+        stats = ray_session.get(pool.stats.remote(), timeout=30)
+    finally:
+        assert stop_pool("pool-test", "structcse-test")
+    assert again["dev_spearman"] == pytest.approx(first["dev_spearman"], abs=1e-6)
+    assert stats["replaced"] >= 1 and sum(stats["scored"]) == 2
+    assert not stop_pool("pool-test", "structcse-test")
 
 
 def test_search_space_and_settings_errors(tmp_path):
@@ -75,9 +129,23 @@ def test_search_space_and_settings_errors(tmp_path):
         build_search_space({"learning_rate": {"loguniform": [1e-5, 1e-3]}})
     with pytest.raises(ConfigError, match="must be one of"):
         build_search_space({"lr": {"normal": [0, 1]}})
+    with pytest.raises(ConfigError, match=r"low < high"):
+        build_search_space({"lr": {"loguniform": [1e-4, -1]}})
+    with pytest.raises(ConfigError, match="batch_size"):  # a wrong-typed value fails here, before Ray starts
+        build_search_space({"batch_size": {"choice": [16, "big"]}})
+    with pytest.raises(ConfigError, match="grid search takes choice"):
+        build_search_space({"lr": {"loguniform": [1e-5, 1e-3]}}, grid=True)
     bad = tmp_path / "tune.yaml"
     bad.write_text(json.dumps({"num_samples": 2, "schedular": "asha"}))
     with pytest.raises(ConfigError, match="schedular"):
         load_tune_settings(bad)
-    good = Path(__file__).resolve().parents[1] / "configs" / "tune.yaml"
-    assert load_tune_settings(good).metric == "dev_spearman"
+    bad.write_text(json.dumps({"searcher": "bayes"}))
+    with pytest.raises(ConfigError, match="searcher"):
+        load_tune_settings(bad)
+    for path in sorted((REPO / "configs" / "tune").glob("*.yaml")):
+        settings = load_tune_settings(path)
+        assert settings.searcher == "grid" and {"lr", "batch_size"} <= set(settings.search_space)
+    with pytest.raises(ConfigError, match="dev_metric 'aspect_p10'"):
+        TrainConfig.from_dict({"method": "aspectcse", "data": "x", "dev_data": str(tmp_path)}).validate()
+    with pytest.raises(ConfigError, match="'dev_sts' is now 'dev_data'"):
+        TrainConfig.from_dict({"dev_sts": "x"})

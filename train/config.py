@@ -22,10 +22,11 @@ import copy
 import dataclasses
 import math
 import re
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
@@ -52,7 +53,7 @@ class TrainConfig:
     pooling: str = "cls_mlp"  # cls (CLS+MLP, kept) | cls_mlp (MLP at train time only) | cls_raw (no MLP) | mean
     data: str = ""  # ingest output dir holding set folders, or one set folder
     max_len: int = 32
-    dropout: Optional[float] = 0.1  # encoder dropout (the SimCSE-unsup noise); None keeps the model's
+    dropout: float | None = 0.1  # encoder dropout (the SimCSE-unsup noise); None keeps the model's
     # optimisation
     epochs: int = 1
     batch_size: int = 64  # GLOBAL batch, split evenly across workers
@@ -62,32 +63,31 @@ class TrainConfig:
     max_grad_norm: float = 1.0  # HF Trainer's default, which SimCSE/EASE ran with; 0 disables
     temperature: float = 0.05
     seed: int = 42
-    max_steps: Optional[int] = None  # cap on optimizer steps (across epochs)
+    max_steps: int | None = None  # cap on optimizer steps (across epochs)
     shuffle_buffer: int = 10_000  # rows in Ray Data's local shuffle buffer; 0 = no shuffle
     # hardware
     num_workers: int = 1  # Ray Train workers; 0 = local mode (runs in the driver)
     use_gpu: bool = False
-    cpus_per_worker: Optional[float] = None  # ScalingConfig resources_per_worker CPU (None: Ray's 1)
+    cpus_per_worker: float | None = None  # ScalingConfig resources_per_worker CPU (None: Ray's 1)
     mixed_precision: str = "none"  # none | bf16 | fp16 (fp16 needs a GPU)
     # speed / memory
-    chunk_size: Optional[int] = None  # GradCache: rows per encoder chunk on each worker (None: no caching)
+    chunk_size: int | None = None  # GradCache: rows per encoder chunk on each worker (None: no caching)
     unpad: bool = True  # BERT encoders: Linear/LayerNorm/GELU on real tokens only (train.unpadded); same outputs
     compile: bool = False  # torch.compile the encoder's stock forward (dynamic shapes; turns unpad off)
     pretokenize: bool = False  # tokenize in Ray Data tasks (padded to max_len, cut per batch) instead of in the step
     length_bucketing: int = 0  # regroup every N batches by length (less padding; changes in-batch negatives); 0 = off
     # run bookkeeping
     storage_path: str = "runs"
-    run_name: Optional[str] = None  # default: the method name; same name + storage = resume
+    run_name: str | None = None  # default: the method name; same name + storage = resume
     checkpoint_every_steps: int = 125  # SimCSE/EASE checked STS-B dev every 125 steps; 0 = epoch ends only
     keep_checkpoints: int = 2
-    checkpoint_metric: Optional[str] = None  # default: dev_spearman when dev_sts is set
+    checkpoint_metric: str | None = None  # default: the dev metric's key (dev_spearman, dev_auprc, ...) with dev_data
     max_failures: int = 0
     log_every_steps: int = 50  # rank-0 progress line between reports; 0 = reports only
-    # model selection / tune hook
-    dev_sts: Optional[str] = None  # folder with sts-dev.csv (or the file): in-loop dev_spearman
-    evaluator: Optional[str] = None  # name of a Ray actor with .score(model_dir) -> dict
-    evaluator_namespace: Optional[str] = None
-    evaluator_timeout_s: float = 600.0
+    # model selection (train.dev_metrics): scored at every checkpoint, in the loop or by Tune's evaluation pool
+    dev_data: str | None = None  # what the dev metric reads: sts-dev.csv's folder; GaussCSE: a SentEval NLI folder
+    dev_metric: str | None = None  # default: the method's (sts_spearman, relational_spearman, nli_auprc)
+    validation_timeout_s: float = 600.0  # bound on one asynchronous dev score (Tune's evaluation pool)
     # method sections: {method name: Options dataclass}
     method_options: dict = field(default_factory=dict)
 
@@ -133,7 +133,7 @@ class TrainConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "<dict>") -> "TrainConfig":
+    def from_dict(cls, data: dict, source: str = "<dict>") -> TrainConfig:
         """Build from a dict shaped like the YAML file (unknown keys raise ConfigError)."""
         from train.methods import METHODS
 
@@ -163,12 +163,12 @@ class TrainConfig:
         }
         return cfg
 
-    def with_overrides(self, overrides: list[str] | tuple[str, ...], source: str = "overrides") -> "TrainConfig":
+    def with_overrides(self, overrides: list[str] | tuple[str, ...], source: str = "overrides") -> TrainConfig:
         data = self.to_dict()
         apply_overrides(data, overrides)
         return TrainConfig.from_dict(data, source=source)
 
-    def validate(self) -> "TrainConfig":
+    def validate(self) -> TrainConfig:
         """Check values (not just types); raises ConfigError. Returns self."""
         from train.methods import METHODS
 
@@ -224,10 +224,14 @@ class TrainConfig:
             raise bad("keep_checkpoints must be >= 1")
         if self.cpus_per_worker is not None and self.cpus_per_worker <= 0:
             raise bad("cpus_per_worker must be > 0 or null")
-        if not self.evaluator_timeout_s > 0:
-            raise bad("evaluator_timeout_s must be > 0")
-        if self.dev_sts is not None and not Path(self.dev_sts).exists():
-            raise bad(f"dev_sts {self.dev_sts!r} does not exist")
+        if not self.validation_timeout_s > 0:
+            raise bad("validation_timeout_s must be > 0")
+        if self.dev_data is not None or self.dev_metric is not None:
+            from train.dev_metrics import metric_for
+
+            metric = metric_for(self)
+            if self.dev_data is not None and "://" not in self.dev_data and not Path(self.dev_data).exists():
+                raise bad(f"dev_data {self.dev_data!r} does not exist (the {metric.name} metric reads {metric.data})")
         METHODS[self.method].validate_options(self.options, self)
         return self
 
@@ -289,11 +293,16 @@ def apply_overrides(data: dict, overrides) -> dict:
 # ---------------------------------------------------------------- type checks
 
 
+RENAMED_KEYS = {"dev_sts": "dev_data", "evaluator_timeout_s": "validation_timeout_s"}
+
+
 def _build_dataclass(cls, values: dict, where: str, source: str, *, prefix: str = "", extra_valid=()):
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.name != "method_options"]
     kwargs = {}
     for key, value in values.items():
+        if key in RENAMED_KEYS and cls is TrainConfig:
+            raise ConfigError(f"{source}: key {key!r} is now {RENAMED_KEYS[key]!r}")
         if key not in names:
             valid = ", ".join(names + [f"{s} (section)" for s in extra_valid])
             raise ConfigError(f"{source}: unknown key {prefix + str(key)!r} ({where}); valid keys: {valid}")
@@ -306,7 +315,7 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
         value = value.item()
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if origin is typing.Union:
+    if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]

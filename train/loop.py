@@ -20,9 +20,12 @@ Read top to bottom, a worker:
    step, so a resumed run draws the same masks as an uninterrupted one);
 5. every ``checkpoint_every_steps`` steps, at the end of each epoch and at the
    last step: rank 0 writes ``state.pt``, ``metrics.json`` and the model as a SentenceTransformer
-   folder (``model/``, with the method's extra heads beside it), scores it
-   (``dev_spearman`` on ``dev_sts``; the tune ``evaluator`` actor), and every
-   rank calls ``ray.train.report(metrics, checkpoint, checkpoint_dir_name="step-0000125")``.
+   folder (``model/``, with the method's extra heads beside it), scores it on
+   ``dev_data`` with the method's dev metric (``train.dev_metrics``: ``dev_spearman``,
+   ``dev_auprc``, ...), and every rank calls ``ray.train.report(metrics, checkpoint,
+   checkpoint_dir_name="step-0000125")``. Under Tune (``_async_validation``) rank 0 does not
+   score: the report asks Ray Train's asynchronous validation to, and Tune's evaluation pool
+   (``eval.pool``) scores the checkpoint while training goes on.
 
 Resume (decision): a checkpoint stores the epoch to resume and how many batches
 of it were done. A resumed worker restarts that epoch's iterator and discards
@@ -37,11 +40,12 @@ one epoch, where restarting the epoch would repeat everything. The RNG needs no
 saving: it is a function of (seed, rank, step).
 
 Config keys (``train_loop_config``): every ``TrainConfig`` field at top level
-(``lr``, ``batch_size``, ``temperature``, ``evaluator``, ``evaluator_namespace``,
-...), one dict per method section (``ease: {...}``), and ``_num_rows`` (rows of
-the training set), ``_data_info`` (``Method.data_info``), ``_set_paths``
+(``lr``, ``batch_size``, ``temperature``, ``dev_data``, ...), one dict per method
+section (``ease: {...}``), and ``_num_rows`` (rows of the training set),
+``_data_info`` (``Method.data_info``), ``_set_paths``
 ({set kind: folder}), ``_local_checkpoint_root`` (local mode only: where checkpoints are
-written, since Ray does not copy them there).
+written, since Ray does not copy them there), ``_async_validation`` (the trainer has a
+``ValidationConfig``: rank 0 leaves dev scoring to it).
 """
 
 from __future__ import annotations
@@ -157,11 +161,13 @@ def train_loop_per_worker(config: dict) -> dict:
             f"{steps_per_epoch} steps/epoch, {total_steps} steps in all, {torch.get_num_threads()} torch threads; {where}",
             flush=True,
         )
+    async_validation = bool(config.get("_async_validation"))  # scored by Tune's evaluation pool, not here
     dev = None
-    if cfg.dev_sts and rank == 0:
-        from train.sts_dev import load_sts
+    if cfg.dev_data and rank == 0 and not async_validation:
+        from train.dev_metrics import metric_for
 
-        dev = load_sts(cfg.dev_sts)
+        metric = metric_for(cfg)
+        dev = (metric, metric.read(cfg.dev_data))
     meter = Meter(examples_per_step=local_bs * world)
     reporter = Reporter(
         cfg,
@@ -173,6 +179,7 @@ def train_loop_per_worker(config: dict) -> dict:
         dev,
         start_step,
         local_root=config.get("_local_checkpoint_root"),
+        async_validation=async_validation,
     )
 
     # 4. the loop -----------------------------------------------------------
@@ -300,9 +307,10 @@ class Meter:
 class Reporter:
     """Checkpoint (rank 0) + score + ``ray.train.report`` (all ranks)."""
 
-    def __init__(self, cfg, rank, trainee, optimizer, scheduler, scaler, dev, start_step, local_root=None):
+    def __init__(self, cfg, rank, trainee, optimizer, scheduler, scaler, dev, start_step, local_root=None,
+                 async_validation=False):
         self.cfg, self.rank, self.trainee = cfg, rank, trainee
-        self.local_root = local_root
+        self.local_root, self.async_validation = local_root, async_validation
         self.optimizer, self.scheduler, self.scaler = optimizer, scheduler, scaler
         self.dev, self.start_step = dev, start_step
         self.last_metrics: dict = {}
@@ -326,9 +334,11 @@ class Reporter:
         metrics = {
             **meter.summary(),
             "step": step,
+            "examples_seen": step * self.cfg.batch_size,  # Tune's ASHA time attribute: rungs at equal data
             "epoch": epoch,
             "lr": self.scheduler.get_last_lr()[0],
             "start_step": self.start_step,
+            "reported_at": time.time(),
         }
         with self._staging(step) as tmp:
             checkpoint = None
@@ -351,40 +361,25 @@ class Reporter:
                 self.trainee.encoder.save_sentence_transformer(model_dir)
                 self.trainee.method.save_heads(model_dir)
                 if self.dev is not None:
-                    from train.sts_dev import sts_spearman
+                    from train.dev_metrics import score_model_dir
 
-                    metrics["dev_spearman"] = sts_spearman(self.trainee.encoder, self.dev)
-                if self.cfg.evaluator:
-                    metrics.update(ask_evaluator(self.cfg, model_dir))
+                    metric, data = self.dev
+                    metrics[metric.key] = score_model_dir(metric, model_dir, data)
                 (Path(tmp) / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str))
                 checkpoint = ray.train.Checkpoint.from_directory(tmp)
-                extra = "".join(f" {k} {metrics[k]:.4f}" for k in ("dev_spearman",) if k in metrics)
+                extra = f" {self.dev[0].key} {metrics[self.dev[0].key]:.4f}" if self.dev is not None else ""
                 print(
                     f"[train] step {step} epoch {epoch} loss {metrics['loss']:.4f} "
                     f"{metrics['examples_per_s']:.1f} examples/s{extra}",
                     flush=True,
                 )
-            ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=f"step-{step:07d}")
+            validation = False
+            if self.async_validation:  # the pool scores this checkpoint while training goes on
+                from ray.train.v2.api.validation_config import ValidationTaskConfig
+
+                validation = ValidationTaskConfig(fn_kwargs={"step": step, "examples_seen": metrics["examples_seen"]})
+            ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=f"step-{step:07d}",
+                             validation=validation)
         self.last_metrics = metrics
         meter.reset()
 
-
-def ask_evaluator(cfg: TrainConfig, model_dir: Path) -> dict:
-    """Score a checkpoint's model with the named evaluator actor (tune's hook), waiting at most
-    ``evaluator_timeout_s``. A timeout is not fatal: it is reported as ``evaluator_error``.
-
-    The path is the checkpoint's local staging folder on rank 0's node, so the
-    actor must be able to read it (same node, or a node-local actor).
-    """
-    import ray
-    from ray.exceptions import GetTimeoutError
-
-    actor = ray.get_actor(cfg.evaluator, namespace=cfg.evaluator_namespace)
-    try:
-        scores = ray.get(actor.score.remote(str(model_dir)), timeout=cfg.evaluator_timeout_s)
-    except GetTimeoutError:
-        print(f"[train] evaluator {cfg.evaluator!r} gave no score within {cfg.evaluator_timeout_s}s", flush=True)
-        return {"evaluator_error": f"timeout after {cfg.evaluator_timeout_s}s"}
-    if not isinstance(scores, dict):
-        raise TypeError(f"evaluator {cfg.evaluator!r}.score returned {type(scores).__name__}, expected dict")
-    return scores

@@ -54,9 +54,7 @@ def resolve_sets(cfg: TrainConfig) -> dict[str, Path]:
     for kind in method.sets:
         if (data / kind).is_dir():
             out[kind] = data / kind
-        elif kind == method.train_set and data.is_dir() and any(data.glob("*.parquet")):
-            out[kind] = data
-        elif kind == method.train_set and data.is_file():
+        elif kind == method.train_set and data.is_dir() and any(data.glob("*.parquet")) or kind == method.train_set and data.is_file():
             out[kind] = data
         else:
             out[kind] = data.parent / kind if any(data.glob("*.parquet")) else data / kind
@@ -76,7 +74,7 @@ def preflight(cfg: TrainConfig) -> tuple[dict[str, Path], dict, int]:
         from transformers import AutoConfig
 
         AutoConfig.from_pretrained(cfg.model)
-    except Exception as e:  # noqa: BLE001 - any failure here means "this model cannot be loaded"
+    except Exception as e:
         raise ConfigError(f"model {cfg.model!r}: cannot load its config ({type(e).__name__}: {e})") from e
     num_rows = sum(pq.read_metadata(f).num_rows for f in set_files(set_paths[method.train_set]))
     world = max(cfg.num_workers, 1)
@@ -128,11 +126,13 @@ def _storage(cfg: TrainConfig) -> str:
     return s if "://" in s else str(Path(s).expanduser().resolve())
 
 
-def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None):
+def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=None):
     """A ``TorchTrainer`` for ``cfg`` (validated and preflighted first).
 
     ``callbacks`` are Ray Train ``UserCallback``s (e.g. tune's
-    ``TuneReportCallback``); ``run_config`` replaces the one built from ``cfg``.
+    ``TuneReportCallback``); ``run_config`` replaces the one built from ``cfg``;
+    ``validation``: a ``ValidationConfig`` that scores the reported checkpoints
+    asynchronously (tune's evaluation pool) instead of rank 0 in the loop.
     """
     set_paths, data_info, num_rows = preflight(cfg)
     if "://" not in _storage(cfg):  # remote run folders are checked by the workers as they load
@@ -142,7 +142,13 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None):
         check_local_checkpoints(Path(_storage(cfg)) / cfg.name, STATE_FILE)
     ensure_ray()
     import ray.data
-    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train import (
+        CheckpointConfig,
+        DataConfig,
+        FailureConfig,
+        RunConfig,
+        ScalingConfig,
+    )
     from ray.train.torch import TorchConfig, TorchTrainer
 
     from train.loop import train_loop_per_worker
@@ -166,6 +172,9 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None):
     )
     if cfg.num_workers == 0 and "://" not in _storage(cfg):  # local mode: Ray leaves checkpoints where written
         loop_config["_local_checkpoint_root"] = f"{_storage(cfg).rstrip('/')}/{cfg.name}"
+    if cfg.num_workers == 0:
+        validation = None  # local mode runs no validation tasks: rank 0 scores in the loop
+    loop_config["_async_validation"] = validation is not None
     metric = checkpoint_metric(cfg)
     if run_config is None:
         run_config = RunConfig(
@@ -190,11 +199,12 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None):
         run_config=run_config,
         datasets={"train": ds},
         dataset_config=DataConfig(execution_options=ds.context.execution_options),  # Train copies them per shard
+        validation_config=validation,
     )
 
 
 def _absolute_paths(cfg: TrainConfig) -> TrainConfig:
-    """A copy of ``cfg`` whose local paths (model folder, data, dev_sts, method options that name
+    """A copy of ``cfg`` whose local paths (model folder, data, dev_data, method options that name
     existing files) are absolute: Ray workers do not share the driver's working directory."""
     import dataclasses
 
@@ -204,7 +214,7 @@ def _absolute_paths(cfg: TrainConfig) -> TrainConfig:
         return value
 
     data = cfg.to_dict()
-    for key in ("model", "data", "dev_sts"):
+    for key in ("model", "data", "dev_data"):
         data[key] = fix(data[key])
     for name, opts in cfg.method_options.items():
         data[name] = {f.name: fix(getattr(opts, f.name)) for f in dataclasses.fields(opts)}
@@ -212,7 +222,11 @@ def _absolute_paths(cfg: TrainConfig) -> TrainConfig:
 
 
 def checkpoint_metric(cfg: TrainConfig) -> str | None:
-    return cfg.checkpoint_metric or ("dev_spearman" if cfg.dev_sts else None)
+    if cfg.checkpoint_metric or not cfg.dev_data:
+        return cfg.checkpoint_metric
+    from train.dev_metrics import metric_for
+
+    return metric_for(cfg).key
 
 
 def run(cfg: TrainConfig, callbacks=()) -> TrainOutcome:

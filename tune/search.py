@@ -1,18 +1,35 @@
-"""Ray Tune over a training config: ASHA on the dev score of an evaluation actor.
+"""Ray Tune over a training config: trials scored by a pool of evaluation actors, ASHA on equal data.
 
-Each trial is a driver function that builds the method's ``TorchTrainer`` (the
-recommended Train V2 + Tune pattern) and fits it; ``TuneReportCallback``
-forwards rank 0's reports to Tune. Before each report the training loop asks
-the evaluation actor (one Ray actor holding the dev set) to score the
-checkpoint's model; that score (``dev_spearman``) is what ASHA compares.
+Each trial is a driver function that builds the method's ``TorchTrainer`` (the Train V2 + Tune
+pattern) and fits it; ``TuneReportCallback`` forwards rank 0's training reports to Tune. Scoring is
+asynchronous: every checkpoint is reported with ``validation=...``, Ray Train's validation task hands
+it to the search's evaluation pool (``eval.pool``: actors holding the dev data, shared by all trials),
+and the score reaches Tune tagged with the step and the examples seen it belongs to, while the
+trial trains on. The metric is the method's own (``train.dev_metrics``: STS Spearman, RSE's
+relational score, GaussCSE's SNLI-dev AUPRC), the one ``python -m train`` selects checkpoints on.
 
-Train runs are named ``train-<trial id>`` so a restored trial resumes its run.
+Fair comparison across batch sizes: ASHA's time attribute is ``examples_seen``, a trial reports
+every ``report_every_examples`` examples (default: the base config's ``checkpoint_every_steps`` ×
+``batch_size``), and a base config capped by ``max_steps`` caps every trial at the same number of
+examples (``max_steps`` × base ``batch_size``).
+
+Searchers: ``random`` (Tune's BasicVariantGenerator), ``grid`` (every combination of ``choice`` /
+``grid`` values), ``optuna`` (TPE through ``OptunaSearch``; needs ``pip install optuna``). With
+``include_base_config`` (default) the base config's own values are the first trial, so a search
+never reports a best worse than the config it started from without showing it.
+
+Folders: ``{storage}/{name}/`` is Tune's experiment (``Tuner.restore`` continues it when the
+command is rerun after an interruption); ``{storage}/{name}/trials/train-<trial id>/`` holds each
+trial's Train run; ``tune.report`` writes the results a user reads beside them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -22,14 +39,18 @@ from typing import Any
 import yaml
 from ray import tune
 
-from eval.evaluator import start_evaluator, stop_evaluator
 from train.config import ConfigError, TrainConfig
 from train.run import build_trainer, ensure_ray
 
-# A trial's driver only builds and waits on its TorchTrainer: it reserves no
-# CPU (the Train workers and Ray Data's tasks need them), only a little memory,
-# so a bundle exists for Tune to place.
+# A trial's driver only builds and waits on its TorchTrainer: it reserves no CPU (the Train workers
+# and Ray Data's tasks need them), only a little memory, so a bundle exists for Tune to place. On a
+# cluster that defines TRAIN_DRIVER (cluster.yaml: the on-demand head), drivers ask for a sliver of
+# it, which pins them there: a spot node's loss then costs Train workers (retried), never a driver.
 TRIAL_DRIVER_RESOURCES = {"cpu": 0, "memory": 256 * 1024**2}
+DRIVER_PIN = "TRAIN_DRIVER"
+SEARCHERS = ("random", "grid", "optuna")
+SCHEDULERS = ("asha", "fifo")
+STATE_FILE = "structcse_search.json"
 
 SAMPLERS = {
     "loguniform": lambda lo, hi: tune.loguniform(lo, hi),
@@ -41,31 +62,46 @@ SAMPLERS = {
 
 @dataclass
 class TuneSettings:
-    """What ``configs/tune.yaml`` holds."""
+    """What a ``configs/tune/*.yaml`` holds (every key optional)."""
 
     search_space: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {
-            "lr": {"loguniform": [1e-5, 1e-3]},
-            "batch_size": {"choice": [32, 64, 128]},
-            "temperature": {"loguniform": [0.02, 0.2]},
+            "lr": {"choice": [1e-5, 3e-5, 5e-5]},
+            "batch_size": {"choice": [64, 128, 256, 512]},
         }
     )
-    num_samples: int = 8
+    searcher: str = "random"  # random | grid | optuna
+    num_samples: int | None = None  # random/optuna: trials (default 8); grid: runs of the whole grid (default 1)
     max_concurrent_trials: int = 2
-    metric: str = "dev_spearman"
+    include_base_config: bool = True  # the base config's own values are trial 0 (random, optuna)
+    metric: str | None = None  # default: the method's dev metric (dev_spearman, dev_auprc, ...)
     mode: str = "max"
-    grace_period: int = 1
+    scheduler: str = "asha"  # asha | fifo (every trial to its end)
+    grace_period: int | None = None  # examples before ASHA's first rung; default max_t / reduction_factor^2
     reduction_factor: int = 2
-    max_t: int = 100
-    dev_split: str = "dev"
+    max_t: int | None = None  # examples; default: what the base config trains on
+    report_every_examples: int | None = None  # default: base checkpoint_every_steps x batch_size
+    eval_actors: int | None = None  # evaluation pool size; default from the cluster (eval.pool)
+    eval_actor_cpus: float | None = None
+    eval_actor_gpus: float | None = None  # fractions share a GPU (0.25: four scorers a GPU)
+    trial_max_failures: int | None = None  # Train retries of a trial (spot nodes); default the base config's
     name: str = "tune"
     storage_path: str = "runs"
-    seed: int = 0
+    seed: int = 0  # sampled trial configs are a function of it
 
 
 def load_tune_settings(path: str | Path | None, overrides: dict | None = None) -> TuneSettings:
-    data = yaml.safe_load(Path(path).read_text()) if path else {}
-    data = {**(data or {}), **(overrides or {})}
+    data = {}
+    if path:
+        if not Path(path).is_file():
+            raise ConfigError(f"tune config {path} does not exist")
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: top level must be a mapping")
+    data = {**data, **(overrides or {})}
     valid = {f.name for f in dataclasses.fields(TuneSettings)}
     unknown = sorted(set(data) - valid)
     if unknown:
@@ -77,67 +113,179 @@ def load_tune_settings(path: str | Path | None, overrides: dict | None = None) -
         check_no_secrets(dataclasses.asdict(settings), f"{path or 'tune settings'}")
     except SecretInConfigError as e:
         raise ConfigError(str(e)) from None
-    build_search_space(settings.search_space)  # fail here, not inside a trial
+    validate_settings(settings, path)
     return settings
 
 
-def build_search_space(spec: dict[str, dict[str, Any]]) -> dict:
+def validate_settings(settings: TuneSettings, source=None) -> None:
+    where = f"{source or 'tune settings'}"
+    if settings.searcher not in SEARCHERS:
+        raise ConfigError(f"{where}: searcher {settings.searcher!r} is not one of {list(SEARCHERS)}")
+    if settings.scheduler not in SCHEDULERS:
+        raise ConfigError(f"{where}: scheduler {settings.scheduler!r} is not one of {list(SCHEDULERS)}")
+    if settings.mode not in ("max", "min"):
+        raise ConfigError(f"{where}: mode must be max or min")
+    if settings.num_samples is None:
+        settings.num_samples = 1 if settings.searcher == "grid" else 8
+    for key in ("num_samples", "max_concurrent_trials", "reduction_factor"):
+        if not isinstance(getattr(settings, key), int) or getattr(settings, key) < 1:
+            raise ConfigError(f"{where}: {key} must be an integer >= 1, got {getattr(settings, key)!r}")
+    for key in ("grace_period", "max_t", "report_every_examples", "eval_actors"):
+        value = getattr(settings, key)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{where}: {key} must be an integer >= 1 or null, got {value!r}")
+    from train.config import RUN_NAME
+
+    if not RUN_NAME.fullmatch(settings.name):
+        raise ConfigError(f"{where}: name {settings.name!r} must be letters, digits, '.', '_' or '-'")
+    build_search_space(settings.search_space, grid=settings.searcher == "grid")  # fail here, not in a trial
+
+
+def build_search_space(spec: dict[str, dict[str, Any]], grid: bool = False) -> dict:
+    """Tune's param space from ``{key: {sampler: args}}``; each value is checked against the training
+    config (a wrong type or a bad value is a ConfigError here, before Ray starts)."""
     valid = {f.name for f in dataclasses.fields(TrainConfig)}
     space = {}
-    for key, sampler in spec.items():
+    for key, sampler in (spec or {}).items():
         if key not in valid:
             raise ConfigError(f"search space: {key!r} is not a training config key")
         if not isinstance(sampler, dict) or len(sampler) != 1 or next(iter(sampler)) not in SAMPLERS:
             raise ConfigError(f"search space: {key!r} must be one of {sorted(SAMPLERS)} -> args, got {sampler!r}")
         kind, args = next(iter(sampler.items()))
-        space[key] = SAMPLERS[kind](*args) if kind in ("loguniform", "uniform") else SAMPLERS[kind](args)
+        if kind in ("loguniform", "uniform"):
+            if grid:
+                raise ConfigError(f"search space: {key!r} is {kind}; a grid search takes choice/grid lists only")
+            pair = isinstance(args, list) and len(args) == 2 and all(_is_number(a) for a in args)
+            if not pair or not float(args[0]) < float(args[1]) or (kind == "loguniform" and float(args[0]) <= 0):
+                raise ConfigError(f"search space: {key!r}: {kind} takes [low, high] with "
+                                  f"{'0 < ' if kind == 'loguniform' else ''}low < high, got {args!r}")
+            values = [float(a) for a in args]
+        else:
+            if not isinstance(args, list) or not args:
+                raise ConfigError(f"search space: {key!r}: {kind} takes a non-empty list, got {args!r}")
+            values = args
+        for value in values:  # each value must make a valid training config value
+            try:
+                TrainConfig.from_dict({key: value}, source=f"search space {key!r}")
+            except ConfigError as e:
+                raise ConfigError(str(e)) from None
+        if kind in ("loguniform", "uniform"):
+            space[key] = SAMPLERS[kind](*values)
+        else:
+            space[key] = (tune.grid_search(values) if grid else SAMPLERS[kind](values))
     return space
 
 
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def grid_size(settings: TuneSettings) -> int:
+    sizes = [len(next(iter(s.values()))) for s in settings.search_space.values()]
+    return max(1, math.prod(sizes)) * settings.num_samples
+
+
+# ---------------------------------------------------------------- one trial
+
+
+def resolved_trial_config(config: dict, run_name: str) -> TrainConfig:
+    """The training config of one trial (``config``: Tune's, the sampled values plus ``structcse``):
+    the base with the trial's values, reporting every ``report_every_examples`` examples and training
+    on at most ``max_examples`` examples in all, whatever its batch size."""
+    private = config["structcse"]
+    sampled = {k: v for k, v in config.items() if k != "structcse"}
+    cfg = TrainConfig.from_dict({**private["base"], **sampled, "run_name": run_name,
+                                 "storage_path": private["storage_path"]}, source="tune trial")
+    cfg.checkpoint_every_steps = max(1, private["report_every_examples"] // cfg.batch_size)
+    if private.get("max_examples"):
+        cfg.max_steps = max(1, private["max_examples"] // cfg.batch_size)
+    if private.get("max_failures") is not None:
+        cfg.max_failures = private["max_failures"]
+    return cfg.validate()
+
+
+def trial_config(config: dict) -> TrainConfig:
+    """The running trial's training config; its Train run is ``train-<trial id>``, so a restored
+    trial resumes its run."""
+    return resolved_trial_config(config, f"train-{tune.get_context().get_trial_id()}")
+
+
 def trial_driver(config: dict) -> None:
-    """One trial: the base training config with the trial's sampled values."""
+    """One trial: fits its TorchTrainer; its checkpoints are scored by the pool as it trains."""
+    from ray.train._internal.session import get_session
+    from ray.train.v2.api.validation_config import (
+        ValidationConfig,
+        ValidationTaskConfig,
+    )
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    sampled = {k: v for k, v in config.items() if k not in ("base", "evaluator", "storage_path")}
-    cfg = TrainConfig.from_dict(
-        {
-            **config["base"],
-            **sampled,
-            "run_name": f"train-{tune.get_context().get_trial_id()}",
-            "storage_path": config["storage_path"],
-            "evaluator": config["evaluator"]["name"],
-            "evaluator_namespace": config["evaluator"]["namespace"],
-        },
-        source="tune trial",
-    ).validate()
+    from eval.pool import PoolValidation
 
-    build_trainer(cfg, callbacks=[TuneReportCallback()]).fit()
+    class TrainingReports(TuneReportCallback):
+        """Training reports reach Tune with ``examples_seen`` renamed ``examples_trained``: ASHA's time
+        attribute is only in the scores, so a trial reaching ``max_t`` in training is not stopped before
+        its last checkpoints are scored, and every rung decision is taken on a score."""
+
+        def after_report(self, run_context, metrics, checkpoint):
+            renamed = [{("examples_trained" if k == "examples_seen" else k): v for k, v in m.items()} for m in metrics]
+            super().after_report(run_context, renamed, checkpoint)
+
+    cfg = trial_config(config)
+    pool = config["structcse"]["pool"]
+    report = TrainingReports()
+    # the queue TuneReportCallback puts training reports on: scores join them there, when they are ready
+    tune_queue = get_session()._get_or_create_inter_actor_queue()
+    validation = ValidationConfig(
+        fn=PoolValidation(pool["name"], pool["namespace"], cfg.validation_timeout_s, forward=tune_queue),
+        task_config=ValidationTaskConfig(timeout_s=cfg.validation_timeout_s + 60),
+        ray_remote_kwargs={"num_cpus": 0, "max_retries": 0},  # the task only waits on the pool
+    )
+    build_trainer(cfg, callbacks=[report], validation=validation).fit()
 
 
-def build_tuner(trainable, param_space: dict, settings: TuneSettings, storage: str):
-    """The ``Tuner`` of a search: ASHA over ``settings``' rungs; the trials' values are
-    sampled from ``settings.seed``, so the same seed runs the same trial configs."""
-    from ray.tune.schedulers import ASHAScheduler
+# ---------------------------------------------------------------- the search
+
+
+def base_values(base: TrainConfig, settings: TuneSettings) -> dict:
+    return {k: getattr(base, k) for k in settings.search_space}
+
+
+def build_tuner(trainable, param_space: dict, settings: TuneSettings, storage: str, base: TrainConfig,
+                max_t: int, metric: str):
+    """The ``Tuner`` of a search: the searcher and scheduler of ``settings``; sampled values are a
+    function of ``settings.seed``."""
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.search import ConcurrencyLimiter
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
+    points = [base_values(base, settings)] if settings.include_base_config and settings.searcher != "grid" else []
+    if settings.searcher == "optuna":
+        try:
+            import optuna
+            from ray.tune.search.optuna import OptunaSearch
+        except ImportError:
+            raise ConfigError("searcher optuna needs the optuna package: pip install optuna") from None
+        import optuna.samplers
+
+        search_alg = ConcurrencyLimiter(
+            OptunaSearch(points_to_evaluate=points or None, sampler=optuna.samplers.TPESampler(seed=settings.seed)),
+            max_concurrent=settings.max_concurrent_trials,
+        )
+    else:
+        # what Tune builds when given no search_alg, plus the seed; Tune ignores max_concurrent_trials
+        # for a search_alg like this one, so the generator holds it
+        search_alg = BasicVariantGenerator(max_concurrent=settings.max_concurrent_trials, random_state=settings.seed,
+                                           points_to_evaluate=points or None)
+    grace = settings.grace_period or max(1, max_t // settings.reduction_factor**2)
+    scheduler = (ASHAScheduler(time_attr="examples_seen", max_t=max_t, grace_period=grace,
+                               reduction_factor=settings.reduction_factor)
+                 if settings.scheduler == "asha" else FIFOScheduler())
+    num_samples = settings.num_samples + (len(points) if settings.searcher == "random" else 0)
     return tune.Tuner(
         trainable,
         param_space=param_space,
-        tune_config=tune.TuneConfig(
-            metric=settings.metric,
-            mode=settings.mode,
-            num_samples=settings.num_samples,
-            # what Tune builds when given no search_alg (null: no limit), plus the seed; Tune ignores
-            # max_concurrent_trials for a search_alg like this one, so the generator holds it
-            search_alg=BasicVariantGenerator(max_concurrent=settings.max_concurrent_trials or 0,
-                                             random_state=settings.seed),
-            scheduler=ASHAScheduler(
-                time_attr="training_iteration",
-                max_t=settings.max_t,
-                grace_period=settings.grace_period,
-                reduction_factor=settings.reduction_factor,
-            ),
-        ),
+        tune_config=tune.TuneConfig(metric=metric, mode=settings.mode, num_samples=num_samples,
+                                    search_alg=search_alg, scheduler=scheduler),
         run_config=tune.RunConfig(name=settings.name, storage_path=storage),
     )
 
@@ -170,38 +318,143 @@ def _credentials_withheld_from_trials(storage: str, log):
         os.environ.update(held)
 
 
-def run_search(base: TrainConfig, settings: TuneSettings, dev_sts: str, log=print):
-    """Run the search; returns ``(best_config, best_metrics, result_grid)``."""
+@contextlib.contextmanager
+def _scores_arrive_apart_from_training_reports():
+    """A trial's training reports (loss, examples seen, checkpoint) reach Tune without the metric, which
+    comes later in a result of its own; Tune's check that every result holds the metric is turned off
+    (its documented switch, read by the Tune controller in this process) while the search runs."""
+    key = "TUNE_DISABLE_STRICT_METRIC_CHECKING"
+    before = os.environ.get(key)
+    os.environ[key] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
+
+
+@dataclass
+class SearchOutcome:
+    best_config: dict  # the searched keys' values of the best trial
+    best_metrics: dict  # the best trial's best-scored report (metric, step, examples_seen, ...)
+    metric: str
+    results: Any  # Tune's ResultGrid
+    folder: str  # {storage}/{name}
+    files: dict = field(default_factory=dict)  # what tune.report wrote: report, plots, best config, best model
+    trials: list = field(default_factory=list)  # tune.report.trial_rows
+
+
+def search_fingerprint(base: TrainConfig, settings: TuneSettings) -> str:
+    data = {"base": base.to_dict(), "settings": {k: v for k, v in dataclasses.asdict(settings).items()
+                                                 if k not in ("max_concurrent_trials",)}}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOutcome:
+    """Run (or continue) the search; write its report; return the best trial's config and metrics."""
     from ingest.secrets import SecretInConfigError, check_no_secrets
+    from train.dev_metrics import metric_for
+    from train.run import preflight
 
     try:  # Tune saves every trial's config (params.json) before a trial validates it
-        check_no_secrets({"base": base.to_dict(), "dev_sts": dev_sts}, "tune base config")
+        check_no_secrets({"base": base.to_dict()}, "tune base config")
     except SecretInConfigError as e:
         raise ConfigError(str(e)) from None
+    validate_settings(settings)
+    if not base.dev_data:
+        raise ConfigError("a search needs dev data to score trials: set dev_data (--dev-data PATH)")
+    dev_metric = metric_for(base)
+    metric = settings.metric or dev_metric.key
+    if metric != dev_metric.key:
+        raise ConfigError(f"tune metric {metric!r}: the pool reports {dev_metric.key!r} ({dev_metric.name}, "
+                          f"method {base.method}); leave metric unset or set dev_metric in the training config")
+    _, _, num_rows = preflight(base)
+    base_examples = (base.max_steps * base.batch_size if base.max_steps
+                     else base.epochs * (num_rows // base.batch_size) * base.batch_size)
+    max_t = settings.max_t or base_examples
+    report_every = settings.report_every_examples or (base.checkpoint_every_steps * base.batch_size
+                                                      if base.checkpoint_every_steps else max_t)
+    storage = str(Path(settings.storage_path).expanduser().resolve()) if "://" not in settings.storage_path \
+        else settings.storage_path
+    folder = f"{storage.rstrip('/')}/{settings.name}"
+    restoring = _check_restore(folder, base, settings, log)
+    if settings.searcher == "grid":
+        log(f"[tune] grid of {grid_size(settings)} trials")
     ensure_ray(log)
-    storage = str(Path(settings.storage_path).resolve()) if "://" not in settings.storage_path else settings.storage_path
+    import ray
+
     namespace = f"structcse-tune-{settings.name}"
-    evaluator_name = "sts-evaluator"
-    start_evaluator(dev_sts, settings.dev_split, name=evaluator_name, namespace=namespace)
+    pool_name = "eval-pool"
+    from eval.pool import start_pool, stop_pool
+
     started = time.time()
+    # the handle is held until the search ends: a named actor that is not detached dies with its last handle
+    pool = start_pool(dev_metric.name, base.dev_data, name=pool_name, namespace=namespace, size=settings.eval_actors,
+                      num_cpus=settings.eval_actor_cpus, num_gpus=settings.eval_actor_gpus)
+    resources = dict(TRIAL_DRIVER_RESOURCES)
+    if ray.cluster_resources().get(DRIVER_PIN):
+        resources[DRIVER_PIN] = 0.01
+    trainable = tune.with_resources(trial_driver, resources)
     try:
-        tuner = build_tuner(
-            tune.with_resources(trial_driver, TRIAL_DRIVER_RESOURCES),
-            {
-                **build_search_space(settings.search_space),
-                "base": base.to_dict(),
-                "evaluator": {"name": evaluator_name, "namespace": namespace},
-                "storage_path": f"{storage}/{settings.name}/trials",
-            },
-            settings,
-            storage,
-        )
-        with _credentials_withheld_from_trials(storage, log):
+        if restoring:
+            log(f"[tune] continuing the interrupted search in {folder}")
+            tuner = tune.Tuner.restore(folder, trainable, resume_unfinished=True, resume_errored=True)
+        else:
+            param_space = {
+                **build_search_space(settings.search_space, grid=settings.searcher == "grid"),
+                "structcse": {
+                    "base": base.to_dict(),
+                    "pool": {"name": pool_name, "namespace": namespace},
+                    "storage_path": f"{folder}/trials",
+                    "report_every_examples": report_every,
+                    "max_examples": base_examples if base.max_steps else None,
+                    "max_failures": settings.trial_max_failures,
+                },
+            }
+            tuner = build_tuner(trainable, param_space, settings, storage, base, max_t, metric)
+        with _credentials_withheld_from_trials(storage, log), _scores_arrive_apart_from_training_reports():
             results = tuner.fit()
     finally:
-        stop_evaluator(evaluator_name, namespace)
-    best = results.get_best_result(metric=settings.metric, mode=settings.mode)
-    best_config = {k: v for k, v in best.config.items() if k in settings.search_space}
-    log(f"[tune] {len(results)} trials in {time.time() - started:.0f} s; "
-        f"best {settings.metric}={best.metrics.get(settings.metric):.4f} with {best_config}")
-    return best_config, best.metrics, results
+        with contextlib.suppress(Exception):  # the search's own error (if any) is the one to see
+            log(f"[tune] evaluation pool: {ray.get(pool.stats.remote(), timeout=60)}")
+        stop_pool(pool_name, namespace)
+    _write_state(folder, base, settings, done=True)
+    from tune.report import write_search_report
+
+    outcome = write_search_report(results, base, settings, metric, folder, log=log, max_t=max_t)
+    log(f"[tune] {len(results)} trials in {time.time() - started:.0f} s; best {metric}="
+        f"{outcome.best_metrics.get(metric, float('nan')):.4f} with {outcome.best_config}")
+    return outcome
+
+
+def _check_restore(folder: str, base: TrainConfig, settings: TuneSettings, log) -> bool:
+    """True when ``folder`` holds this same search, interrupted; a different search there is an error;
+    a finished one is run again from scratch only after its folder is removed (by the user)."""
+    if "://" in folder:
+        return tune.Tuner.can_restore(folder)
+    state_file = Path(folder) / STATE_FILE
+    if not state_file.is_file():
+        if tune.Tuner.can_restore(folder):
+            raise ConfigError(f"{folder} holds a Tune experiment this command did not start; use another --name")
+        _write_state(folder, base, settings, done=False)
+        return False
+    state = json.loads(state_file.read_text())
+    if state.get("fingerprint") != search_fingerprint(base, settings):
+        raise ConfigError(f"{folder} holds a search with another base config or settings; use another --name "
+                          "(or remove that folder to start over)")
+    if state.get("done"):
+        raise ConfigError(f"the search in {folder} has finished (its report: {folder}/search_report.md); use another "
+                          "--name to run it again")
+    return tune.Tuner.can_restore(folder)
+
+
+def _write_state(folder: str, base: TrainConfig, settings: TuneSettings, done: bool) -> None:
+    if "://" in folder:
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    (Path(folder) / STATE_FILE).write_text(json.dumps(
+        {"fingerprint": search_fingerprint(base, settings), "done": done, "name": settings.name}, indent=2))
+
+

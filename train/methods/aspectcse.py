@@ -44,6 +44,7 @@ _AS_SIMCSE = {"anchor": "premise", "positive": "entailment", "negative": "contra
 
 @register("aspectcse")
 class AspectCSE(SimCSESup):
+    dev_metric = "aspect_p10"
     train_set = "aspect_triplets"
     sets = {"aspect_triplets": ["anchor", "positive", "negative"]}
     text_columns = ("anchor", "positive", "negative")

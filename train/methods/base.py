@@ -52,6 +52,7 @@ class Method(nn.Module):
     train_set: ClassVar[str] = ""
     sets: ClassVar[dict[str, list[str]]] = {}
     text_columns: ClassVar[tuple[str, ...]] = ()  # columns of the train set that are tokenized
+    dev_metric: ClassVar[str] = "sts_spearman"  # what checkpoints and Tune trials are selected on (train.dev_metrics)
 
     @dataclasses.dataclass
     class Options:

@@ -99,6 +99,7 @@ def dsbats_loss(
 
 @register("dsbats")
 class DSBATS(Method):
+    dev_metric = "srsd"
     train_set = "dsbats4cl"
     sets = {"dsbats4cl": list(COLUMNS)}
     text_columns = COLUMNS

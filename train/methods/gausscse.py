@@ -45,6 +45,7 @@ from train.methods.pair_losses import (
 
 @register("gausscse")
 class GaussCSE(Method):
+    dev_metric = "nli_auprc"
     train_set = "nli_triplets"
     sets = {"nli_triplets": ["premise", "entailment", "contradiction"]}
     text_columns = ("premise", "entailment", "contradiction")

@@ -52,6 +52,7 @@ def _default_sts_weights() -> dict:
 
 @register("rse")
 class RSE(Method):
+    dev_metric = "relational_spearman"
     train_set = "relation_triples"
     sets = {"relation_triples": ["sentence1", "relation", "sentence2", "hard_negative", "weight"]}
     text_columns = ("sentence1", "sentence2", "hard_negative")

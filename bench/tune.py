@@ -1,0 +1,169 @@
+"""Tune's evaluation pool and ASHA on the demo world (tiny BERT, SimCSE-unsup, 2-core CPU by default).
+
+    python bench/tune.py [--work DIR] [--steps 60] [--skip-grid]
+
+* (a) ``async_eval_throughput_ratio``: one Ray Train run's training examples/s with its checkpoints
+  scored asynchronously by the pool (``eval.pool.PoolValidation`` behind Ray Train's
+  ``ValidationConfig``) over the same run with no dev scoring at all; beside it the in-loop
+  (blocking) scoring of ``python -m train`` against the same baseline. Examples/s are measured between
+  the first and the last training report (``reported_at``), so Ray's start-up is left out.
+* (b) ``asha_best`` / ``grid_best`` / ``asha_compute_ratio``: the same grid (lr x batch size) run to
+  the end (FIFO) and under ASHA (reduction factor 3, rungs at 1/9 and 1/3 of the examples); compute =
+  examples seen summed over trials.
+* (c) ``pool_scaling_2_actors``: scores/s of a pool of 2 scorers over a pool of 1, 8 concurrent
+  requests of one checkpoint.
+
+Last line: one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def prepare(work: Path):
+    from ingest.pipeline import IngestConfig, run_ingest
+    from ingest.sets import read_table
+    from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
+    from train.tiny_bert import build_tiny_bert
+
+    world = generate_demo_world(work / "world", seed=0)
+    run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
+                            out=str(work / "sets"), shard_bytes=1, entity_link_threshold=ENTITY_LINK_THRESHOLD),
+               log=lambda *a: None)
+    sentences = read_table(work / "sets" / "sentences", ["sentence"])["sentence"].to_pylist()
+    return world, build_tiny_bert(sentences, work / "tiny_bert")
+
+
+def base_config(work, world, model, steps, **extra):
+    from train.config import TrainConfig
+
+    return TrainConfig.from_dict({
+        "method": "simcse_unsup", "model": str(model), "data": str(work / "sets"), "pooling": "mean",
+        "batch_size": 16, "lr": 3e-4, "max_steps": steps, "epochs": 50, "checkpoint_every_steps": max(1, steps // 6),
+        "cpus_per_worker": 0.5, "log_every_steps": 0, "keep_checkpoints": 1, "storage_path": str(work / "runs"),
+        **extra}).validate()
+
+
+def examples_per_s(run_dir: Path) -> float:
+    rows = sorted((json.loads(p.read_text()) for p in run_dir.glob("step-*/metrics.json")), key=lambda m: m["step"])
+    if len(rows) < 2:
+        return float("nan")
+    first, last = rows[0], rows[-1]
+    return (last["examples_seen"] - first["examples_seen"]) / (last["reported_at"] - first["reported_at"])
+
+
+def throughput(work, world, model, steps) -> dict:
+    """(a): the same run without scoring, with the pool (asynchronous), with in-loop scoring."""
+    from ray.train.v2.api.validation_config import (
+        ValidationConfig,
+        ValidationTaskConfig,
+    )
+
+    from eval.pool import PoolValidation, start_pool, stop_pool
+    from train.run import build_trainer
+
+    out = {}
+    pool = start_pool("sts_spearman", str(world.sts_dir), name="bench-pool", namespace="bench-tune", size=1)
+    try:
+        for name, extra, validation in (
+            ("off", {}, None),
+            ("async", {"dev_data": str(world.sts_dir)},
+             ValidationConfig(fn=PoolValidation("bench-pool", "bench-tune", 600),
+                              task_config=ValidationTaskConfig(timeout_s=660), ray_remote_kwargs={"num_cpus": 0})),
+            ("in_loop", {"dev_data": str(world.sts_dir)}, None),
+        ):
+            cfg = base_config(work, world, model, steps, run_name=f"throughput-{name}", **extra)
+            started = time.time()
+            build_trainer(cfg, validation=validation).fit()
+            out[name] = {"examples_per_s": examples_per_s(work / "runs" / cfg.name),
+                         "wall_s": round(time.time() - started, 1)}
+            print(f"(a) {name}: {out[name]}", flush=True)
+    finally:
+        stop_pool("bench-pool", "bench-tune")
+        del pool
+    return out
+
+
+def search(work, world, model, steps, scheduler: str) -> dict:
+    from tune.search import TuneSettings, run_search
+
+    base = base_config(work, world, model, steps)
+    base.dev_data = str(world.sts_dir)
+    settings = TuneSettings(search_space={"lr": {"choice": [3e-5, 3e-4, 3e-3]}, "batch_size": {"choice": [16, 32]}},
+                            searcher="grid", scheduler=scheduler, reduction_factor=3, max_concurrent_trials=1,
+                            name=f"bench-{scheduler}", storage_path=str(work / "runs"))
+    started = time.time()
+    outcome = run_search(base, settings, log=lambda *a: None)
+    result = {"best": outcome.best_metrics.get("dev_spearman"), "examples": sum(r["examples_seen"] for r in outcome.trials),
+              "trials": len(outcome.trials), "wall_s": round(time.time() - started, 1)}
+    print(f"(b) {scheduler}: {result}", flush=True)
+    return result
+
+
+def pool_scaling(work, world, model) -> dict:
+    import ray
+
+    from eval.pool import start_pool, stop_pool
+    from train.encoder import Encoder
+
+    checkpoint = work / "scoring" / "step-0000001"
+    Encoder(str(model), "mean", 32, None).save_sentence_transformer(checkpoint / "model")
+    out = {}
+    for size in (1, 2):
+        pool = start_pool("sts_spearman", str(world.sts_dir), name=f"scale-{size}", namespace="bench-tune", size=size,
+                          num_cpus=0)
+        ray.get(pool.score.remote(str(checkpoint)), timeout=300)  # warm
+        started = time.time()
+        ray.get([pool.score.remote(str(checkpoint)) for _ in range(8)], timeout=600)
+        out[size] = 8 / (time.time() - started)
+        stop_pool(f"scale-{size}", "bench-tune")
+        print(f"(c) {size} scorer(s): {out[size]:.2f} scores/s", flush=True)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--work", default=None)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--search-steps", type=int, default=36)
+    p.add_argument("--skip-grid", action="store_true", help="leave out (b), the slowest part")
+    args = p.parse_args(argv)
+    work = Path(args.work or tempfile.mkdtemp(prefix="structcse-bench-tune-"))
+    import ray
+
+    ray.init(num_cpus=2, configure_logging=False)
+    world, model = prepare(work)
+    a = throughput(work, world, model, args.steps)
+    c = pool_scaling(work, world, model)
+    summary = {
+        "async_eval_throughput_ratio": round(a["async"]["examples_per_s"] / a["off"]["examples_per_s"], 3),
+        "in_loop_eval_throughput_ratio": round(a["in_loop"]["examples_per_s"] / a["off"]["examples_per_s"], 3),
+        "examples_per_s": {k: round(v["examples_per_s"], 1) for k, v in a.items()},
+        "pool_scores_per_s": {str(k): round(v, 2) for k, v in c.items()},
+        "pool_scaling_2_actors": round(c[2] / c[1], 3),
+    }
+    if not args.skip_grid:
+        grid = search(work, world, model, args.search_steps, "fifo")
+        asha = search(work, world, model, args.search_steps, "asha")
+        summary.update(grid_best=round(grid["best"], 4), asha_best=round(asha["best"], 4),
+                       asha_compute_ratio=round(asha["examples"] / grid["examples"], 3),
+                       grid_examples=grid["examples"], asha_examples=asha["examples"],
+                       grid_wall_s=grid["wall_s"], asha_wall_s=asha["wall_s"])
+    summary["cpus"] = os.cpu_count()
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""A pool of evaluation actors that score checkpoints with their method's dev metric, for every trial of
+a search, while training goes on.
+
+Pieces:
+
+* :class:`DevScorer` — one Ray actor holding the dev data (read once, by ``train.dev_metrics``) that
+  scores a checkpoint's ``model/`` folder; its CPU/GPU share is the pool's setting (fractional GPUs
+  on a GPU cluster, so several scorers share one).
+* :class:`EvalPool` — a named async actor (no resources) in front of the scorers: it sends each
+  request to the least busy scorer; when a scorer dies it starts a replacement, which reads the dev
+  data again, and scores the pending checkpoint on it (``max_attempts`` tries in all).
+* :class:`PoolValidation` — the ``fn`` of Ray Train's asynchronous validation
+  (``ray.train.v2.api.validation_config.ValidationConfig``): Ray Train calls it in a task of its own
+  for every checkpoint reported with ``validation=...``, the score is merged into that checkpoint's
+  metrics (checkpoint selection, ``Result.best_checkpoints``), and, under Tune, it is also put on the
+  trial's result queue tagged with the step and examples seen it belongs to, so the scheduler sees it.
+
+::
+
+    pool = start_pool("sts_spearman", "data/stsb", name="dev-pool", namespace="tune-x", size=2)
+    ray.get(pool.score.remote(checkpoint))   # {"dev_spearman": 0.81, "scorer": 1, ...}
+    stop_pool("dev-pool", "tune-x")
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+RESULT_KEYS = ("scorer", "score_started_at", "score_finished_at", "score_s")
+
+
+class DevScorer:
+    """Scores checkpoints on one dev set read once."""
+
+    def __init__(self, metric_name: str, dev_data: str, device: str | None = None):
+        from train.dev_metrics import DEV_METRICS
+
+        self.metric = DEV_METRICS[metric_name]
+        self.device = device
+        self.data = self.metric.read(dev_data)
+        self.scored = 0
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def score(self, checkpoint) -> dict:
+        """``{<metric key>: value, score_started_at, score_finished_at, score_s}`` of ``checkpoint``'s
+        ``model/`` (a ``ray.train.Checkpoint``, local or remote, or a local folder path)."""
+        from train.dev_metrics import score_model_dir
+
+        started = time.time()
+        if isinstance(checkpoint, (str, Path)):
+            value = score_model_dir(self.metric, Path(checkpoint) / "model", self.data, self.device)
+        else:
+            with checkpoint.as_directory() as folder:
+                value = score_model_dir(self.metric, Path(folder) / "model", self.data, self.device)
+        self.scored += 1
+        finished = time.time()
+        return {self.metric.key: value, "score_started_at": started, "score_finished_at": finished,
+                "score_s": finished - started}
+
+
+class EvalPool:
+    """Least-busy dispatch over ``size`` :class:`DevScorer` actors; a dead one is replaced."""
+
+    def __init__(self, metric_name: str, dev_data: str, size: int, scorer_options: dict, max_attempts: int = 3):
+        self.args = (metric_name, dev_data)
+        self.scorer_options = scorer_options
+        self.max_attempts = max_attempts
+        self.scorers = [self._start() for _ in range(size)]
+        self.busy = [0] * size
+        self.scored = [0] * size
+        self.replaced = 0
+
+    def _start(self):
+        import ray
+
+        return ray.remote(DevScorer).options(**self.scorer_options).remote(*self.args)
+
+    async def ready(self) -> list[int]:
+        return [await s.ready.remote() for s in self.scorers]
+
+    async def score(self, checkpoint) -> dict:
+        from ray.exceptions import RayActorError
+
+        error = None
+        for _ in range(self.max_attempts):
+            i = min(range(len(self.scorers)), key=lambda k: self.busy[k])
+            scorer = self.scorers[i]
+            self.busy[i] += 1
+            try:
+                result = await scorer.score.remote(checkpoint)
+            except RayActorError as e:  # the scorer died (node lost, OOM): replace it, score again
+                error = e
+                if self.scorers[i] is scorer:
+                    self.scorers[i] = self._start()
+                    self.replaced += 1
+                continue
+            finally:
+                self.busy[i] -= 1
+            self.scored[i] += 1
+            return {**result, "scorer": i}
+        raise RuntimeError(f"evaluation pool: {self.max_attempts} scorers died scoring {checkpoint}: {error}")
+
+    def stats(self) -> dict:
+        return {"size": len(self.scorers), "scored": list(self.scored), "busy": list(self.busy),
+                "replaced": self.replaced}
+
+    def kill_scorer(self, i: int) -> None:
+        """Kill scorer ``i`` (tests: a scorer that dies is replaced and its checkpoint rescored)."""
+        import ray
+
+        ray.kill(self.scorers[i])
+
+
+def default_pool_size_and_resources(resources: dict) -> tuple[int, dict]:
+    """(pool size, ``ray.remote`` options of each scorer) from ``ray.cluster_resources()``.
+
+    GPU cluster: one scorer per 4 GPUs (at least 1), each a quarter GPU and 1 CPU, so scoring never
+    takes a training GPU whole. CPU cluster of 8+ CPUs: 2 scorers of 1 CPU. Smaller (a laptop): 1
+    scorer that reserves no CPU, so it never keeps a Train worker or Ray Data's read tasks from their
+    cores (it shares them, as any process would)."""
+    gpus, cpus = resources.get("GPU", 0), resources.get("CPU", 0)
+    if gpus:
+        return max(1, int(gpus // 4)), {"num_cpus": 1, "num_gpus": 0.25}
+    if cpus >= 8:
+        return 2, {"num_cpus": 1}
+    return 1, {"num_cpus": 0}
+
+
+def start_pool(metric_name: str, dev_data: str | Path, name: str, namespace: str, size: int | None = None,
+               num_cpus: float | None = None, num_gpus: float | None = None, timeout_s: float = 600):
+    """Start (or reuse, by name) the pool and its scorers; waits until every scorer has read the data.
+
+    ``size``/``num_cpus``/``num_gpus`` default to :func:`default_pool_size_and_resources`. A local
+    ``dev_data`` is made absolute (the actors run elsewhere); on a cluster it must be a path every
+    node can read.
+    """
+    import ray
+
+    local = Path(dev_data).expanduser()
+    dev_data = str(local.resolve()) if local.exists() else str(dev_data)
+    default_size, options = default_pool_size_and_resources(ray.cluster_resources())
+    if num_cpus is not None:
+        options["num_cpus"] = num_cpus
+    if num_gpus is not None:
+        options["num_gpus"] = num_gpus
+    if not options.get("num_gpus"):
+        options.pop("num_gpus", None)
+    pool = ray.remote(EvalPool).options(
+        name=name, namespace=namespace, get_if_exists=True, num_cpus=0, max_concurrency=1000,
+    ).remote(metric_name, dev_data, size or default_size, options)
+    ray.get(pool.ready.remote(), timeout=timeout_s)  # reading a dev set takes seconds; a hang must not be silent
+    return pool
+
+
+def stop_pool(name: str, namespace: str) -> bool:
+    """Kill the pool and its scorers; False when there was none."""
+    import ray
+
+    try:
+        pool = ray.get_actor(name, namespace=namespace)
+    except ValueError:
+        return False
+    ray.kill(pool)  # its scorers are owned by it and die with it
+    return True
+
+
+class PoolValidation:
+    """Ray Train's validation ``fn``: score a reported checkpoint on the pool, bounded by ``timeout_s``.
+
+    ``forward``: a ``ray.util.queue.Queue`` (Tune's per-trial result queue, the one
+    ``TuneReportCallback`` uses) that also gets the score, tagged with ``step`` and ``examples_seen``
+    (the reporting step's, passed by the training loop as ``ValidationTaskConfig.fn_kwargs``).
+    """
+
+    def __init__(self, pool_name: str, namespace: str, timeout_s: float, forward=None):
+        self.pool_name, self.namespace, self.timeout_s, self.forward = pool_name, namespace, timeout_s, forward
+
+    def __call__(self, checkpoint, step: int | None = None, examples_seen: int | None = None) -> dict:
+        import ray
+        from ray.exceptions import GetTimeoutError
+
+        pool = ray.get_actor(self.pool_name, namespace=self.namespace)
+        try:
+            result = ray.get(pool.score.remote(checkpoint), timeout=self.timeout_s)
+        except GetTimeoutError:
+            raise TimeoutError(f"evaluation pool {self.pool_name!r} gave no score for checkpoint {checkpoint.path} "
+                               f"within {self.timeout_s:.0f} s (validation_timeout_s)") from None
+        scores = {"validated_step": step, **result}
+        if self.forward is not None:
+            try:  # the queue holds one item; the trial's driver takes it within a second
+                self.forward.put({**scores, "step": step, "examples_seen": examples_seen}, timeout=self.timeout_s)
+            except Exception as e:  # noqa: BLE001 - the trial was stopped (its queue is gone): the score still counts
+                print(f"[eval-pool] score of step {step} not forwarded to Tune: {type(e).__name__}: {e}", flush=True)
+        return scores

@@ -1,0 +1,142 @@
+"""Each method's dev metric: the one definition that checkpoint selection (``python -m train``) and
+Ray Tune's evaluation pool (``eval.pool``) both score with.
+
+A method declares the metric it is selected on (``Method.dev_metric``); ``dev_metric=NAME`` in a
+config overrides it, and ``dev_data`` names the data the metric reads. An unknown name is a
+``ConfigError``. A :class:`DevMetric` reads its dev data once (``read(path)``: in a long-lived
+evaluation actor, once per search) and scores a trained model folder loaded by
+``train.model.load`` (``score(model, data)``); the figure is reported under ``key``.
+
+=====================  ==========================  ===============================================
+metric                 reported as                 what it is (methods.md)
+=====================  ==========================  ===============================================
+``sts_spearman``       ``dev_spearman``            Spearman of cos(e1, e2) vs gold on STS-B dev
+                                                   (SimCSE, EASE: §1, §3; every plain encoder)
+``relational_spearman`` ``dev_relational_spearman`` Spearman of RSE's weighted relational score,
+                                                   max over both directions (§2)
+``nli_auprc``          ``dev_auprc``               entailment vs the rest on SNLI dev scored by
+                                                   sim(hypothesis‖premise), trapezoidal AUPRC, the
+                                                   reference code's ``auc(recall, precision)`` (§4)
+=====================  ==========================  ===============================================
+
+Dev data layouts: STS metrics read ``sts-dev.csv`` (SentEval STS-B: tab-separated, no header,
+``genre file year id score s1 s2``) or that file itself; ``nli_auprc`` reads a SentEval NLI folder
+(``s1.dev``, ``s2.dev``, ``labels.dev``: line i of each is one pair).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SCORE_BATCH = 128
+
+
+@dataclass(frozen=True)
+class DevMetric:
+    name: str
+    key: str  # the metric name in reports, checkpoints and Tune
+    data: str  # what dev_data must be (error messages, --help)
+    read: Callable[[str], Any]
+    score: Callable[[Any, Any], float]  # (train.model.TrainedModel, read(...)) -> float
+    mode: str = "max"
+
+
+# ---------------------------------------------------------------- readers
+
+
+def read_sts_dev(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
+    from train.sts_dev import load_sts
+
+    s1, s2, gold = load_sts(path)
+    return s1, s2, np.asarray(gold, dtype=np.float64)
+
+
+def read_nli_dev(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
+    """(premises, hypotheses, is_entailment) of a SentEval NLI folder's dev split."""
+    folder = Path(path)
+    files = [folder / f"{part}.dev" for part in ("s1", "s2", "labels")]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise FileNotFoundError(f"NLI dev data {folder}: missing {', '.join(missing)} (SentEval layout)")
+    premises, hypotheses, labels = ([line.rstrip("\n") for line in f.open(encoding="utf-8")] for f in files)
+    if not len(premises) == len(hypotheses) == len(labels):
+        raise ValueError(f"{folder}: s1.dev, s2.dev and labels.dev have {len(premises)}, {len(hypotheses)} and "
+                         f"{len(labels)} lines")
+    y = np.asarray([label.strip().lower() == "entailment" for label in labels])
+    if y.all() or not y.any():
+        raise ValueError(f"{folder}/labels.dev: needs both entailment and non-entailment pairs")
+    return premises, hypotheses, y
+
+
+# ---------------------------------------------------------------- scores
+
+
+def spearman(x, y) -> float:
+    """Spearman's rho; 0.0 when the model gives every pair the same score (a collapsed encoder, e.g.
+    after a diverged trial): no ranking information, and a figure a scheduler can compare (NaN is
+    never below a rung's cutoff, so ASHA would keep the trial)."""
+    from scipy.stats import spearmanr
+
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0 or np.ptp(x) == 0:
+        return 0.0
+    return float(spearmanr(x, y).statistic)
+
+
+def auprc_trapezoid(scores, is_positive) -> float:
+    """The GaussCSE code's ``auc(recall, precision)`` over sklearn's PR curve."""
+    from sklearn.metrics import auc, precision_recall_curve
+
+    precision, recall, _ = precision_recall_curve(np.asarray(is_positive, dtype=int), np.asarray(scores))
+    return float(auc(recall, precision))
+
+
+def _sts_cosine(model, data) -> float:
+    s1, s2, gold = data
+    return spearman(model.cosine(s1, s2, batch_size=SCORE_BATCH), gold)
+
+
+def _sts_relational(model, data) -> float:
+    s1, s2, gold = data
+    return spearman(model.relational_similarity(s1, s2, batch_size=SCORE_BATCH), gold)
+
+
+def _nli_auprc(model, data) -> float:
+    premises, hypotheses, y = data
+    return auprc_trapezoid(model.asymmetric_similarity(hypotheses, premises, batch_size=SCORE_BATCH), y)
+
+
+DEV_METRICS = {
+    m.name: m
+    for m in (
+        DevMetric("sts_spearman", "dev_spearman", "a folder with sts-dev.csv (or the file)", read_sts_dev, _sts_cosine),
+        DevMetric("relational_spearman", "dev_relational_spearman", "a folder with sts-dev.csv (or the file)",
+                  read_sts_dev, _sts_relational),
+        DevMetric("nli_auprc", "dev_auprc", "a SentEval NLI folder (s1.dev, s2.dev, labels.dev)", read_nli_dev,
+                  _nli_auprc),
+    )
+}
+
+
+def metric_for(cfg) -> DevMetric:
+    """The dev metric of a ``TrainConfig``: ``cfg.dev_metric``, else the method's declared one."""
+    from train.config import ConfigError
+    from train.methods import get_method
+
+    name = cfg.dev_metric or get_method(cfg.method).dev_metric
+    if name not in DEV_METRICS:
+        declared = "" if cfg.dev_metric else f" (declared by method {cfg.method!r})"
+        raise ConfigError(f"dev_metric {name!r}{declared} is not one of {sorted(DEV_METRICS)}")
+    return DEV_METRICS[name]
+
+
+def score_model_dir(metric: DevMetric, model_dir: str | Path, data, device: str | None = None) -> float:
+    """``metric`` of the model folder ``model_dir`` on data already read by ``metric.read``."""
+    from train.model import load
+
+    return metric.score(load(model_dir, device=device), data)
