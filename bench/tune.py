@@ -7,10 +7,11 @@
   ``ValidationConfig``) over the same run with no dev scoring at all; beside it the in-loop
   (blocking) scoring of ``python -m train`` against the same baseline. Examples/s are measured between
   the first and the last training report (``reported_at``), so Ray's start-up is left out.
-* (b) ``asha_best`` / ``grid_best`` / ``asha_compute_ratio``: the same grid (lr x batch size) run to
-  the end (FIFO) and under ASHA (reduction factor 3, rungs at 1/9 and 1/3 of the examples); compute =
-  examples seen summed over trials.
-* (c) ``pool_scaling_2_actors``: scores/s of a pool of 2 scorers over a pool of 1, 8 concurrent
+* (b) ``asha_best`` / ``grid_best`` / ``asha_compute_ratio``: the same grid (5 lr x batch size 16/32,
+  10 trials, 2 at a time, 1,536 examples each, a report every 128) run to the end (FIFO) and under
+  ASHA (reduction factor 3, rungs at 1/9 and 1/3 of the examples); compute = examples trained summed
+  over trials.
+* (c) ``pool_scaling_2_actors``: scores/s of a pool of 2 scorers over a pool of 1, 24 concurrent
   requests of one checkpoint.
 
 Last line: one JSON object.
@@ -51,7 +52,9 @@ def base_config(work, world, model, steps, **extra):
     return TrainConfig.from_dict({
         "method": "simcse_unsup", "model": str(model), "data": str(work / "sets"), "pooling": "mean",
         "batch_size": 16, "lr": 3e-4, "max_steps": steps, "epochs": 50, "checkpoint_every_steps": max(1, steps // 6),
-        "cpus_per_worker": 0.5, "log_every_steps": 0, "keep_checkpoints": 1, "storage_path": str(work / "runs"),
+        "cpus_per_worker": 0.5, "log_every_steps": 0, "storage_path": str(work / "runs"),
+        # every report's metrics.json stays (examples/s is read from them); the same for every mode
+        "keep_checkpoints": 10,
         **extra}).validate()
 
 
@@ -95,20 +98,26 @@ def throughput(work, world, model, steps) -> dict:
     return out
 
 
+SEARCH_LRS = [3e-5, 1e-4, 3e-4, 1e-3, 3e-3]
+
+
 def search(work, world, model, steps, scheduler: str) -> dict:
     from tune.search import TuneSettings, run_search
 
     base = base_config(work, world, model, steps)
     base.dev_data = str(world.sts_dir)
-    settings = TuneSettings(search_space={"lr": {"choice": [3e-5, 3e-4, 3e-3]}, "batch_size": {"choice": [16, 32]}},
-                            searcher="grid", scheduler=scheduler, reduction_factor=3, max_concurrent_trials=1,
-                            name=f"bench-{scheduler}", storage_path=str(work / "runs"))
+    settings = TuneSettings(search_space={"lr": {"choice": SEARCH_LRS}, "batch_size": {"choice": [16, 32]}},
+                            searcher="grid", scheduler=scheduler, reduction_factor=3, max_concurrent_trials=2,
+                            report_every_examples=128, name=f"bench-{scheduler}", storage_path=str(work / "runs"))
     started = time.time()
     outcome = run_search(base, settings, log=lambda *a: None)
     result = {"best": outcome.best_metrics.get("dev_spearman"), "examples": sum(r["examples_seen"] for r in outcome.trials),
               "trials": len(outcome.trials), "wall_s": round(time.time() - started, 1)}
     print(f"(b) {scheduler}: {result}", flush=True)
     return result
+
+
+REQUESTS = 24
 
 
 def pool_scaling(work, world, model) -> dict:
@@ -122,11 +131,11 @@ def pool_scaling(work, world, model) -> dict:
     out = {}
     for size in (1, 2):
         pool = start_pool("sts_spearman", str(world.sts_dir), name=f"scale-{size}", namespace="bench-tune", size=size,
-                          num_cpus=0)
-        ray.get(pool.score.remote(str(checkpoint)), timeout=300)  # warm
+                          num_cpus=1)  # a core each (torch threads follow it), nothing else runs meanwhile
+        ray.get([pool.score.remote(str(checkpoint)) for _ in range(2 * size)], timeout=300)  # every scorer warm
         started = time.time()
-        ray.get([pool.score.remote(str(checkpoint)) for _ in range(8)], timeout=600)
-        out[size] = 8 / (time.time() - started)
+        ray.get([pool.score.remote(str(checkpoint)) for _ in range(REQUESTS)], timeout=600)
+        out[size] = REQUESTS / (time.time() - started)
         stop_pool(f"scale-{size}", "bench-tune")
         print(f"(c) {size} scorer(s): {out[size]:.2f} scores/s", flush=True)
     return out
@@ -136,7 +145,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--work", default=None)
     p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--search-steps", type=int, default=36)
+    p.add_argument("--search-steps", type=int, default=96, help="of the base config (batch 16)")
     p.add_argument("--skip-grid", action="store_true", help="leave out (b), the slowest part")
     args = p.parse_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="structcse-bench-tune-"))

@@ -23,35 +23,32 @@ aspects that have seeds (``P@10`` etc.: one number for model selection / Tune).
 ``limit``: the first N documents of each aspect (set order).
 ``plots``: a folder; one t-SNE PNG per aspect (:func:`eval.plots.label_tsne`).
 :func:`compare_models_tsne` draws a generic and an aspect model side by side.
+
+The reader and the metrics (``read_aspect_docs``, ``AspectDocs``, ``embed_aspects``,
+``retrieval_metrics``, ``retrieval_by_aspect``, ...) live in ``train.dev_tasks``, since AspectCSE's dev
+metric ``aspect_p10`` (``train.dev_metrics``: this task's ``P@10``) scores with them too; they are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from eval.plots import label_tsne
-
-KS = (5, 10, 25, 50)
-COLUMNS = ["qid", "title", "text", "aspect", "labels"]
-SEED_CHUNK = 512  # seeds scored at once: (chunk × docs) floats
-
-
-@dataclass
-class AspectDocs:
-    """One aspect's documents: distinct qids in set order, their texts and label sets."""
-
-    aspect: str
-    qids: list[str]
-    texts: list[str]
-    labels: list[frozenset[str]]
-
-    def __len__(self) -> int:
-        return len(self.qids)
+from train.dev_tasks import ASPECT_COLUMNS as COLUMNS
+from train.dev_tasks import (  # noqa: F401  (re-exported: this module's public names)
+    KS,
+    SEED_CHUNK,
+    AspectDocs,
+    embed_aspects,
+    label_matrix,
+    normalise,
+    read_aspect_docs,
+    retrieval_by_aspect,
+    retrieval_metrics,
+)
 
 
 def check_aspect_data(data: str | Path, split: str = "test", **_) -> None:
@@ -59,90 +56,6 @@ def check_aspect_data(data: str | Path, split: str = "test", **_) -> None:
     from ingest.sets import check_set_folder
 
     check_set_folder(data, "aspect_docs", required=COLUMNS)
-
-
-def read_aspect_docs(data: str | Path, limit: int | None = None) -> dict[str, AspectDocs]:
-    """``{aspect: AspectDocs}`` in order of first appearance; a repeated (aspect, qid) keeps its first row."""
-    from ingest.sets import read_table
-
-    table = read_table(data, COLUMNS, kind="aspect_docs").to_pydict()
-    out: dict[str, AspectDocs] = {}
-    seen: set[tuple[str, str]] = set()
-    for qid, text, aspect, labels in zip(table["qid"], table["text"], table["aspect"], table["labels"]):
-        docs = out.setdefault(aspect, AspectDocs(aspect, [], [], []))
-        if (aspect, qid) in seen or (limit is not None and len(docs) >= limit):
-            continue
-        seen.add((aspect, qid))
-        docs.qids.append(qid)
-        docs.texts.append(text)
-        docs.labels.append(frozenset(labels or ()))
-    if not out:
-        raise ValueError(f"aspect_docs set at {data} has no rows")
-    return out
-
-
-def normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
-def label_matrix(labels: list[frozenset[str]]):
-    """(docs × distinct labels) sparse 0/1 incidence matrix."""
-    from scipy import sparse
-
-    index: dict[str, int] = {}
-    rows, cols = [], []
-    for i, labs in enumerate(labels):
-        for lab in sorted(labs):
-            rows.append(i)
-            cols.append(index.setdefault(lab, len(index)))
-    return sparse.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(len(labels), max(len(index), 1)))
-
-
-def retrieval_metrics(embeddings: np.ndarray, labels: list[frozenset[str]], ks=KS) -> dict:
-    """P@k / R@k / MRR@k averaged over the seeds (docs with ≥ 1 relevant doc), plus n_docs and n_seeds."""
-    n = len(labels)
-    emb = normalise(embeddings)
-    inc = label_matrix(labels)
-    k_max = min(max(ks), max(n - 1, 0))
-    sums = {f"{m}@{k}": 0.0 for k in ks for m in ("P", "R", "MRR")}
-    n_seeds = 0
-    for start in range(0, n, SEED_CHUNK):
-        idx = np.arange(start, min(start + SEED_CHUNK, n))
-        relevant = (inc[idx] @ inc.T).toarray() > 0  # shares ≥ 1 label
-        relevant[np.arange(len(idx)), idx] = False
-        n_relevant = relevant.sum(axis=1)
-        seeds = n_relevant > 0
-        if not seeds.any():
-            continue
-        idx, relevant, n_relevant = idx[seeds], relevant[seeds], n_relevant[seeds]
-        scores = emb[idx] @ emb.T
-        scores[np.arange(len(idx)), idx] = -np.inf  # never retrieve the seed itself
-        top = np.argsort(-scores, axis=1, kind="stable")[:, :k_max]
-        hits = np.take_along_axis(relevant, top, axis=1)
-        for k in ks:
-            h = hits[:, :k]
-            found = h.sum(axis=1)
-            first = np.where(h.any(axis=1), 1.0 / (h.argmax(axis=1) + 1), 0.0)
-            sums[f"P@{k}"] += float((found / k).sum())
-            sums[f"R@{k}"] += float((found / n_relevant).sum())
-            sums[f"MRR@{k}"] += float(first.sum())
-        n_seeds += len(idx)
-    out = {"n_docs": n, "n_seeds": n_seeds}
-    out.update({key: (value / n_seeds if n_seeds else 0.0) for key, value in sums.items()})
-    return out
-
-
-def embed_aspects(model, aspects: dict[str, AspectDocs], batch_size: int = 64) -> dict[str, np.ndarray]:
-    """{aspect: (n_docs, d) embeddings}; each distinct qid is encoded once across aspects."""
-    texts: dict[str, str] = {}
-    for docs in aspects.values():
-        for qid, text in zip(docs.qids, docs.texts):
-            texts.setdefault(qid, text)
-    order = list(texts)
-    row = {q: i for i, q in enumerate(order)}
-    emb = np.asarray(model.encode([texts[q] for q in order], batch_size=batch_size), dtype=np.float32)
-    return {a: emb[[row[q] for q in docs.qids]] for a, docs in aspects.items()}
 
 
 def _slug(text: str) -> str:
@@ -155,13 +68,10 @@ def evaluate_aspect_retrieval(model, data: str | Path, split: str = "test", *, b
     started = time.perf_counter()
     aspects = read_aspect_docs(data, limit)
     embeddings = embed_aspects(model, aspects, batch_size)
-    per_aspect = {a: retrieval_metrics(embeddings[a], docs.labels, ks) for a, docs in aspects.items()}
-    scored = [m for m in per_aspect.values() if m["n_seeds"]]
-    if not scored:
+    per_aspect, means = retrieval_by_aspect(embeddings, aspects, ks)
+    if not means:
         raise ValueError(f"{data}: no document shares a label with another on its aspect; nothing to retrieve")
-    result = {"task": "aspect_retrieval", "split": split, "data": str(data), "ks": list(ks)}
-    for key in (f"{m}@{k}" for k in ks for m in ("P", "R", "MRR")):
-        result[key] = float(np.mean([m[key] for m in scored]))
+    result = {"task": "aspect_retrieval", "split": split, "data": str(data), "ks": list(ks), **means}
     result.update({"per_aspect": per_aspect, "n_aspects": len(per_aspect),
                    "n_docs": len({q for d in aspects.values() for q in d.qids}),
                    "n_seeds": sum(m["n_seeds"] for m in per_aspect.values()), "plots": []})

@@ -21,30 +21,27 @@ None when there are none), ``accuracy_reversed`` on the ``reversed`` items,
 ``per_kind[kind]`` = ``{accuracy, n_items, per_cluster: {cluster: {accuracy,
 n_items}}}``, ``n_items``, ``representation``, ``method``, ``seconds``.
 ``limit``: the first N items of each kind (set order).
+
+The reader and the scoring (``read_srsd``, ``SrsdItem``, ``is_correct``, and ``score_items``'s
+``train.dev_tasks.score_srsd_items``) live in ``train.dev_tasks``, since DSBATS's dev metric ``srsd``
+(``train.dev_metrics``: this task's ``accuracy``) scores with them too; they are re-exported here.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-COLUMNS = ["item_id", "cluster", "kind", "query_first", "query_second", "candidates_first", "candidates_second",
-           "answer"]
-HEADLINE_KIND, REVERSED_KIND = "other_cluster", "reversed"
-
-
-@dataclass
-class SrsdItem:
-    item_id: str
-    cluster: str
-    kind: str
-    query: tuple[str, str]
-    candidates: list[tuple[str, str]]
-    answer: int
+from train.dev_tasks import (
+    HEADLINE_KIND,
+    REVERSED_KIND,
+    SrsdItem,
+    is_correct,
+    read_srsd,
+    score_srsd_items,
+)
+from train.dev_tasks import SRSD_COLUMNS as COLUMNS
 
 
 def check_srsd_data(data: str | Path, split: str = "test", representation: str | None = None, **_) -> None:
@@ -60,58 +57,12 @@ def check_srsd_data(data: str | Path, split: str = "test", representation: str |
     check_set_folder(data, "srsd", required=COLUMNS)
 
 
-def read_srsd(data: str | Path, limit: int | None = None) -> list[SrsdItem]:
-    """The items in set order (the first ``limit`` of each kind); a malformed item is a ValueError naming it."""
-    from ingest.sets import read_table
-
-    table = read_table(data, COLUMNS, kind="srsd").to_pydict()
-    items, per_kind = [], defaultdict(int)
-    for row in zip(*(table[c] for c in COLUMNS)):
-        item_id, cluster, kind, q1, q2, firsts, seconds, answer = row
-        if limit is not None and per_kind[kind] >= limit:
-            continue
-        firsts, seconds = list(firsts or ()), list(seconds or ())
-        if len(firsts) != len(seconds) or len(firsts) < 2:
-            raise ValueError(f"{data}: item {item_id!r} has {len(firsts)} candidates_first and {len(seconds)} "
-                             "candidates_second; need two equally long lists of at least 2")
-        if answer is None or not 0 <= answer < len(firsts):
-            raise ValueError(f"{data}: item {item_id!r} answer {answer} is not an index into its "
-                             f"{len(firsts)} candidates")
-        per_kind[kind] += 1
-        items.append(SrsdItem(item_id, cluster, kind, (q1, q2), list(zip(firsts, seconds)), int(answer)))
-    if not items:
-        raise ValueError(f"srsd set at {data} has no items")
-    return items
-
-
 def score_items(model, items: list[SrsdItem], *, batch_size: int = 64, representation: str | None = None):
-    """(per item: the candidates' cosines to the query as a float64 array, the representation used)."""
+    """(per item: the candidates' cosines to the query as a float64 array, the representation used);
+    ``model``: a ``TrainedModel`` or a SentenceTransformer (``train.dev_tasks.score_srsd_items``)."""
     from eval.models import as_trained
-    from train.methods.dsbats import pair_vectors, representation_of
 
-    model = as_trained(model)
-    method = model.method
-    chosen = representation_of(method, representation)
-    pairs = [p for item in items for p in [item.query, *item.candidates]]
-    sentences = list(dict.fromkeys(s for pair in pairs for s in pair))
-    index = {s: i for i, s in enumerate(sentences)}
-    emb = model.encode(sentences, batch_size=batch_size)
-    firsts = emb[[index[a] for a, _ in pairs]]
-    seconds = emb[[index[b] for _, b in pairs]]
-    vectors = pair_vectors(firsts, seconds, method, chosen).double().numpy()
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    scores, start = [], 0
-    for item in items:
-        query, candidates = vectors[start], vectors[start + 1: start + 1 + len(item.candidates)]
-        scores.append(candidates @ query)
-        start += 1 + len(item.candidates)
-    return scores, chosen
-
-
-def is_correct(scores: np.ndarray, answer: int) -> bool:
-    """The answer scores strictly higher than every other candidate."""
-    others = np.delete(scores, answer)
-    return bool(scores[answer] > others.max())
+    return score_srsd_items(as_trained(model), items, batch_size=batch_size, representation=representation)
 
 
 def accuracies(items: list[SrsdItem], correct: list[bool]) -> dict:

@@ -85,8 +85,11 @@ class TrainConfig:
     max_failures: int = 0
     log_every_steps: int = 50  # rank-0 progress line between reports; 0 = reports only
     # model selection (train.dev_metrics): scored at every checkpoint, in the loop or by Tune's evaluation pool
-    dev_data: str | None = None  # what the dev metric reads: sts-dev.csv's folder; GaussCSE: a SentEval NLI folder
-    dev_metric: str | None = None  # default: the method's (sts_spearman, relational_spearman, nli_auprc)
+    # dev_data: what the dev metric reads: sts-dev.csv's folder; GaussCSE: a SentEval NLI folder;
+    # AspectCSE: an aspect_docs set folder; DSBATS: an srsd set folder
+    dev_data: str | None = None
+    # dev_metric: default: the method's (sts_spearman, relational_spearman, nli_auprc, aspect_p10, srsd)
+    dev_metric: str | None = None
     validation_timeout_s: float = 600.0  # bound on one asynchronous dev score (Tune's evaluation pool)
     # method sections: {method name: Options dataclass}
     method_options: dict = field(default_factory=dict)

@@ -17,11 +17,20 @@ metric                 reported as                 what it is (methods.md)
 ``nli_auprc``          ``dev_auprc``               entailment vs the rest on SNLI dev scored by
                                                    sim(hypothesis‖premise), trapezoidal AUPRC, the
                                                    reference code's ``auc(recall, precision)`` (§4)
+``aspect_p10``         ``dev_p10``                 aspect retrieval P@10, mean over the aspects
+                                                   with seeds: ``eval.aspect_retrieval``'s ``P@10``
+                                                   (AspectCSE §6.1)
+``srsd``               ``dev_srsd``                SRSD accuracy on the ``other_cluster`` items
+                                                   under the model's own pair representation:
+                                                   ``eval.srsd``'s ``accuracy`` (DSBATS, §6)
 =====================  ==========================  ===============================================
 
 Dev data layouts: STS metrics read ``sts-dev.csv`` (SentEval STS-B: tab-separated, no header,
 ``genre file year id score s1 s2``) or that file itself; ``nli_auprc`` reads a SentEval NLI folder
-(``s1.dev``, ``s2.dev``, ``labels.dev``: line i of each is one pair).
+(``s1.dev``, ``s2.dev``, ``labels.dev``: line i of each is one pair); ``aspect_p10`` reads an
+``aspect_docs`` set folder (``ingest.schemas.ASPECT_DOCS``) and ``srsd`` an ``srsd`` set folder
+(``ingest.schemas.SRSD``). Those two score with the very functions ``python -m eval`` does, which
+live in ``train.dev_tasks`` (train never imports eval).
 """
 
 from __future__ import annotations
@@ -73,6 +82,28 @@ def read_nli_dev(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
     return premises, hypotheses, y
 
 
+def read_aspect_dev(path: str | Path):
+    """``{aspect: AspectDocs}`` of an aspect_docs set folder (``train.dev_tasks.read_aspect_docs``);
+    a set where no document shares a label with another on its aspect is a ValueError (nothing to
+    retrieve: found before any model is scored)."""
+    from train.dev_tasks import has_seeds, read_aspect_docs
+
+    aspects = read_aspect_docs(path)
+    if not has_seeds(aspects):
+        raise ValueError(f"{path}: no document shares a label with another on its aspect; nothing to retrieve")
+    return aspects
+
+
+def read_srsd_dev(path: str | Path):
+    """The ``other_cluster`` items of an srsd set folder (``train.dev_tasks.read_srsd``), set order."""
+    from train.dev_tasks import HEADLINE_KIND, read_srsd
+
+    items = [item for item in read_srsd(path) if item.kind == HEADLINE_KIND]
+    if not items:
+        raise ValueError(f"srsd set at {path} has no {HEADLINE_KIND} items (the srsd dev metric scores those)")
+    return items
+
+
 # ---------------------------------------------------------------- scores
 
 
@@ -111,6 +142,20 @@ def _nli_auprc(model, data) -> float:
     return auprc_trapezoid(model.asymmetric_similarity(hypotheses, premises, batch_size=SCORE_BATCH), y)
 
 
+def _aspect_p10(model, aspects) -> float:
+    from train.dev_tasks import embed_aspects, retrieval_by_aspect
+
+    _, means = retrieval_by_aspect(embed_aspects(model, aspects, SCORE_BATCH), aspects, ks=(10,))
+    return means["P@10"]
+
+
+def _srsd_accuracy(model, items) -> float:
+    from train.dev_tasks import is_correct, score_srsd_items
+
+    scores, _ = score_srsd_items(model, items, batch_size=SCORE_BATCH)
+    return sum(is_correct(s, item.answer) for s, item in zip(scores, items)) / len(items)
+
+
 DEV_METRICS = {
     m.name: m
     for m in (
@@ -119,6 +164,8 @@ DEV_METRICS = {
                   read_sts_dev, _sts_relational),
         DevMetric("nli_auprc", "dev_auprc", "a SentEval NLI folder (s1.dev, s2.dev, labels.dev)", read_nli_dev,
                   _nli_auprc),
+        DevMetric("aspect_p10", "dev_p10", "an aspect_docs set folder", read_aspect_dev, _aspect_p10),
+        DevMetric("srsd", "dev_srsd", "an srsd set folder", read_srsd_dev, _srsd_accuracy),
     )
 }
 

@@ -95,7 +95,10 @@ def write_search_report(results, base: TrainConfig, settings, metric: str, folde
         lines.append(f"| `{row['trial_id']}`{mark} | " + " | ".join(_fmt(row["values"][k]) for k in keys)
                      + f" | {score} | {row['best_examples'] or '-'} | {row['examples_seen']} | {row['ended']} |")
     files["learning_curves"] = _plot_curves(rows, metric, folder_path / "learning_curves.png")
-    files["search_space"] = _plot_space(rows, keys, metric, folder_path / "search_space.png")
+    # x: a continuous key if there is one (lr), colour: a choice/grid key (batch size)
+    listed = [k for k in keys if next(iter(settings.search_space[k])) in ("choice", "grid")]
+    plot_keys = [k for k in keys if k not in listed][:1] + listed if len(listed) < len(keys) else keys
+    files["search_space"] = _plot_space(rows, plot_keys, metric, folder_path / "search_space.png")
     lines += ["", "![learning curves](learning_curves.png)", "", "![search space](search_space.png)", ""]
     if best is not None:
         trial_dir = folder_path / "trials" / f"train-{best['trial_id']}"

@@ -39,7 +39,8 @@ gradient (``train.distributed``); anchors and positives stay local (loss_i
 uses only row i's). τ: the slides give none; 0.05 (SimCSE's) is our choice.
 
 After training, :func:`pair_vectors` gives r(p) for a model's representation
-(``offset`` for any model without DSBATS heads); ``eval.srsd`` uses it.
+(``offset`` for any model without DSBATS heads); ``train.dev_tasks.score_srsd_items`` uses it (the
+``srsd`` dev metric and ``eval.srsd``).
 
 Siblings: ``simcse_sup.py`` (InfoNCE over all positives and hard negatives of
 the batch), ``rse.py`` (relations as learned vectors added to a sentence,
