@@ -1,6 +1,6 @@
 """Tune's evaluation pool and ASHA on the demo world (tiny BERT, SimCSE-unsup, 2-core CPU by default).
 
-    python bench/tune.py [--work DIR] [--steps 60] [--skip-grid]
+    python bench/tune.py [--work DIR] [--steps 60] [--parts abcd]
 
 * (a) ``async_eval_throughput_ratio``: one Ray Train run's training examples/s with its checkpoints
   scored asynchronously by the pool (``eval.pool.PoolValidation`` behind Ray Train's
@@ -13,6 +13,9 @@
   over trials.
 * (c) ``pool_scaling_2_actors``: scores/s of a pool of 2 scorers over a pool of 1, 24 concurrent
   requests of one checkpoint.
+* (d) ``restore``: ``python -m tune`` killed mid-trial and run again: ``ok`` when it continued the
+  search, the trial resumed from its last recorded checkpoint (``resumed_from_steps``, never 0) and
+  ran to its end, and a third run of the finished search was refused.
 
 Last line: one JSON object.
 """
@@ -117,6 +120,69 @@ def search(work, world, model, steps, scheduler: str) -> dict:
     return result
 
 
+def restore(work, world, model) -> dict:
+    """(d): ``python -m tune`` killed mid-trial (SIGKILL of the search driver, once Ray Train has recorded a
+    checkpoint of the trial), then the same command again: it must continue the search
+    (``Tuner.restore``), the interrupted trial resuming its Train run from that checkpoint."""
+    import contextlib
+    import signal
+    import subprocess
+
+    import ray
+    import yaml
+
+    tune_yaml = work / "restore-search.yaml"
+    tune_yaml.write_text(yaml.safe_dump({"search_space": {"lr": {"choice": [3e-4]}}, "searcher": "grid",
+                                         "scheduler": "fifo", "max_concurrent_trials": 1}))
+    repo = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-m", "tune", "--config", str(repo / "configs" / "simcse_unsup.yaml"),
+               "--tune-config", str(tune_yaml), "--data", str(work / "sets"), "--model", str(model),
+               "--dev-data", str(world.sts_dir), "--storage", str(work / "runs"), "--name", "killed",
+               "--set", "pooling=mean", "--set", "batch_size=16", "--set", "max_steps=96",
+               "--set", "checkpoint_every_steps=16", "--set", "cpus_per_worker=0.5", "--set", "log_every_steps=0",
+               "--set", "max_len=32"]
+    # the search joins this script's own Ray (by its address), never another instance on the machine
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    folder = work / "runs" / "killed"
+
+    def reports() -> list[dict]:
+        return [json.loads(p.read_text()) for p in folder.glob("trials/train-*/step-*/metrics.json")]
+
+    def recorded() -> list[int]:  # checkpoints Ray Train has recorded: what a restarted run resumes from
+        steps = []
+        for snapshot in folder.glob("trials/train-*/checkpoint_manager_snapshot.json"):
+            with contextlib.suppress(ValueError):  # being written
+                steps += [r["metrics"]["step"] for r in json.loads(snapshot.read_text())["checkpoint_results"]]
+        return steps
+
+    started = time.time()
+    with (work / "restore-first.log").open("w") as log:
+        first = subprocess.Popen(command, env=env, cwd=repo, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 300
+        while time.time() < deadline and first.poll() is None and not (
+                recorded() and list(folder.glob("experiment_state-*.json"))):
+            time.sleep(0.5)
+        if first.poll() is not None or not recorded():
+            raise RuntimeError(f"the first search ended or recorded no checkpoint: {work / 'restore-first.log'}")
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    time.sleep(10)  # the job's actors die: nothing trains on
+    killed_at = max(m["step"] for m in reports())
+    again = subprocess.run(command, env=env, cwd=repo, capture_output=True, text=True, timeout=900)
+    (work / "restore-second.log").write_text(again.stdout + again.stderr)
+    resumed_from = sorted({m["start_step"] for m in reports() if m["step"] > killed_at})
+    finished = subprocess.run(command, env=env, cwd=repo, capture_output=True, text=True, timeout=300)
+    result = {"killed_at_step": killed_at, "resumed_from_steps": resumed_from,
+              "final_step": max(m["step"] for m in reports()), "rerun_exit": again.returncode,
+              "continued": "continuing the interrupted search" in again.stdout + again.stderr,
+              "finished_search_refused": finished.returncode == 2 and "has finished" in finished.stderr,
+              "wall_s": round(time.time() - started, 1)}
+    result["ok"] = bool(result["continued"] and again.returncode == 0 and resumed_from and 0 not in resumed_from
+                        and result["final_step"] == 96 and result["finished_search_refused"])
+    print(f"(d) restore: {result}", flush=True)
+    return result
+
+
 REQUESTS = 24
 
 
@@ -146,29 +212,33 @@ def main(argv=None) -> int:
     p.add_argument("--work", default=None)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--search-steps", type=int, default=96, help="of the base config (batch 16)")
-    p.add_argument("--skip-grid", action="store_true", help="leave out (b), the slowest part")
+    p.add_argument("--parts", default="abcd", help="which of (a)-(d) to run (default all; b is the slowest)")
     args = p.parse_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="structcse-bench-tune-"))
     import ray
 
     ray.init(num_cpus=2, configure_logging=False)
     world, model = prepare(work)
-    a = throughput(work, world, model, args.steps)
-    c = pool_scaling(work, world, model)
-    summary = {
-        "async_eval_throughput_ratio": round(a["async"]["examples_per_s"] / a["off"]["examples_per_s"], 3),
-        "in_loop_eval_throughput_ratio": round(a["in_loop"]["examples_per_s"] / a["off"]["examples_per_s"], 3),
-        "examples_per_s": {k: round(v["examples_per_s"], 1) for k, v in a.items()},
-        "pool_scores_per_s": {str(k): round(v, 2) for k, v in c.items()},
-        "pool_scaling_2_actors": round(c[2] / c[1], 3),
-    }
-    if not args.skip_grid:
+    summary = {}
+    if "a" in args.parts:
+        a = throughput(work, world, model, args.steps)
+        summary.update(
+            async_eval_throughput_ratio=round(a["async"]["examples_per_s"] / a["off"]["examples_per_s"], 3),
+            in_loop_eval_throughput_ratio=round(a["in_loop"]["examples_per_s"] / a["off"]["examples_per_s"], 3),
+            examples_per_s={k: round(v["examples_per_s"], 1) for k, v in a.items()})
+    if "c" in args.parts:
+        c = pool_scaling(work, world, model)
+        summary.update(pool_scores_per_s={str(k): round(v, 2) for k, v in c.items()},
+                       pool_scaling_2_actors=round(c[2] / c[1], 3))
+    if "b" in args.parts:
         grid = search(work, world, model, args.search_steps, "fifo")
         asha = search(work, world, model, args.search_steps, "asha")
         summary.update(grid_best=round(grid["best"], 4), asha_best=round(asha["best"], 4),
                        asha_compute_ratio=round(asha["examples"] / grid["examples"], 3),
                        grid_examples=grid["examples"], asha_examples=asha["examples"],
                        grid_wall_s=grid["wall_s"], asha_wall_s=asha["wall_s"])
+    if "d" in args.parts:
+        summary["restore"] = restore(work, world, model)
     summary["cpus"] = os.cpu_count()
     print(json.dumps(summary))
     return 0

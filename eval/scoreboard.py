@@ -210,8 +210,9 @@ def write(args, entries: list[dict], rows: list[dict], all_results: list[dict]) 
     for entry in entries:
         links = [f"model `{entry['model']}`"]
         if entry["run"]:
-            links += [f"run [{entry['run']}]({entry['run']})", f"config [train_summary.json]({entry['config']})",
-                      f"TensorBoard `tensorboard --logdir {entry['run']}`"]
+            links += [f"run [{entry['run']}]({entry['run']})", f"config [train_summary.json]({entry['config']})"]
+            if (Path(entry["run"]) / "tensorboard").is_dir():  # train.tracking's event files
+                links.append(f"TensorBoard `tensorboard --logdir {Path(entry['run']) / 'tensorboard'}`")
         lines.append(f"- **{entry['label']}**: " + ", ".join(links))
     charts = bar_charts(rows, columns, stem)
     if charts:

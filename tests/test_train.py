@@ -479,6 +479,17 @@ def test_simcse_end_to_end_resume_and_load(ray_session, world, tmp_path):
     assert last["start_step"] == 3 and last["step"] == 5
     assert math.isfinite(last["loss"])
     _st_matches_checkpoint(second.model_path, second.checkpoint_path, world, "cls_mlp")
+    # TensorBoard: both runs' reports in the run folder, read back with tensorboard's own loader
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    scalars = set(events.Tags()["scalars"])
+    assert {"train/loss", "train/lr", "train/examples_per_s", "train/grad_norm", "dev/dev_spearman"} <= scalars
+    loss = {e.step: e.value for e in events.Scalars("train/loss")}
+    assert sorted(loss) == [2, 3, 4, 5] and loss[5] == pytest.approx(last["loss"], rel=1e-6)
+    dev = {e.step: e.value for e in events.Scalars("dev/dev_spearman")}
+    assert dev[5] == pytest.approx(last["dev_spearman"], rel=1e-6)
     print(f"simcse two runs: {time.time() - t0:.1f}s")
 
 

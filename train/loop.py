@@ -180,6 +180,7 @@ def train_loop_per_worker(config: dict) -> dict:
         start_step,
         local_root=config.get("_local_checkpoint_root"),
         async_validation=async_validation,
+        run_folder=config.get("_run_folder"),
     )
 
     # 4. the loop -----------------------------------------------------------
@@ -215,8 +216,8 @@ def train_loop_per_worker(config: dict) -> dict:
             )
             if scaler is not None:
                 scaler.unscale_(optimizer)
-            if cfg.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(trainee.parameters(), cfg.max_grad_norm)
+            if cfg.max_grad_norm > 0:  # the norm before clipping: a device tensor, read at the next report
+                parts = {**parts, "grad_norm": torch.nn.utils.clip_grad_norm_(trainee.parameters(), cfg.max_grad_norm)}
             if scaler is not None:
                 scaler.step(optimizer)
                 scaler.update()
@@ -228,6 +229,7 @@ def train_loop_per_worker(config: dict) -> dict:
             meter.add(loss.detach(), parts)
             if rank == 0 and cfg.log_every_steps and step % cfg.log_every_steps == 0:
                 print(f"[train] step {step}/{total_steps} loss {meter.peek():.4f}", flush=True)
+                reporter.tensorboard.log(step, {"loss": meter.peek(), "lr": scheduler.get_last_lr()[0]})
             if (cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0) or step >= total_steps:
                 resume = (epoch + 1, 0) if done >= steps_per_epoch else (epoch, done)
                 reporter.report(step, epoch, resume, meter)
@@ -236,6 +238,7 @@ def train_loop_per_worker(config: dict) -> dict:
             reporter.report(step, epoch, (epoch + 1, 0), meter)
             last_reported = step
         epoch, skip = epoch + 1, 0
+    reporter.close()
     return reporter.last_metrics
 
 
@@ -304,16 +307,36 @@ class Meter:
         return out
 
 
+class _NoLog:
+    """What ranks other than 0 log to: nothing."""
+
+    def log(self, *args, **kwargs) -> None:
+        pass
+
+    report = log
+
+    def close(self) -> None:
+        pass
+
+
 class Reporter:
-    """Checkpoint (rank 0) + score + ``ray.train.report`` (all ranks)."""
+    """Checkpoint (rank 0) + score + TensorBoard (rank 0) + ``ray.train.report`` (all ranks)."""
 
     def __init__(self, cfg, rank, trainee, optimizer, scheduler, scaler, dev, start_step, local_root=None,
-                 async_validation=False):
+                 async_validation=False, run_folder=None):
         self.cfg, self.rank, self.trainee = cfg, rank, trainee
         self.local_root, self.async_validation = local_root, async_validation
         self.optimizer, self.scheduler, self.scaler = optimizer, scheduler, scaler
         self.dev, self.start_step = dev, start_step
         self.last_metrics: dict = {}
+        self.tensorboard = _NoLog()
+        if rank == 0 and run_folder:
+            from train.tracking import TensorBoardLog
+
+            self.tensorboard = TensorBoardLog(run_folder, start_step)
+
+    def close(self) -> None:
+        self.tensorboard.close()
 
     def _staging(self, step: int):
         """Where rank 0 writes the checkpoint before ``report`` uploads it: a temporary folder,
@@ -366,6 +389,7 @@ class Reporter:
                     metric, data = self.dev
                     metrics[metric.key] = score_model_dir(metric, model_dir, data)
                 (Path(tmp) / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str))
+                self.tensorboard.report(step, metrics, self.dev[0].key if self.dev is not None else None)
                 checkpoint = ray.train.Checkpoint.from_directory(tmp)
                 extra = f" {self.dev[0].key} {metrics[self.dev[0].key]:.4f}" if self.dev is not None else ""
                 print(

@@ -16,6 +16,7 @@ Layout of a run (``{storage_path}/{run_name}/``)::
         modules.json, config.json, model.safetensors, tokenizer..., 1_Pooling/[, 2_Dense/]
         structcse_method.json          method, options, sizes
         structcse_heads.pt             the method's extra parameters (EASE: entity table + projection)
+    tensorboard/                       rank 0's event files (train.tracking): tensorboard --logdir
     train_summary.json                 metrics, chosen checkpoint, config
 """
 
@@ -170,6 +171,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         _data_info=data_info,
         _set_paths={k: str(v.resolve()) for k, v in set_paths.items()},
     )
+    loop_config["_run_folder"] = f"{_storage(cfg).rstrip('/')}/{cfg.name}"  # TensorBoard events (train.tracking)
     if cfg.num_workers == 0 and "://" not in _storage(cfg):  # local mode: Ray leaves checkpoints where written
         loop_config["_local_checkpoint_root"] = f"{_storage(cfg).rstrip('/')}/{cfg.name}"
     if cfg.num_workers == 0:

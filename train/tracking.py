@@ -1,0 +1,68 @@
+"""TensorBoard event files of a run, written by rank 0 into ``{storage}/{run_name}/tensorboard/``.
+
+``tensorboard --logdir runs/`` then shows every run under ``runs/`` side by side:
+
+=========================  =====================================================
+tag                        value
+=========================  =====================================================
+``train/loss``             mean loss since the previous point (and each loss part
+                           of the method, e.g. ``train/loss_ease``)
+``train/lr``               learning rate of the encoder's parameter group
+``train/examples_per_s``   training throughput since the previous report
+``train/data_wait_frac``   share of that time spent waiting for Ray Data
+``train/grad_norm``        mean total gradient norm (before clipping)
+``dev/<metric>``           the method's dev metric (``dev_spearman``, ``dev_auprc``,
+                           ...) when the loop scores it (``dev_data`` set; under
+                           Tune the evaluation pool scores, and Tune's own
+                           TensorBoard files in the search folder hold it)
+=========================  =====================================================
+
+Points: at every report (``checkpoint_every_steps``) and every ``log_every_steps``
+(loss and lr only). A resumed run appends to the same folder and drops the points
+the interrupted run wrote after its last checkpoint (``purge_step``), so the curves
+show the steps that count once. With remote storage (``s3://…``) the files are
+written to a local folder and copied into the run folder at every report.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+TENSORBOARD_DIR = "tensorboard"
+REPORTED = ("loss", "lr", "examples_per_s", "data_wait_frac")
+
+
+class TensorBoardLog:
+    def __init__(self, run_folder: str, start_step: int = 0):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.remote = f"{run_folder.rstrip('/')}/{TENSORBOARD_DIR}" if "://" in run_folder else None
+        self.local = (Path(tempfile.mkdtemp(prefix="structcse-tb-")) if self.remote
+                      else Path(run_folder) / TENSORBOARD_DIR)
+        # events after the checkpoint resumed from (start_step) were the interrupted run's: dropped
+        self.writer = SummaryWriter(str(self.local), purge_step=start_step + 1 if start_step else None, flush_secs=30)
+
+    def log(self, step: int, values: dict, prefix: str = "train/") -> None:
+        for key, value in values.items():
+            if isinstance(value, (int, float)) and value == value:  # numbers, not NaN
+                self.writer.add_scalar(prefix + key, float(value), step)
+
+    def report(self, step: int, metrics: dict, dev_key: str | None = None) -> None:
+        """The metrics of a report: the training figures, the method's loss parts, the dev metric."""
+        train = {k: metrics[k] for k in REPORTED if k in metrics}
+        train.update({k: v for k, v in metrics.items() if k.startswith("loss_") or k == "grad_norm"})
+        self.log(step, train)
+        if dev_key and dev_key in metrics:
+            self.log(step, {dev_key: metrics[dev_key]}, prefix="dev/")
+        self.writer.flush()
+        if self.remote:
+            import pyarrow.fs
+
+            pyarrow.fs.copy_files(str(self.local), self.remote)
+
+    def close(self) -> None:
+        self.writer.close()
+        if self.remote:
+            shutil.rmtree(self.local, ignore_errors=True)
