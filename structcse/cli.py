@@ -31,10 +31,10 @@ DEMO_TRAINING = [
     "pooling=mean", "epochs=3", "batch_size=32", "lr=5e-4", "warmup_steps=0", "num_workers=1", "cpus_per_worker=0.5",
     "checkpoint_every_steps=40", "log_every_steps=20", "keep_checkpoints=1",
 ]
-DEMO_TUNE = {  # the base config (trial 0) and 2 sampled ones; ASHA's rungs at 480 and 960 examples of 1,440
+DEMO_TUNE = {  # the base config (trial 0) and 1 sampled one; ASHA's rungs at 480 and 960 examples of 1,440
     "search_space": {"lr": {"loguniform": [1e-4, 2e-3]}, "temperature": {"loguniform": [0.03, 0.2]},
                      "batch_size": {"choice": [16, 32]}},
-    "searcher": "random", "num_samples": 2, "max_concurrent_trials": 1, "reduction_factor": 2, "eval_actors": 1,
+    "searcher": "random", "num_samples": 1, "max_concurrent_trials": 1, "reduction_factor": 2, "eval_actors": 1,
 }
 DEMO_TUNE_TRAINING = ["max_steps=45", "checkpoint_every_steps=15", "epochs=1"]
 # the pair methods' own settings, with the demo's mean pooling (the paper poolings need a trained CLS)
@@ -129,7 +129,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         from tune.search import TuneSettings, run_search
 
         log(f"[{time.time() - started:4.0f} s] [9/{steps}] Ray Tune: ASHA over lr, batch size, temperature (SimCSE), "
-            f"the base config and {DEMO_TUNE['num_samples']} sampled trials scored by an evaluation pool")
+            f"the base config and {DEMO_TUNE['num_samples']} sampled trial(s) scored by an evaluation pool")
         base = training_config("simcse_unsup", [*DEMO_TRAINING, *common, *DEMO_TUNE_TRAINING])
         settings = TuneSettings(**DEMO_TUNE, name="tune", storage_path=str(out / "runs"), seed=seed)
         search = run_search(base, settings, log=log)

@@ -84,6 +84,26 @@ def test_other_rows_positives_are_not_in_the_denominator():
     assert float(dsbats_loss(a[:1], p[:1], moved, 0.05)) != pytest.approx(float(dsbats_loss(a[:1], p[:1], negatives, 0.05)))
 
 
+def test_other_clusters_positives_join_the_denominator_own_cluster_masked():
+    """negatives: reversed+other_clusters, τ = 0.5, the hand test's rows plus their clusters.
+    Rows 0 and 1 in clusters A and B: row 0's denominator gains e^{cos(0°, 90°)/τ} = 1 (row 1's p⁺),
+    row 1's gains e^{cos(90°, 60°)/τ} = e^{2 cos 30°} (row 0's p⁺); a row's own p⁺ is its own cluster: masked.
+    Same clusters: nothing joins (the slides' loss)."""
+    from train.methods.dsbats import dsbats_loss
+
+    tau = 0.5
+    anchor = torch.tensor([_unit(0), _unit(90)], dtype=torch.float64)
+    positive = torch.tensor([_unit(60), _unit(90)], dtype=torch.float64)
+    clusters = torch.tensor([7, 9])
+    mask = clusters[:, None] == clusters[None, :]
+    want = ((-1 + math.log(math.exp(-2) + 1 + 1)) + (-2 + math.log(1 + math.exp(-2) + math.exp(2 * math.cos(math.radians(30)))))) / 2
+    got = dsbats_loss(anchor, positive, -anchor, tau, other_negatives=positive, other_mask=mask)
+    assert float(got) == pytest.approx(want, abs=1e-12)
+    same = torch.ones(2, 2, dtype=torch.bool)
+    assert float(dsbats_loss(anchor, positive, -anchor, tau, other_negatives=positive, other_mask=same)) == \
+        pytest.approx(float(dsbats_loss(anchor, positive, -anchor, tau)), abs=1e-12)
+
+
 def test_offset_reversal_identity_and_pair_vectors():
     from train.methods.dsbats import DSBATS, pair_vectors
 
@@ -116,15 +136,19 @@ def _cfg(**kw):
     return load_config(REPO / "configs" / "dsbats.yaml", [f"{k}={v}" for k, v in kw.items()])
 
 
-@pytest.mark.parametrize("representation", ["offset", "concat_mlp"])
-def test_method_loss_equals_the_formula_in_numpy(tiny, representation):
+@pytest.mark.parametrize("representation,negatives", [("offset", "reversed"), ("concat_mlp", "reversed"),
+                                                       ("offset", "reversed+other_clusters")])
+def test_method_loss_equals_the_formula_in_numpy(tiny, representation, negatives):
     from train.loop import build_trainee
 
-    cfg = _cfg(model=tiny, data="unused", max_len=32, dropout=0.0, **{"dsbats.pair_representation": representation})
+    cfg = _cfg(model=tiny, data="unused", max_len=32, dropout=0.0,
+               **{"dsbats.pair_representation": representation, "dsbats.negatives": negatives})
     torch.manual_seed(0)
     trainee = build_trainee(cfg, {}).double()
     rng = np.random.default_rng(3)
     rows = {c: np.array(_texts(rng, 6), dtype=object) for c in COLUMNS}
+    clusters = ["E01", "E01", "L02", "E01", "L02", "L07"]
+    rows["cluster"] = np.array(clusters, dtype=object)
     method = trainee.method
     with torch.no_grad():
         batch = method.collate(rows, trainee.encoder)
@@ -135,7 +159,10 @@ def test_method_loss_equals_the_formula_in_numpy(tiny, representation):
         p, pos, neg = r(e["anchor_first"], e["anchor_second"]), r(e["positive_first"], e["positive_second"]), \
             r(e["anchor_second"], e["anchor_first"])
     p, pos, neg = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (p, pos, neg))
-    want = np.mean([-(p[i] @ pos[i]) / 0.05 + math.log(np.exp(neg @ p[i] / 0.05).sum()) for i in range(6)])
+    others = [[j for j in range(6) if clusters[j] != clusters[i]] if negatives != "reversed" else [] for i in range(6)]
+    want = np.mean([-(p[i] @ pos[i]) / 0.05 + math.log(np.exp(neg @ p[i] / 0.05).sum()
+                                                         + np.exp(pos[others[i]] @ p[i] / 0.05).sum())
+                    for i in range(6)])
     assert float(loss) == pytest.approx(want, rel=1e-9)
     assert set(metrics) == {"loss_dsbats"}
 
@@ -161,7 +188,7 @@ def test_train_a_few_steps_with_grad_cache_and_heads(ray_session, dsbats4cl, tin
 
     cfg = _cfg(model=tiny, data=dsbats4cl, batch_size=8, max_len=32, max_steps=2, num_workers=0, chunk_size=4,
                checkpoint_every_steps=1, log_every_steps=0, storage_path=tmp_path / "runs",
-               **{"dsbats.pair_representation": "concat_mlp"})
+               **{"dsbats.pair_representation": "concat_mlp", "dsbats.negatives": "reversed+other_clusters"})
     out = run(cfg)
     assert out.metrics["step"] == 2 and math.isfinite(out.metrics["loss_dsbats"])
     model = load(out.model_path)
@@ -195,9 +222,13 @@ def test_config_loads_validates_and_names_bad_values(tmp_path):
     cfg = _cfg(data=tmp_path).validate()
     assert (cfg.method, cfg.pooling, cfg.max_len, cfg.temperature, cfg.dev_data) == ("dsbats", "mean", 64, 0.05, None)
     cls = get_method("dsbats")
-    assert cls.train_set == "dsbats4cl" and cls.sets["dsbats4cl"] == list(COLUMNS)
+    assert cls.train_set == "dsbats4cl" and cls.sets["dsbats4cl"] == [*COLUMNS, "cluster"]
     with pytest.raises(ConfigError, match="dsbats.pair_representation"):
         _cfg(data=tmp_path, **{"dsbats.pair_representation": "concat"}).validate()
+    with pytest.raises(ConfigError, match="dsbats.negatives 'in_batch' is not one of"):
+        _cfg(data=tmp_path, **{"dsbats.negatives": "in_batch"}).validate()
+    other = load_config(REPO / "configs" / "dsbats_other_clusters.yaml", [f"data={tmp_path}"]).validate()
+    assert other.method == "dsbats" and other.options.negatives == "reversed+other_clusters"
 
 
 # ---------------------------------------------------------------- SRSD

@@ -151,16 +151,6 @@ def test_srsd_items_hold_one_same_cluster_answer(dsbats_sets):
     assert 0.3 < sum(i["answer"] == 0 for i in items) / len(items) < 0.7  # candidates in a seeded order
 
 
-def test_same_bytes_with_two_workers(dsbats_sets, tmp_path):
-    from ingest.dsbats.job import DsbatsConfig, build_dsbats
-
-    out, _, bats = dsbats_sets
-    cfg = DsbatsConfig(categories=CATEGORIES, positives_per_pair=4, workers=2)
-    build_dsbats(str(bats), {"kind": "wordnet", "folder": str(WORDNET)}, str(tmp_path), cfg, log=lambda *a: None)
-    for kind in ("bats_definitions", "dsbats4cl", "srsd"):
-        assert (tmp_path / kind / "part-00000.parquet").read_bytes() == (out / kind / "part-00000.parquet").read_bytes()
-
-
 def test_cli_errors_name_the_option_before_ray_starts(tmp_path, capsys):
     from ingest.dsbats.__main__ import main
 

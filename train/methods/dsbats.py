@@ -38,6 +38,21 @@ j runs over the GLOBAL batch: the p⁻ representations are all-gathered with
 gradient (``train.distributed``); anchors and positives stay local (loss_i
 uses only row i's). τ: the slides give none; 0.05 (SimCSE's) is our choice.
 
+``negatives`` (what the denominator holds):
+
+* ``reversed`` (default, the slides): the p_j⁻ only. Under ``offset`` every
+  term e^{sim(r_i, −r_j)/τ} is smallest when r_i points the way r_j does, for
+  every j of the batch, whatever its cluster: the loss has no term that keeps
+  two relationships apart, and its minimum is all offsets collapsed onto one
+  direction (measured: SRSD falls below the untrained encoder's after 150–250
+  steps under every pair reading, ``bench/results/dsbats-2core.txt``).
+* ``reversed+other_clusters``: also the other rows' positives p_j⁺ whose
+  cluster differs from row i's (the ``cluster`` column). The slides leave the
+  other rows' positives out because some share the anchor's cluster (false
+  negatives); masking exactly those keeps that reason and restores the
+  repulsion between relationships that SRSD measures. Our addition, not the
+  slides'; ``configs/dsbats_other_clusters.yaml``.
+
 After training, :func:`pair_vectors` gives r(p) for a model's representation
 (``offset`` for any model without DSBATS heads); ``train.dev_tasks.score_srsd_items`` uses it (the
 ``srsd`` dev metric and ``eval.srsd``).
@@ -56,12 +71,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from train.distributed import gather_with_grad
+from ingest.sets import stable_hash
+from train.distributed import gather_nograd, gather_with_grad
 from train.methods import register
 from train.methods.base import Method
 from train.methods.contrastive import cos_logits, full
 
 PAIR_REPRESENTATIONS = ("offset", "concat_mlp")
+NEGATIVES = ("reversed", "reversed+other_clusters")
 COLUMNS = ("anchor_first", "anchor_second", "positive_first", "positive_second")
 
 
@@ -82,17 +99,25 @@ def dsbats_loss(
     negatives: torch.Tensor,
     temperature: float = 0.05,
     positive_in_denominator: bool = False,
+    other_negatives: torch.Tensor | None = None,
+    other_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean over anchors i of −sim(p_i,p_i⁺)/τ + log Σ_j e^{sim(p_i,p_j⁻)/τ} (the slides' loss, literally).
 
     ``anchor``, ``positive``: (B, d) r(p_i), r(p_i⁺) of the rows whose loss is
     averaged; ``negatives``: (S, d) r(p_j⁻) of the whole (global) batch.
     ``positive_in_denominator``: add e^{sim(p_i,p_i⁺)/τ} to the denominator
-    (InfoNCE's form; not the slides). Cosines in float32 (float64 kept).
+    (InfoNCE's form; not the slides). ``other_negatives`` (S, d) with
+    ``other_mask`` (B, S) bool (True = left out): further denominator terms
+    (``negatives: reversed+other_clusters``: the batch's p_j⁺, own cluster
+    masked). Cosines in float32 (float64 kept).
     """
     a, p = F.normalize(full(anchor), dim=-1), F.normalize(full(positive), dim=-1)
     numerator = (a * p).sum(-1) / temperature
     logits = cos_logits(a, negatives, temperature)
+    if other_negatives is not None:
+        others = cos_logits(a, other_negatives, temperature).masked_fill(other_mask, float("-inf"))
+        logits = torch.cat([logits, others], dim=1)
     if positive_in_denominator:
         logits = torch.cat([numerator[:, None], logits], dim=1)
     return (torch.logsumexp(logits, dim=1) - numerator).mean()
@@ -102,13 +127,14 @@ def dsbats_loss(
 class DSBATS(Method):
     dev_metric = "srsd"
     train_set = "dsbats4cl"
-    sets = {"dsbats4cl": list(COLUMNS)}
+    sets = {"dsbats4cl": [*COLUMNS, "cluster"]}
     text_columns = COLUMNS
 
     @dataclasses.dataclass
     class Options:
         pair_representation: str = "offset"  # offset: e(second) − e(first) | concat_mlp: MLP([e(first); e(second)])
         positive_in_denominator: bool = False  # the slides: only the p_j⁻ in the denominator
+        negatives: str = "reversed"  # the slides | reversed+other_clusters: also other clusters' p_j⁺
 
     @classmethod
     def validate_options(cls, options, cfg):
@@ -118,6 +144,8 @@ class DSBATS(Method):
             raise ConfigError(
                 f"dsbats.pair_representation {options.pair_representation!r} is not one of {list(PAIR_REPRESENTATIONS)}"
             )
+        if options.negatives not in NEGATIVES:
+            raise ConfigError(f"dsbats.negatives {options.negatives!r} is not one of {list(NEGATIVES)}")
 
     def __init__(self, options, *, hidden_size, temperature, data_info=None):
         super().__init__(options, hidden_size=hidden_size, temperature=temperature, data_info=data_info)
@@ -131,12 +159,26 @@ class DSBATS(Method):
             return full(second) - full(first)
         return self.pair_head(first, second)
 
+    def collate_extra(self, batch):
+        if self.options.negatives == "reversed":
+            return {}
+        if "cluster" not in batch:
+            raise ValueError("dsbats.negatives reversed+other_clusters needs the dsbats4cl set's cluster column")
+        # a cluster name as a 63-bit id, equal on every worker (all-gathered as a tensor)
+        return {"cluster": torch.tensor([stable_hash(str(c)) >> 1 for c in batch["cluster"]], dtype=torch.long)}
+
     def loss_from_embeddings(self, emb, batch):
         a1, a2 = emb["anchor_first"], emb["anchor_second"]
         anchor = self.pair(a1, a2)
         positive = self.pair(emb["positive_first"], emb["positive_second"])
         negatives = gather_with_grad(self.pair(a2, a1))  # p_j⁻ = p_j reversed, every worker's rows
-        loss = dsbats_loss(anchor, positive, negatives, self.temperature, self.options.positive_in_denominator)
+        other, mask = None, None
+        if self.options.negatives == "reversed+other_clusters":
+            other = gather_with_grad(positive)
+            cluster = batch["cluster"].to(anchor.device)
+            mask = cluster[:, None] == gather_nograd(cluster)[None, :]  # same relationship: not a negative
+        loss = dsbats_loss(anchor, positive, negatives, self.temperature, self.options.positive_in_denominator,
+                           other, mask)
         return loss, {"loss_dsbats": loss.detach()}
 
 
