@@ -51,7 +51,9 @@ uses only row i's). τ: the slides give none; 0.05 (SimCSE's) is our choice.
   other rows' positives out because some share the anchor's cluster (false
   negatives); masking exactly those keeps that reason and restores the
   repulsion between relationships that SRSD measures. Our addition, not the
-  slides'; ``configs/dsbats_other_clusters.yaml``.
+  slides'; ``configs/dsbats_other_clusters.yaml``. Measured on MiniLM: it fits
+  the training pairs (loss 4.2 -> 1.5 in 120 steps) without lifting SRSD on
+  held-out words either (0.68 -> 0.65; lr 5e-6: 0.68 -> 0.68).
 
 After training, :func:`pair_vectors` gives r(p) for a model's representation
 (``offset`` for any model without DSBATS heads); ``train.dev_tasks.score_srsd_items`` uses it (the
