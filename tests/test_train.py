@@ -722,3 +722,30 @@ def test_other_ray_instances_are_named_before_a_second_local_ray_starts(ray_sess
     monkeypatch.setenv("RAY_ADDRESS", own)
     said.clear()
     assert warn_if_other_ray_instances(said.append) == [] and said == []
+
+
+def test_workers_that_would_starve_ray_data_are_refused_with_the_setting_that_fits(tmp_path):
+    """On one machine, N workers x cpus_per_worker must leave Ray Data a CPU (issue 22: --num-workers 2
+    on 2 CPUs waited forever); the message names the setting that fits."""
+    from train.config import ConfigError, TrainConfig
+    from train.run import check_worker_cpus
+
+    cfg = TrainConfig.from_dict({"method": "simcse_unsup", "model": "m", "data": str(tmp_path), "num_workers": 2})
+    with pytest.raises(ConfigError, match=r"2 worker\(s\) x 1 CPU take 2 of this machine's 2 CPUs.*cpus_per_worker=0\.5"):
+        check_worker_cpus(cfg, 2.0)
+    check_worker_cpus(cfg.with_overrides(["cpus_per_worker=0.5"]), 2.0)
+    check_worker_cpus(cfg, 8.0)
+    with pytest.raises(ConfigError, match="--num-workers 0"):
+        check_worker_cpus(cfg, 1.0)
+    check_worker_cpus(cfg.with_overrides(["num_workers=0"]), 1.0)  # local mode: no worker actors
+
+
+def test_train_cli_help_lists_methods_and_takes_max_steps(capsys):
+    from train.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    out = capsys.readouterr().out
+    for method in ("simcse_unsup", "simcse_sup", "ease", "gausscse", "rse", "aspectcse", "dsbats"):
+        assert f"  {method} " in out and "configs/dsbats_other_clusters.yaml" in out
+    assert build_parser().parse_args(["--config", "c.yaml", "--max-steps", "7"]).max_steps == 7

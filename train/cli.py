@@ -12,6 +12,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m train",
         description="Train a contrastive sentence encoder on Ray Train. Re-running with the same "
         "--storage and --name resumes from the latest checkpoint.",
+        epilog=_methods_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", required=True, help="YAML config (configs/simcse_unsup.yaml, configs/ease.yaml, ...)")
     p.add_argument(
@@ -27,7 +29,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-workers", type=int, help="Ray Train workers (0 = local mode in this process)")
     p.add_argument("--storage", help="storage_path for checkpoints and the final model (local path or URI)")
     p.add_argument("--name", help="run name (same storage + name = resume)")
+    p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (max_steps)")
     return p
+
+
+def _methods_epilog() -> str:
+    """The methods and the configs that run them, for --help."""
+    from pathlib import Path
+
+    import yaml
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    by_method: dict[str, list[str]] = {}
+    for path in sorted(configs.glob("*.yaml")):
+        method = (yaml.safe_load(path.read_text()) or {}).get("method")
+        if method:
+            by_method.setdefault(str(method), []).append(f"configs/{path.name}")
+    lines = ["methods (--config):"] + [f"  {m:<13} {', '.join(c)}" for m, c in sorted(by_method.items())]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         ("num_workers", "num_workers"),
         ("storage", "storage_path"),
         ("name", "run_name"),
+        ("max_steps", "max_steps"),
     ):
         value = getattr(args, flag)
         if value is not None:

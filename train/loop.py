@@ -54,6 +54,7 @@ import contextlib
 import json
 import math
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -84,6 +85,13 @@ class Trainee(nn.Module):
 
     def forward(self, batch: dict):
         return self.method.loss(self.encoder, batch)
+
+
+def say(line: str) -> None:
+    """One line on the worker's stdout. Not ``print``: Ray Train patches it to log through its logger AND
+    echo to the redirected stdout, so every line reached the console twice."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def build_trainee(cfg: TrainConfig, data_info: dict) -> Trainee:
@@ -156,10 +164,9 @@ def train_loop_per_worker(config: dict) -> dict:
     start_step = step
     if rank == 0:
         where = f"resumed at step {step} (epoch {epoch}, skipping {skip} batches)" if state else "fresh start"
-        print(
+        say(
             f"[train] {cfg.method} on {world} worker(s): global batch {cfg.batch_size} ({local_bs}/worker), "
-            f"{steps_per_epoch} steps/epoch, {total_steps} steps in all, {torch.get_num_threads()} torch threads; {where}",
-            flush=True,
+            f"{steps_per_epoch} steps/epoch, {total_steps} steps in all, {torch.get_num_threads()} torch threads; {where}"
         )
     async_validation = bool(config.get("_async_validation"))  # scored by Tune's evaluation pool, not here
     dev = None
@@ -228,7 +235,7 @@ def train_loop_per_worker(config: dict) -> dict:
             step, done = step + 1, i + 1
             meter.add(loss.detach(), parts)
             if rank == 0 and cfg.log_every_steps and step % cfg.log_every_steps == 0:
-                print(f"[train] step {step}/{total_steps} loss {meter.peek():.4f}", flush=True)
+                say(f"[train] step {step}/{total_steps} loss {meter.peek():.5g}")
                 reporter.tensorboard.log(step, {"loss": meter.peek(), "lr": scheduler.get_last_lr()[0]})
             if (cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0) or step >= total_steps:
                 resume = (epoch + 1, 0) if done >= steps_per_epoch else (epoch, done)
@@ -392,11 +399,8 @@ class Reporter:
                 self.tensorboard.report(step, metrics, self.dev[0].key if self.dev is not None else None)
                 checkpoint = ray.train.Checkpoint.from_directory(tmp)
                 extra = f" {self.dev[0].key} {metrics[self.dev[0].key]:.4f}" if self.dev is not None else ""
-                print(
-                    f"[train] step {step} epoch {epoch} loss {metrics['loss']:.4f} "
-                    f"{metrics['examples_per_s']:.1f} examples/s{extra}",
-                    flush=True,
-                )
+                say(f"[train] step {step} epoch {epoch} loss {metrics['loss']:.5g} "
+                    f"{metrics['examples_per_s']:.1f} examples/s{extra}")
             validation = False
             if self.async_validation:  # the pool scores this checkpoint while training goes on
                 from ray.train.v2.api.validation_config import ValidationTaskConfig

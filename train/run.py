@@ -87,14 +87,41 @@ def preflight(cfg: TrainConfig) -> tuple[dict[str, Path], dict, int]:
     return set_paths, method.data_info(cfg, set_paths), num_rows
 
 
-def ensure_ray(log=None, **init_kwargs) -> None:
+def ensure_ray(log=None, **init_kwargs) -> bool:
     """``ray.init(**init_kwargs)`` unless Ray is up: a laptop starts a local Ray (after
-    `warn_if_other_ray_instances`); under `ray job submit` this connects to the cluster."""
+    `warn_if_other_ray_instances`); under `ray job submit` this connects to the cluster.
+    Returns whether this call started (or joined) a local Ray: one machine, no autoscaler."""
     import ray
 
-    if not ray.is_initialized():
-        warn_if_other_ray_instances(log)
-        ray.init(**init_kwargs)
+    if ray.is_initialized():
+        return False
+    warn_if_other_ray_instances(log)
+    ray.init(**init_kwargs)
+    local = not os.environ.get("RAY_ADDRESS") and not init_kwargs.get("address")
+    if local:
+        _quiet_preemption_watcher()
+    return local
+
+
+def check_worker_cpus(cfg: TrainConfig, machine_cpus: float) -> None:
+    """On one machine without an autoscaler, the workers must leave a CPU to Ray Data's read tasks,
+    else the run waits for one forever: a ConfigError with the setting that fits."""
+    if cfg.num_workers < 1:
+        return
+    per_worker = cfg.cpus_per_worker if cfg.cpus_per_worker is not None else 1.0
+    if cfg.num_workers * per_worker > machine_cpus - 1:
+        fits = (machine_cpus - 1) / cfg.num_workers
+        fix = (f"--set cpus_per_worker={fits:g}" if fits > 0 else f"--num-workers {max(int(machine_cpus) - 1, 0)}")
+        raise ConfigError(
+            f"{cfg.num_workers} worker(s) x {per_worker:g} CPU take {cfg.num_workers * per_worker:g} of this machine's "
+            f"{machine_cpus:g} CPUs, leaving Ray Data less than the 1 CPU its read tasks need (the run would wait "
+            f"forever): use {fix}, fewer workers, or a cluster")
+
+
+def _quiet_preemption_watcher() -> None:
+    """Ray Train's spot-preemption watcher logs a red core_worker error on every run; a local Ray has no
+    spot node to watch, so it is off there unless the user sets RAY_TRAIN_ENABLE_PREEMPTION_WATCHER."""
+    os.environ.setdefault("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")
 
 
 def warn_if_other_ray_instances(log=None) -> list[str]:
@@ -141,7 +168,10 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         from train.state_files import check_local_checkpoints
 
         check_local_checkpoints(Path(_storage(cfg)) / cfg.name, STATE_FILE)
-    ensure_ray()
+    if ensure_ray():
+        import ray
+
+        check_worker_cpus(cfg, ray.cluster_resources().get("CPU", 0.0))
     import ray.data
     from ray.train import (
         CheckpointConfig,
