@@ -42,6 +42,9 @@ class DevScorer:
         self.data = self.metric.read(dev_data)
         self.scored = 0
         import train.model  # noqa: F401 - transformers' import (seconds) is paid here, not by the first score
+        from train.logs import quiet_worker
+
+        quiet_worker()
 
     def ready(self) -> int:
         return os.getpid()

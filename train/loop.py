@@ -107,6 +107,9 @@ def train_loop_per_worker(config: dict) -> dict:
     import ray.train.torch
 
     # 1. config and world -------------------------------------------------
+    from train.logs import quiet_worker
+
+    quiet_worker()
     cfg = TrainConfig.from_dict({k: v for k, v in config.items() if not k.startswith("_")}, "train_loop_config")
     num_rows = int(config["_num_rows"])
     data_info = config.get("_data_info", {})

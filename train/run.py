@@ -96,10 +96,13 @@ def ensure_ray(log=None, **init_kwargs) -> bool:
     if ray.is_initialized():
         return False
     warn_if_other_ray_instances(log)
-    ray.init(**init_kwargs)
     local = not os.environ.get("RAY_ADDRESS") and not init_kwargs.get("address")
     if local:
+        from train.logs import quiet_local_ray
+
+        quiet_local_ray()
         _quiet_preemption_watcher()
+    ray.init(**init_kwargs)
     return local
 
 

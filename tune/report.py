@@ -57,7 +57,7 @@ def _better(a, b, mode) -> bool:
     return b is None or (a is not None and (a > b if mode == "max" else a < b))
 
 
-def write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, log=print,
+def write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict, log=print,
                         max_t: int | None = None):
     from tune.search import SearchOutcome, base_values, resolved_trial_config
 
@@ -103,7 +103,7 @@ def write_search_report(results, base: TrainConfig, settings, metric: str, folde
     if best is not None:
         trial_dir = folder_path / "trials" / f"train-{best['trial_id']}"
         checkpoint = trial_dir / f"step-{best['best_step']:07d}"
-        cfg_dict = resolved_trial_config(best["config"], run_name=f"{settings.name}-best").to_dict()
+        cfg_dict = resolved_trial_config(best["config"], private, run_name=f"{settings.name}-best").to_dict()
         cfg_dict["storage_path"] = base.storage_path
         files["best_config"] = str(folder_path / "best_config.yaml")
         Path(files["best_config"]).write_text(

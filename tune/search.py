@@ -188,12 +188,13 @@ def grid_size(settings: TuneSettings) -> int:
 # ---------------------------------------------------------------- one trial
 
 
-def resolved_trial_config(config: dict, run_name: str) -> TrainConfig:
-    """The training config of one trial (``config``: Tune's, the sampled values plus ``structcse``):
-    the base with the trial's values, reporting every ``report_every_examples`` examples and training
-    on at most ``max_examples`` examples in all, whatever its batch size."""
-    private = config["structcse"]
-    sampled = {k: v for k, v in config.items() if k != "structcse"}
+def resolved_trial_config(config: dict, private: dict, run_name: str) -> TrainConfig:
+    """The training config of one trial (``config``: Tune's, the sampled values; ``private``: what every
+    trial of the search shares, given through ``tune.with_parameters`` so that Tune's status lines show
+    only the sampled values): the base with the trial's values, reporting every
+    ``report_every_examples`` examples and training on at most ``max_examples`` examples in all,
+    whatever its batch size."""
+    sampled = dict(config)
     cfg = TrainConfig.from_dict({**private["base"], **sampled, "run_name": run_name,
                                  "storage_path": private["storage_path"]}, source="tune trial")
     cfg.checkpoint_every_steps = max(1, private["report_every_examples"] // cfg.batch_size)
@@ -204,13 +205,13 @@ def resolved_trial_config(config: dict, run_name: str) -> TrainConfig:
     return cfg.validate()
 
 
-def trial_config(config: dict) -> TrainConfig:
+def trial_config(config: dict, private: dict) -> TrainConfig:
     """The running trial's training config; its Train run is ``train-<trial id>``, so a restored
     trial resumes its run."""
-    return resolved_trial_config(config, f"train-{tune.get_context().get_trial_id()}")
+    return resolved_trial_config(config, private, f"train-{tune.get_context().get_trial_id()}")
 
 
-def trial_driver(config: dict) -> None:
+def trial_driver(config: dict, private: dict) -> None:
     """One trial: fits its TorchTrainer; its checkpoints are scored by the pool as it trains."""
     from ray.train._internal.session import get_session
     from ray.train.v2.api.validation_config import (
@@ -230,8 +231,8 @@ def trial_driver(config: dict) -> None:
             renamed = [{("examples_trained" if k == "examples_seen" else k): v for k, v in m.items()} for m in metrics]
             super().after_report(run_context, renamed, checkpoint)
 
-    cfg = trial_config(config)
-    pool = config["structcse"]["pool"]
+    cfg = trial_config(config, private)
+    pool = private["pool"]
     report = TrainingReports()
     # the queue TuneReportCallback puts training reports on: scores join them there, when they are ready
     tune_queue = get_session()._get_or_create_inter_actor_queue()
@@ -396,23 +397,21 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     resources = dict(TRIAL_DRIVER_RESOURCES)
     if ray.cluster_resources().get(DRIVER_PIN):
         resources[DRIVER_PIN] = 0.01
-    trainable = tune.with_resources(trial_driver, resources)
+    private = {  # the same on a restore: the search's base config is checked equal by _check_restore
+        "base": base.to_dict(),
+        "pool": {"name": pool_name, "namespace": namespace},
+        "storage_path": f"{folder}/trials",
+        "report_every_examples": report_every,
+        "max_examples": base_examples if base.max_steps else None,
+        "max_failures": settings.trial_max_failures,
+    }
+    trainable = tune.with_resources(tune.with_parameters(trial_driver, private=private), resources)
     try:
         if restoring:
             log(f"[tune] continuing the interrupted search in {folder}")
             tuner = tune.Tuner.restore(folder, trainable, resume_unfinished=True, resume_errored=True)
         else:
-            param_space = {
-                **build_search_space(settings.search_space, grid=settings.searcher == "grid"),
-                "structcse": {
-                    "base": base.to_dict(),
-                    "pool": {"name": pool_name, "namespace": namespace},
-                    "storage_path": f"{folder}/trials",
-                    "report_every_examples": report_every,
-                    "max_examples": base_examples if base.max_steps else None,
-                    "max_failures": settings.trial_max_failures,
-                },
-            }
+            param_space = build_search_space(settings.search_space, grid=settings.searcher == "grid")
             tuner = build_tuner(trainable, param_space, settings, storage, base, max_t, metric)
         with _credentials_withheld_from_trials(storage, log), _scores_arrive_apart_from_training_reports():
             results = tuner.fit()
@@ -423,7 +422,7 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     _write_state(folder, base, settings, done=True)
     from tune.report import write_search_report
 
-    outcome = write_search_report(results, base, settings, metric, folder, log=log, max_t=max_t)
+    outcome = write_search_report(results, base, settings, metric, folder, private, log=log, max_t=max_t)
     log(f"[tune] {len(results)} trials in {time.time() - started:.0f} s; best {metric}="
         f"{outcome.best_metrics.get(metric, float('nan')):.4f} with {outcome.best_config}")
     return outcome
