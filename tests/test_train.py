@@ -385,6 +385,34 @@ def test_sentence_transformer_folder_reproduces_encoder(world, tmp_path, pooling
     assert torch.allclose(train_time, ours, atol=1e-5) == (pooling != "cls_mlp")
 
 
+def test_a_normalizing_sentence_transformers_base_keeps_its_normalize_module(world, tmp_path):
+    """Issue 22: fine-tuning all-MiniLM-L6-v2 (Transformer, Pooling, Normalize) dropped Normalize. A base
+    whose modules end in Normalize gives unit vectors at train and inference time and is saved with it."""
+    import json
+
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    from train.encoder import Encoder, base_normalizes
+
+    base = tmp_path / "st_base"
+    SentenceTransformer(modules=[Transformer(world["model"], max_seq_length=16), Pooling(32, "mean"), Normalize()],
+                        device="cpu").save(str(base))
+    assert base_normalizes(str(base)) and not base_normalizes(world["model"])
+    torch.manual_seed(0)
+    enc = Encoder(str(base), pooling="mean", max_len=16)
+    texts = ["the Globex company sold steel", "rivers"]
+    enc.train()
+    assert torch.allclose(enc(**enc.tokenize(texts)).norm(dim=-1), torch.ones(2), atol=1e-5)
+    ours = enc.encode(texts)
+    enc.save_sentence_transformer(tmp_path / "tuned")
+    types = [m["type"].rsplit(".", 1)[-1] for m in json.loads((tmp_path / "tuned" / "modules.json").read_text())]
+    assert types == ["Transformer", "Pooling", "Normalize"]
+    theirs = SentenceTransformer(str(tmp_path / "tuned"), device="cpu").encode(texts, convert_to_tensor=True)
+    assert torch.allclose(ours, theirs.float(), atol=1e-5)
+    assert torch.allclose(Encoder(str(tmp_path / "tuned"), pooling="mean", max_len=16).encode(texts), ours, atol=1e-5)
+
+
 def test_entity_vectors_initialise_the_table(world):
     from train.methods.ease import EASE
 

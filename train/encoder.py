@@ -19,11 +19,17 @@ the inference embedding; ``save_sentence_transformer(path)`` writes a folder
 that ``SentenceTransformer(path)`` loads and that gives the same embeddings as
 ``encode``: Transformer (max_seq_length = max_len) + Pooling(cls|mean) + for
 ``cls`` a Dense(d, d, tanh) module holding the trained MLP.
+
+A sentence-transformers base whose module stack ends in ``Normalize`` (all-MiniLM-L6-v2 and most
+of its siblings) keeps it: the encoder normalizes its embeddings at train and inference time, and
+the saved folder ends in ``Normalize`` too, so the fine-tuned model gives unit vectors like its base
+(cosine losses are unchanged by it; offsets and heads see what the saved model gives).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 from pathlib import Path
 
@@ -60,6 +66,7 @@ class Encoder(nn.Module):
         self.unpad = unpad and supports_unpadding(self.model)  # per-token layers on real tokens only
         d = self.hidden_size
         self.mlp = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if pooling in ("cls", "cls_mlp") else None
+        self.normalize = base_normalizes(model)
 
     @property
     def hidden_size(self) -> int:
@@ -103,11 +110,12 @@ class Encoder(nn.Module):
             inference = not self.training
         if self.pooling == "mean":
             m = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-        cls = hidden[:, 0]
-        if self.pooling == "cls" or (self.pooling == "cls_mlp" and not inference):
-            return self.mlp(cls)
-        return cls
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        elif self.pooling == "cls" or (self.pooling == "cls_mlp" and not inference):
+            pooled = self.mlp(hidden[:, 0])
+        else:
+            pooled = hidden[:, 0]
+        return nn.functional.normalize(pooled, dim=-1) if self.normalize else pooled
 
     @torch.no_grad()
     def encode(self, texts: list[str], batch_size: int = 64) -> torch.Tensor:
@@ -126,7 +134,7 @@ class Encoder(nn.Module):
     def save_sentence_transformer(self, path: str | Path) -> Path:
         """Write a SentenceTransformer folder that reproduces ``encode``."""
         from sentence_transformers import SentenceTransformer
-        from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
+        from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
 
         path = Path(path)
         d = self.hidden_size
@@ -148,5 +156,29 @@ class Encoder(nn.Module):
                         init_bias=lin.bias.detach().float().cpu().clone(),
                     )
                 )
+            if self.normalize:
+                modules.append(Normalize())
             SentenceTransformer(modules=modules, device="cpu").save(str(path))
         return path
+
+
+def base_normalizes(model: str) -> bool:
+    """Whether ``model`` is a sentence-transformers folder (or hub repo) whose modules include
+    ``Normalize``. A hub name is looked up in the local cache or fetched (``modules.json`` only); a
+    plain transformers model, or a lookup that fails offline, is False."""
+    path = Path(model).expanduser()
+    modules_file = path / "modules.json"
+    if not path.is_dir():
+        try:
+            from huggingface_hub import hf_hub_download
+
+            modules_file = Path(hf_hub_download(model, "modules.json"))
+        except Exception:  # not a sentence-transformers repo, or offline: a plain encoder
+            return False
+    if not modules_file.is_file():
+        return False
+    try:
+        modules = json.loads(modules_file.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{modules_file}: not a sentence-transformers modules list ({e})") from e
+    return any(str(m.get("type", "")).rsplit(".", 1)[-1] == "Normalize" for m in modules if isinstance(m, dict))
