@@ -777,3 +777,13 @@ def test_train_cli_help_lists_methods_and_takes_max_steps(capsys):
     for method in ("simcse_unsup", "simcse_sup", "ease", "gausscse", "rse", "aspectcse", "dsbats"):
         assert f"  {method} " in out and "configs/dsbats_other_clusters.yaml" in out
     assert build_parser().parse_args(["--config", "c.yaml", "--max-steps", "7"]).max_steps == 7
+
+
+def test_progress_lines_carry_elapsed_time_and_eta():
+    from train.loop import Eta, _clock
+
+    assert (_clock(5), _clock(75), _clock(3725), _clock(float("nan"))) == ("0:05", "1:15", "1:02:05", "?")
+    eta = Eta(start_step=40, total_steps=100)  # a run resumed at step 40
+    eta.t0 -= 30.0  # 30 s ago
+    assert eta.line(40) == "elapsed 0:30 eta ?"
+    assert eta.line(50) == "elapsed 0:30 eta 2:30"  # 10 steps in 30 s, 50 to go

@@ -87,6 +87,26 @@ class Trainee(nn.Module):
         return self.method.loss(self.encoder, batch)
 
 
+class Eta:
+    """Elapsed time and the time left, from this run's own steps/s (a resumed run counts from its start)."""
+
+    def __init__(self, start_step: int, total_steps: int):
+        self.start_step, self.total_steps, self.t0 = start_step, total_steps, time.perf_counter()
+
+    def line(self, step: int) -> str:
+        elapsed = time.perf_counter() - self.t0
+        done = step - self.start_step
+        left = elapsed / done * (self.total_steps - step) if done > 0 else float("nan")
+        return f"elapsed {_clock(elapsed)} eta {_clock(left)}"
+
+
+def _clock(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
 def say(line: str) -> None:
     """One line on the worker's stdout. Not ``print``: Ray Train patches it to log through its logger AND
     echo to the redirected stdout, so every line reached the console twice."""
@@ -196,6 +216,7 @@ def train_loop_per_worker(config: dict) -> dict:
     # 4. the loop -----------------------------------------------------------
     shard = ray.train.get_dataset_shard("train")
     last_reported = step
+    eta = Eta(start_step, total_steps)
     while epoch < cfg.epochs and step < total_steps:
         batches = shard.iter_batches(
             batch_size=local_bs,
@@ -238,7 +259,8 @@ def train_loop_per_worker(config: dict) -> dict:
             step, done = step + 1, i + 1
             meter.add(loss.detach(), parts)
             if rank == 0 and cfg.log_every_steps and step % cfg.log_every_steps == 0:
-                say(f"[train] step {step}/{total_steps} loss {meter.peek():.5g}")
+                say(f"[train] step {step}/{total_steps} ({100 * step / total_steps:.0f}%) loss {meter.peek():.5g} "
+                    f"{eta.line(step)}")
                 reporter.tensorboard.log(step, {"loss": meter.peek(), "lr": scheduler.get_last_lr()[0]})
             if (cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0) or step >= total_steps:
                 resume = (epoch + 1, 0) if done >= steps_per_epoch else (epoch, done)
