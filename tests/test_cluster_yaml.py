@@ -180,3 +180,17 @@ def test_pip_install_parsing():
     assert installs == [["-q", "torch==2.13.0", "--index-url", "https://x/cu124"], ["-e", "~/p"], ["--no-deps", "~/p"]]
     assert _targets(installs[0]) == (["torch==2.13.0"], {"-q", "--index-url"})
     assert _targets(installs[2]) == (["~/p"], {"--no-deps"})
+
+
+def test_every_worker_node_type_can_write_to_s3(cluster):
+    """Ray attaches its default instance profile to the head only; a worker without one cannot write the
+    sets and checkpoints the cluster is told to keep in S3 (issue 22)."""
+    assert cluster["provider"]["type"] == "aws"
+    text = (REPO / "cluster.yaml").read_text()
+    assert "s3://" in text  # what the nodes are told to write to
+    head = cluster["head_node_type"]
+    for name, node_type in cluster["available_node_types"].items():
+        if name == head:
+            continue
+        profile = node_type["node_config"].get("IamInstanceProfile")
+        assert isinstance(profile, dict) and (profile.get("Name") or profile.get("Arn")), name
