@@ -787,3 +787,28 @@ def test_progress_lines_carry_elapsed_time_and_eta():
     eta.t0 -= 30.0  # 30 s ago
     assert eta.line(40) == "elapsed 0:30 eta ?"
     assert eta.line(50) == "elapsed 0:30 eta 2:30"  # 10 steps in 30 s, 50 to go
+
+
+def test_a_hub_model_on_an_offline_machine_fails_at_once_saying_to_pass_a_local_path(monkeypatch, tmp_path):
+    import socket
+    import time as time_mod
+
+    from huggingface_hub import constants
+
+    from train.config import ConfigError
+    from train.run import check_hub_reachable
+
+    check_hub_reachable(str(tmp_path))  # a local folder: nothing to reach
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ConfigError, match=r"'org/no-such-model' is not a local folder .*HF_HUB_OFFLINE.*--model /path"):
+        check_hub_reachable("org/no-such-model")
+    # online mode against an endpoint where nothing listens (a closed loopback port): refused at once
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    started = time_mod.monotonic()
+    with pytest.raises(ConfigError, match=rf"127\.0\.0\.1:{port} cannot be reached"):
+        check_hub_reachable("org/no-such-model")
+    assert time_mod.monotonic() - started < 5

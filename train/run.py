@@ -62,6 +62,35 @@ def resolve_sets(cfg: TrainConfig) -> dict[str, Path]:
     return out
 
 
+def check_hub_reachable(model: str, timeout_s: float = 3.0) -> None:
+    """A model that is neither a local folder nor in the Hugging Face cache comes from the hub: when the
+    hub cannot be reached (an offline machine, HF_HUB_OFFLINE=1), a ConfigError at once that says to
+    pass a local path, instead of the hub client's retries (25 s) and a long traceback."""
+    if Path(model).expanduser().exists():
+        return
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(model, "config.json")
+    except Exception as e:  # an invalid repo id (HFValidationError)
+        raise ConfigError(f"model {model!r} is neither a local folder nor a Hugging Face model name ({e})") from None
+    if isinstance(cached, str):
+        return
+    advice = (f"model {model!r} is not a local folder and not in the Hugging Face cache, and ")
+    fix = "; pass a local folder with --model /path/to/model (or --set model=...)"
+    if constants.HF_HUB_OFFLINE:
+        raise ConfigError(advice + "HF_HUB_OFFLINE is set" + fix)
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(constants.ENDPOINT)
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as e:
+        raise ConfigError(advice + f"{host}:{port} cannot be reached ({e})" + fix) from None
+
+
 def preflight(cfg: TrainConfig) -> tuple[dict[str, Path], dict, int]:
     """Validate config, sets and model before any allocation. Returns (set_paths, data_info, num_rows)."""
     import pyarrow.parquet as pq
@@ -71,6 +100,7 @@ def preflight(cfg: TrainConfig) -> tuple[dict[str, Path], dict, int]:
     set_paths = resolve_sets(cfg)
     for kind, columns in method.sets.items():
         check_set(set_paths[kind], kind, required=columns)
+    check_hub_reachable(cfg.model)
     try:
         from transformers import AutoConfig
 
