@@ -65,9 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "SICK has no dev split: give a SentEval SNLI folder)")
     task_options.add_argument("--tune-split", default=None, help="nli: split the threshold is tuned on (default: dev)")
     task_options.add_argument("--plots", default=None,
-                              help="direction, link_prediction, relational_sts, aspect_retrieval: write PNG plots "
-                                   "into this folder (GaussCSE variance scatter, RSE relation heatmap, t-SNE "
-                                   "per aspect)")
+                              help="sts, direction, link_prediction, relational_sts, aspect_retrieval: write PNG "
+                                   "plots into this folder (STS predicted-vs-gold scatter, GaussCSE variance "
+                                   "scatter, RSE relation heatmap, t-SNE per aspect)")
     task_options.add_argument("--limit", type=positive_int, default=None,
                               help="nli, direction, link_prediction, relational_sts: use the first N pairs only; "
                                    "aspect_retrieval: the first N documents of each aspect")

@@ -67,6 +67,21 @@ def relation_heatmap(names: list[str], table: np.ndarray, path: str | Path, titl
     return _save(fig, path)
 
 
+def sts_scatter(predicted, gold, path: str | Path, title: str = "") -> Path:
+    """PNG scatter of the model's similarity (y) against the gold score (x) of each STS pair."""
+    x = np.asarray(gold, dtype=np.float64).ravel()
+    y = np.asarray(predicted, dtype=np.float64).ravel()
+    if x.shape != y.shape or x.size == 0:
+        raise ValueError(f"need two non-empty arrays of equal length, got {x.size} and {y.size}")
+    fig = _figure(5, 4.5)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.scatter(x, y, s=6, alpha=0.4, linewidths=0)
+    ax.set_xlabel("gold score")
+    ax.set_ylabel("cosine similarity")
+    ax.set_title(title or "STS: predicted vs gold", fontsize=10)
+    return _save(fig, path)
+
+
 def variance_scatter(premise_logdet, hypothesis_logdet, path: str | Path, title: str = "") -> Path:
     """PNG scatter of Σ log σ² of premise (x) vs hypothesis (y) per entailment pair, with y = x."""
     x = np.asarray(premise_logdet, dtype=np.float64).ravel()

@@ -124,8 +124,9 @@ def cosine_scores(model, pairs: StsPairs, batch_size: int = 64) -> np.ndarray:
     return np.sum(left * right, axis=1)
 
 
-def score_pairs(model, pairs: StsPairs, batch_size: int = 64) -> dict:
-    """Spearman and Pearson of cosine similarity against the gold scores."""
+def score_pairs(model, pairs: StsPairs, batch_size: int = 64, plot: str | Path | None = None) -> dict:
+    """Spearman and Pearson of cosine similarity against the gold scores; ``plot``: a PNG path for the
+    predicted-vs-gold scatter (``plots`` in the result)."""
     from scipy.stats import pearsonr, spearmanr
 
     if len(pairs) < 2:
@@ -133,7 +134,7 @@ def score_pairs(model, pairs: StsPairs, batch_size: int = 64) -> dict:
     started = time.perf_counter()
     predicted = cosine_scores(model, pairs, batch_size=batch_size)
     gold = np.asarray(pairs.scores, dtype=np.float64)
-    return {
+    result = {
         "spearman": float(spearmanr(predicted, gold).statistic),
         "pearson": float(pearsonr(predicted, gold).statistic),
         "n_pairs": len(pairs),
@@ -141,10 +142,18 @@ def score_pairs(model, pairs: StsPairs, batch_size: int = 64) -> dict:
         "skipped_lines": list(pairs.skipped_lines),
         "seconds": round(time.perf_counter() - started, 2),
     }
+    if plot is not None:
+        from eval.plots import sts_scatter
+
+        title = f"{Path(pairs.path).name}: Spearman {result['spearman']:.4f} ({len(pairs)} pairs)"
+        result["plots"] = [str(sts_scatter(predicted, gold, plot, title))]
+    return result
 
 
-def evaluate_sts(model, folder: str | Path, split: str, batch_size: int = 64) -> dict:
-    """Evaluate ``model`` (a SentenceTransformer) on one STS split of ``folder``."""
+def evaluate_sts(model, folder: str | Path, split: str, batch_size: int = 64, plots: str | Path | None = None) -> dict:
+    """Evaluate ``model`` (a SentenceTransformer) on one STS split of ``folder``; ``plots``: a folder for
+    ``sts_<split>_scatter.png`` (predicted vs gold)."""
     pairs = read_sts(folder, split)
-    result = score_pairs(model, pairs, batch_size=batch_size)
+    plot = Path(plots) / f"sts_{split}_scatter.png" if plots else None
+    result = score_pairs(model, pairs, batch_size=batch_size, plot=plot)
     return {"task": "sts", "split": split, "data": str(Path(folder).expanduser()), **result}

@@ -56,8 +56,10 @@ register(EvalTask(
     name="sts",
     description="STS Benchmark (SentEval layout): Spearman of cosine similarity vs gold scores",
     splits=("dev", "test", "train"),
-    check_data=sts.sts_split_path,
-    run=lambda model, data, split, batch_size=64: sts.evaluate_sts(model, data, split, batch_size=batch_size),
+    check_data=lambda data, split, **_: sts.sts_split_path(data, split),
+    run=lambda model, data, split, batch_size=64, plots=None: sts.evaluate_sts(model, data, split,
+                                                                               batch_size=batch_size, plots=plots),
+    options=("plots",),
 ))
 
 register(EvalTask(

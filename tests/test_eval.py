@@ -144,13 +144,16 @@ def test_cli_sts_last_line_is_json(tmp_path):
     data = write_small_sts(tmp_path / "sts", n_pairs=60)
     output = tmp_path / "out" / "result.json"
     done = run_cli("--model", str(minilm_folder()), "--task", "sts", "--data", str(data),
-                   "--split", "dev", "--batch-size", "32", "--output", str(output))
+                   "--split", "dev", "--batch-size", "32", "--output", str(output), "--plots", str(tmp_path / "plots"))
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["n_pairs"] == 60 and result["skipped_rows"] == 0 and result["split"] == "dev"
     assert 0.7 < result["spearman"] < 1.0
     assert json.loads(output.read_text())["spearman"] == result["spearman"]
     assert "spearman:" in done.stdout
+    # --plots: the predicted-vs-gold scatter, a real PNG
+    assert result["plots"] == [str(tmp_path / "plots" / "sts_dev_scatter.png")]
+    assert Path(result["plots"][0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "plot:" in done.stdout
 
 
 def test_cli_user_errors_exit_2_without_traceback(tmp_path):
