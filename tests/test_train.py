@@ -624,6 +624,14 @@ def test_local_mode_bf16_run(ray_session, world, tmp_path):
     run_dir = tmp_path / "runs" / "local"
     assert sorted(p.name for p in run_dir.glob("step-*")) == ["step-0000002", "step-0000003"]
     assert Path(out.checkpoint_path).parent == run_dir and (Path(out.model_path) / "modules.json").is_file()
+    # the model card says what the model is (issue 22): base, method, sets with manifest checksums, dev metric
+    import hashlib
+
+    card = (Path(out.model_path) / "README.md").read_text()
+    manifest = world["data"] / "entity_pairs" / "manifest.json"
+    assert "## Training (structcse)" in card and f"`{world['model']}`" in card and "EASE (Nishikawa" in card
+    assert hashlib.sha256(manifest.read_bytes()).hexdigest()[:16] in card
+    assert f"`dev_spearman` = {out.metrics['dev_spearman']:.4f}" in card
 
 
 def test_same_seed_gives_the_same_weights(ray_session, world, tmp_path):

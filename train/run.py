@@ -331,7 +331,23 @@ def run(cfg: TrainConfig, callbacks=()) -> TrainOutcome:
     from ingest.secrets import redact
 
     _write_text(f"{run_dir}/train_summary.json", json.dumps(redact(summary), indent=2, sort_keys=True, default=str))
+    _write_model_card(cfg, final, metric or "latest", metrics)
     return TrainOutcome(model_path=final, metrics=metrics, checkpoint_path=chosen.path)
+
+
+def _write_model_card(cfg: TrainConfig, final: str, selected_by: str, metrics: dict) -> None:
+    """Append what the model is to the README.md sentence-transformers wrote (a local model folder)."""
+    if "://" in final:
+        return
+    from ingest.secrets import redact_text
+    from train.model_card import card_section, set_facts
+
+    method = get_method(cfg.method)
+    set_paths = resolve_sets(cfg)
+    sets = [set_facts(kind, set_paths[kind]) for kind in method.sets]
+    readme = Path(final) / "README.md"
+    text = readme.read_text() if readme.is_file() else "# SentenceTransformer\n"
+    readme.write_text(text.rstrip("\n") + "\n" + redact_text(card_section(cfg, sets, selected_by, metrics)))
 
 
 def _local_checkpoints(run_dir: str) -> list:

@@ -1,0 +1,52 @@
+"""The trained model's card: sentence-transformers writes a generic README.md into the model folder
+("Base model: Unknown"); this section says what the model is — the base it started from, the method
+and its paper, the sets it trained on (rows and the sha256 of each set's manifest, so a reader can
+tell which build of a set it was), and the dev metric it was selected by."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+PAPERS = {
+    "simcse_unsup": "SimCSE, unsupervised (Gao et al., 2021)",
+    "simcse_sup": "SimCSE, supervised (Gao et al., 2021)",
+    "ease": "EASE (Nishikawa et al., 2022)",
+    "gausscse": "GaussCSE (Yoda et al., 2024)",
+    "rse": "RSE (Miao et al., 2023)",
+    "aspectcse": "AspectCSE (Schopf et al., 2023)",
+    "dsbats": "DSBATS-sn (Zhang, Waseda, 2023)",
+}
+
+
+def set_facts(kind: str, folder: Path) -> dict:
+    """Rows and manifest sha256 of a local set folder (what is known of a remote one: its path)."""
+    facts = {"set": kind, "path": str(folder)}
+    manifest = Path(folder) / "manifest.json"
+    if "://" not in str(folder) and manifest.is_file():
+        raw = manifest.read_bytes()
+        facts["manifest_sha256"] = hashlib.sha256(raw).hexdigest()
+        try:
+            facts["rows"] = json.loads(raw).get("rows")
+        except ValueError:
+            pass
+    return facts
+
+
+def card_section(cfg, sets: list[dict], selected_by: str, metrics: dict) -> str:
+    lines = ["", "## Training (structcse)", "",
+             f"- **Base model:** `{cfg.model}` (pooling `{cfg.pooling}`, max length {cfg.max_len})",
+             f"- **Method:** `{cfg.method}` — {PAPERS.get(cfg.method, cfg.method)}",
+             f"- **Steps:** {metrics.get('step', '?')} at global batch {cfg.batch_size}, lr {cfg.lr:g}, "
+             f"temperature {cfg.temperature:g}, seed {cfg.seed}"]
+    for s in sets:
+        extra = (f", {s['rows']} rows" if s.get("rows") is not None else "") + \
+                (f", manifest sha256 `{s['manifest_sha256'][:16]}…`" if s.get("manifest_sha256") else "")
+        lines.append(f"- **Set `{s['set']}`:** `{s['path']}`{extra}")
+    if selected_by != "latest" and metrics.get(selected_by) is not None:
+        lines.append(f"- **Selected by:** `{selected_by}` = {metrics[selected_by]:.4f} (dev data `{cfg.dev_data}`)")
+    else:
+        lines.append("- **Selected by:** the latest checkpoint (no dev data)")
+    lines += ["- **Run:** `train_summary.json` and `tensorboard/` beside this folder", ""]
+    return "\n".join(lines)
