@@ -67,15 +67,21 @@ def relation_heatmap(names: list[str], table: np.ndarray, path: str | Path, titl
     return _save(fig, path)
 
 
-def sts_scatter(predicted, gold, path: str | Path, title: str = "") -> Path:
-    """PNG scatter of the model's similarity (y) against the gold score (x) of each STS pair."""
-    x = np.asarray(gold, dtype=np.float64).ravel()
-    y = np.asarray(predicted, dtype=np.float64).ravel()
+def _scatter(x, y, width: float, height: float, alpha: float):
+    """(x, y as float64, figure, axes) with the points drawn; x and y must be equally long, not empty."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
     if x.shape != y.shape or x.size == 0:
         raise ValueError(f"need two non-empty arrays of equal length, got {x.size} and {y.size}")
-    fig = _figure(5, 4.5)
+    fig = _figure(width, height)
     ax = fig.add_subplot(1, 1, 1)
-    ax.scatter(x, y, s=6, alpha=0.4, linewidths=0)
+    ax.scatter(x, y, s=6, alpha=alpha, linewidths=0)
+    return x, y, fig, ax
+
+
+def sts_scatter(predicted, gold, path: str | Path, title: str = "") -> Path:
+    """PNG scatter of the model's similarity (y) against the gold score (x) of each STS pair."""
+    _, _, fig, ax = _scatter(gold, predicted, 5, 4.5, 0.4)
     ax.set_xlabel("gold score")
     ax.set_ylabel("cosine similarity")
     ax.set_title(title or "STS: predicted vs gold", fontsize=10)
@@ -84,13 +90,7 @@ def sts_scatter(predicted, gold, path: str | Path, title: str = "") -> Path:
 
 def variance_scatter(premise_logdet, hypothesis_logdet, path: str | Path, title: str = "") -> Path:
     """PNG scatter of Σ log σ² of premise (x) vs hypothesis (y) per entailment pair, with y = x."""
-    x = np.asarray(premise_logdet, dtype=np.float64).ravel()
-    y = np.asarray(hypothesis_logdet, dtype=np.float64).ravel()
-    if x.shape != y.shape or x.size == 0:
-        raise ValueError(f"need two non-empty arrays of equal length, got {x.size} and {y.size}")
-    fig = _figure(5.5, 5.0)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.scatter(x, y, s=6, alpha=0.5, linewidths=0)
+    x, y, fig, ax = _scatter(premise_logdet, hypothesis_logdet, 5.5, 5.0, 0.5)
     lo, hi = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
     pad = 0.05 * (hi - lo) or 1.0
     ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="black", linewidth=1, label="y = x")
