@@ -164,9 +164,7 @@ class DSBATS(Method):
     def collate_extra(self, batch):
         if self.options.negatives == "reversed":
             return {}
-        if "cluster" not in batch:
-            raise ValueError("dsbats.negatives reversed+other_clusters needs the dsbats4cl set's cluster column")
-        # a cluster name as a 63-bit id, equal on every worker (all-gathered as a tensor)
+        # the column is in every batch: ``sets`` lists it, so the driver's set check requires it. A cluster name as a 63-bit id, equal on every worker (all-gathered as a tensor)
         return {"cluster": torch.tensor([stable_hash(str(c)) >> 1 for c in batch["cluster"]], dtype=torch.long)}
 
     def loss_from_embeddings(self, emb, batch):
