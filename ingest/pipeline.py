@@ -1,6 +1,6 @@
 """The ingest job: Wikipedia + Wikidata dumps -> ``sentences``, ``wikidata``,
 ``entities`` and ``entity_pairs`` sets, each a folder of parquet files with a
-``manifest.json``.
+``_manifest.json`` (and the job's own ``manifest.json`` in the output folder).
 
 Pass 1 (``ingest/units.py``) runs one task per unit, units of about equal
 compressed size: Wikipedia shards (runs of multistream bz2 streams, or whole
@@ -34,7 +34,7 @@ import fsspec
 import ray
 
 from ingest import entity_pairs, intros, multistream, schemas, wikidata
-from ingest.sets import check_set, code_version, file_digest, write_json
+from ingest.sets import MANIFEST, check_set, code_version, file_digest, write_json
 from ingest.units import process_unit
 
 PASS1_RUNNERS = ("tasks", "data")  # how pass 1 runs its units (IngestConfig.pass1)
@@ -170,7 +170,9 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     # how pass 1 runs does not shape any output: the top-level manifest records it beside the timings
     task_cfg = {k: v for k, v in asdict(cfg).items() if k != "pass1"} | {"wikis": wikis}
     if not ray.is_initialized():
-        ray.init()
+        from ingest.ray_local import local_init_kwargs
+
+        ray.init(**local_init_kwargs({}))
 
     # sha256 releases the GIL: driver threads hash the inputs while pass 1 runs, without
     # the worker process a Ray task would start (a second of a core's time on a small machine)
@@ -221,12 +223,12 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
         "pages": pages,
     }
     write_json({**common, "set": "sentences", "rows": n_sentences,
-                "files": sorted(r["file"] for r in wikipedia_results)}, f"{out}/sentences/manifest.json")
+                "files": sorted(r["file"] for r in wikipedia_results)}, f"{out}/sentences/{MANIFEST}")
     sets = {"sentences": {"path": f"{out}/sentences", "rows": n_sentences}}
     if cfg.wikidata:
         n_items = sum(s["written"] for s in wikidata_sources)
         write_json({**common, "set": "wikidata", "rows": n_items,
-                    "files": sorted(r["file"] for r in wikidata_results)}, f"{out}/wikidata/manifest.json")
+                    "files": sorted(r["file"] for r in wikidata_results)}, f"{out}/wikidata/{MANIFEST}")
         sets["wikidata"] = {"path": f"{out}/wikidata", "rows": n_items}
 
     manifest = {**common, "sets": sets, "units": len(units), "units_resumed": resumed, "pass1": cfg.pass1,
@@ -251,11 +253,11 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
         manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
         entity_manifest = {**common, "set": "entities", "rows": pair_stats["entities"],
                            "entity_link_threshold": cfg.entity_link_threshold, "types": pair_stats["types"]}
-        write_json(entity_manifest, f"{out}/entities/manifest.json")
+        write_json(entity_manifest, f"{out}/entities/{MANIFEST}")
         write_json({**common, "set": "entity_pairs", "rows": pair_stats["entity_pairs"],
                     "files": pair_stats["files"], "link_mentions": pair_stats["link_mentions"],
                     "dropped_links": pair_stats["dropped_links"], "links_accounted": pair_stats["accounted"]},
-                   f"{out}/entity_pairs/manifest.json")
+                   f"{out}/entity_pairs/{MANIFEST}")
         sets["entity_pairs"] = {"path": f"{out}/entity_pairs", "rows": pair_stats["entity_pairs"]}
         sets["entities"] = {"path": f"{out}/entities", "rows": pair_stats["entities"]}
         manifest.update({"entity_stats": {k: pair_stats[k] for k in ("entities", "types", "link_mentions")},

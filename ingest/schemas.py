@@ -1,7 +1,7 @@
 """The parquet contracts between stages, declared once.
 
 Every set ingest writes is a directory of ``*.parquet`` files plus a
-``manifest.json``. Readers check a set against these schemas before they
+``_manifest.json``. Readers check a set against these schemas before they
 allocate anything (``ingest.sets.check_set``), so a wrong or missing column is
 an error that names the set and the column. Reading and writing sets is
 ``ingest/sets.py``; this module only declares.

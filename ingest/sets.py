@@ -1,7 +1,11 @@
 """Set I/O: the one place that reads, hashes, groups and writes parquet sets.
 
-A set is a folder of ``*.parquet`` files plus a ``manifest.json``
-(``docs/architecture.md``; schemas in ``ingest/schemas.py``). Paths are fsspec
+A set is a folder of ``*.parquet`` files plus its manifest, ``_manifest.json``
+(``docs/architecture.md``; schemas in ``ingest/schemas.py``). The leading
+underscore is what Arrow's dataset discovery skips, so a set folder reads as
+is with ``pandas.read_parquet``, ``pyarrow.dataset`` or
+``ray.data.read_parquet``; sets written before it was named so
+(``manifest.json``, DESIGN.md's first name) are still read. Paths are fsspec
 URIs, so ``s3://…`` and ``gs://…`` work where local paths work. Ingest jobs,
 train and eval all use this module:
 
@@ -39,6 +43,9 @@ import pyarrow.parquet as pq
 
 from ingest import schemas
 
+MANIFEST = "_manifest.json"  # a set folder's manifest
+LEGACY_MANIFEST = "manifest.json"  # what sets written before 2026-11 hold
+
 # ---------------------------------------------------------------- reading
 
 
@@ -60,7 +67,7 @@ def _set_files(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list
 
 
 def set_files(path: str | Path) -> list[str]:
-    """The parquet files of a set folder, sorted (its manifest.json and hidden temp
+    """The parquet files of a set folder, sorted (its manifest and hidden temp
     files are skipped); a path to one parquet file is that file. URIs stay URIs."""
     fs, files = _set_files(path)
     return [fs.unstrip_protocol(f) for f in files] if fs else files
@@ -131,11 +138,20 @@ def read_json(path: str) -> dict | None:
         return json.load(f)
 
 
+def manifest_path(path: str | Path) -> str:
+    """Where the manifest of the set folder at ``path`` is: ``_manifest.json``, or a legacy
+    ``manifest.json`` when only that exists."""
+    folder = os.fspath(path).rstrip("/")
+    fs, local = fsspec.core.url_to_fs(f"{folder}/{LEGACY_MANIFEST}")
+    legacy = fs.exists(local) and not fs.exists(local[: -len(LEGACY_MANIFEST)] + MANIFEST)
+    return f"{folder}/{LEGACY_MANIFEST if legacy else MANIFEST}"
+
+
 def read_manifest(path: str | Path) -> dict:
-    """The ``manifest.json`` of the set folder at ``path``."""
-    manifest = read_json(f"{os.fspath(path).rstrip('/')}/manifest.json")
+    """The manifest of the set folder at ``path`` (``_manifest.json``; a legacy ``manifest.json``)."""
+    manifest = read_json(manifest_path(path))
     if manifest is None:
-        raise schemas.SchemaError(f"{path}: no manifest.json (not a set written by ingest?)")
+        raise schemas.SchemaError(f"{path}: no {MANIFEST} (not a set written by ingest?)")
     return manifest
 
 
@@ -335,10 +351,10 @@ def file_digest(path: str) -> dict:
 
 
 def write_manifest(path: str, set_name: str, rows: int, **fields) -> dict:
-    """Write the ``manifest.json`` of the set folder at ``path``: its name, row
+    """Write the manifest (``_manifest.json``) of the set folder at ``path``: its name, row
     count, ``schema_version`` and ``code_version``, plus ``fields`` (config,
     files, inputs and their digests, rows dropped and why, ...). Returns it."""
     manifest = {"schema_version": schemas.SCHEMA_VERSION, "code_version": code_version(), **fields,
                 "set": set_name, "rows": rows}
-    write_json(manifest, f"{path.rstrip('/')}/manifest.json")
+    write_json(manifest, f"{path.rstrip('/')}/{MANIFEST}")
     return manifest

@@ -184,8 +184,8 @@ def test_cli(tmp_path):
     run = subprocess.run([sys.executable, "-m", "ingest.aspects", "--pwc", str(root), "--fold", "1", "--out", str(out)],
                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert (out / "task" / "aspect_triplets" / "manifest.json").exists()
-    assert (out / "method" / "aspect_triplets" / "manifest.json").exists()
+    assert (out / "task" / "aspect_triplets" / "_manifest.json").exists()
+    assert (out / "method" / "aspect_triplets" / "_manifest.json").exists()
     assert read_manifest(out / "aspect_docs")["rows"] > 0
     bad = subprocess.run([sys.executable, "-m", "ingest.aspects", "--pwc", str(root), "--fold", "9", "--out",
                           str(tmp_path / "x")], check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)

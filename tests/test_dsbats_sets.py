@@ -113,21 +113,37 @@ def test_every_bats_pair_is_written_or_dropped_with_a_reason(dsbats_sets):
     assert len(e01) >= 45 and sum(r["sense_rule"] == "relation" for r in e01) >= 40
 
 
-def test_split_keeps_test_words_out_of_training(dsbats_sets):
+def test_split_keeps_test_lines_out_of_training(dsbats_sets):
     from ingest.sets import read_table
 
-    out, _, _ = dsbats_sets
+    out, result, _ = dsbats_sets
     table = read_table(out / "bats_definitions").to_pylist()
-    test_words = {w for r in table if r["split"] == "test" for w in (r["first_word"], r["second_word"])}
+    line = lambda r: tuple(r["pair_id"].split(":")[:2])  # noqa: E731  (category, BATS line)
+    test_lines = {line(r) for r in table if r["split"] == "test"}
     train_ids = {r["pair_id"] for r in table if r["split"] == "train"}
-    train_words = {w for r in table if r["split"] == "train" for w in (r["first_word"], r["second_word"])}
-    assert test_words and train_ids and not (test_words & train_words)
+    assert test_lines and train_ids and not test_lines & {line(r) for r in table if r["split"] == "train"}
+    assert "held_out" not in result["manifests"]["bats_definitions"]["split"]  # holdout: lines, the default
     rows = read_table(out / "dsbats4cl").to_pylist()
     assert {r["anchor_id"] for r in rows} <= train_ids and {r["positive_id"] for r in rows} <= train_ids
     for r in rows:  # p+ is another BATS line of p's cluster
         assert r["anchor_id"].split(":")[:2] != r["positive_id"].split(":")[:2]
         assert r["anchor_id"].split(":")[0] == r["positive_id"].split(":")[0] == r["cluster"]
     assert max(sum(1 for r in rows if r["anchor_id"] == a) for a in {r["anchor_id"] for r in rows}) == 4
+
+
+def test_words_holdout_keeps_every_test_word_out_of_training(dsbats_sets):
+    from ingest.dsbats.contrastive import split_rows
+    from ingest.sets import read_table
+
+    out, _, _ = dsbats_sets
+    table = read_table(out / "bats_definitions").to_pylist()
+    lines_split = {r["pair_id"]: r["split"] for r in table}
+    counts = split_rows(table, seed=42, test_share=0.2, holdout="words")
+    assert counts["held_out"] > 0 and {r["pair_id"] for r in table if r["split"] == "test"} == {
+        i for i, s in lines_split.items() if s == "test"}
+    test_words = {w for r in table if r["split"] == "test" for w in (r["first_word"], r["second_word"])}
+    train_words = {w for r in table if r["split"] == "train" for w in (r["first_word"], r["second_word"])}
+    assert test_words and train_words and not test_words & train_words
 
 
 def test_srsd_items_hold_one_same_cluster_answer(dsbats_sets):

@@ -182,7 +182,7 @@ def test_same_input_and_seed_same_bytes(main_run, main_config, tmp_path):
         first = {p.name: p.read_bytes() for p in sorted((out / kind).glob("*.parquet"))}
         again = {p.name: p.read_bytes() for p in sorted((tmp_path / kind).glob("*.parquet"))}
         assert first and first == again
-        manifests = [json.loads((folder / kind / "manifest.json").read_text()) for folder in (out, tmp_path)]
+        manifests = [json.loads((folder / kind / "_manifest.json").read_text()) for folder in (out, tmp_path)]
         configs = [m.pop("config") for m in manifests]
         assert manifests[0] == manifests[1]
         assert {k for k in configs[0] if configs[0][k] != configs[1][k]} == {"shuffle_partitions"}

@@ -249,7 +249,7 @@ def test_secrets_in_the_environment_are_never_written(demo_world, demo_sets, dem
     run_search(TrainConfig.from_dict(base), settings, log=lambda *a: None)
     # a manifest field that happened to hold one is redacted
     write_manifest(str(tmp_path / "sets" / "extra"), "extra", 0, note=f"token {SECRETS['HF_TOKEN']}")
-    assert "***HF_TOKEN***" in (tmp_path / "sets" / "extra" / "manifest.json").read_text()
+    assert "***HF_TOKEN***" in (tmp_path / "sets" / "extra" / "_manifest.json").read_text()
     assert _files_holding(tmp_path, SECRETS.values()) == []
     # Ray Tune ships AWS_* into its trials' runtime env, which Ray logs in clear: withheld
     import ray

@@ -4,9 +4,11 @@ it, atomic writes and manifests."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -64,8 +66,24 @@ def test_manifest_round_trip_and_missing_manifest(sentence_set, tmp_path):
     assert manifest["set"] == "sentences" and manifest["rows"] == 40 and manifest["config"] == {"seed": 1}
     assert manifest["schema_version"] == schemas.SCHEMA_VERSION
     assert sets.read_manifest(f"file://{sentence_set}") == manifest
-    with pytest.raises(schemas.SchemaError, match="no manifest.json"):
+    with pytest.raises(schemas.SchemaError, match="no _manifest.json"):
         sets.read_manifest(tmp_path)
+
+
+def test_a_set_folder_reads_as_is_with_pandas_arrow_and_ray_data(sentence_set, ray_session, tmp_path):
+    import pandas as pd
+    import pyarrow.dataset as pads
+    import ray
+
+    assert (Path(sentence_set) / sets.MANIFEST).is_file() and not (Path(sentence_set) / "manifest.json").exists()
+    assert len(pd.read_parquet(sentence_set)) == 40
+    assert pads.dataset(str(sentence_set), format="parquet").count_rows() == 40
+    assert ray.data.read_parquet(str(sentence_set)).count() == 40
+    # a set written before the rename keeps being read
+    legacy = tmp_path / "legacy"
+    shutil.copytree(sentence_set, legacy)
+    (legacy / sets.MANIFEST).rename(legacy / "manifest.json")
+    assert sets.read_manifest(legacy)["rows"] == 40
 
 
 def test_writes_are_atomic_and_leave_no_temp_file(tmp_path):

@@ -628,7 +628,7 @@ def test_local_mode_bf16_run(ray_session, world, tmp_path):
     import hashlib
 
     card = (Path(out.model_path) / "README.md").read_text()
-    manifest = world["data"] / "entity_pairs" / "manifest.json"
+    manifest = world["data"] / "entity_pairs" / "_manifest.json"
     assert "## Training (structcse)" in card and f"`{world['model']}`" in card and "EASE (Nishikawa" in card
     assert hashlib.sha256(manifest.read_bytes()).hexdigest()[:16] in card
     assert f"`dev_spearman` = {out.metrics['dev_spearman']:.4f}" in card

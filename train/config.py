@@ -51,6 +51,9 @@ class TrainConfig:
     method: str = "simcse_unsup"
     model: str = "bert-base-uncased"  # any Hugging Face path or name
     pooling: str = "cls_mlp"  # cls (CLS+MLP, kept) | cls_mlp (MLP at train time only) | cls_raw (no MLP) | mean
+    # a sentence-transformers base keeps its own Pooling (mean -> mean, CLS -> cls_raw) over ``pooling``;
+    # false, or ``--set pooling=...``, trains with ``pooling`` (the method's paper pooling) whatever the base
+    base_pooling: bool = True
     data: str = ""  # ingest output dir holding set folders, or one set folder
     max_len: int = 32
     dropout: float | None = 0.1  # encoder dropout (the SimCSE-unsup noise); None keeps the model's
@@ -263,6 +266,9 @@ def load_config(yaml_path: str | Path | None, overrides: list[str] | tuple[str, 
     TrainConfig.from_dict(copy.deepcopy(data), source=source)  # report file errors against the file
     if overrides:
         apply_overrides(data, overrides)
+        keys = {item.split("=", 1)[0].strip() for item in overrides}
+        if "pooling" in keys and "base_pooling" not in keys:  # a pooling asked for by name is used as asked
+            data["base_pooling"] = False
         source = f"{source} + overrides {list(overrides)}"
     return TrainConfig.from_dict(data, source=source)
 

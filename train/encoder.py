@@ -162,20 +162,48 @@ class Encoder(nn.Module):
         return path
 
 
+ST_POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls_raw"}
+
+
+def _st_file(model: str, name: str) -> Path | None:
+    """``name`` of a sentence-transformers folder, or of a hub repo (local cache or fetched); None if absent."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path / name if (path / name).is_file() else None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(model, name))
+    except Exception:  # not a sentence-transformers repo, or offline: a plain encoder
+        return None
+
+
+def base_pooling(model: str) -> str | None:
+    """The pooling of a sentence-transformers ``model``'s own Pooling module as this encoder names it
+    (mean tokens -> ``mean``, CLS token -> ``cls_raw``); None for a plain transformers model or a mode
+    the encoder does not have (max, weighted mean, last token)."""
+    modules_file = _st_file(model, "modules.json")
+    if modules_file is None:
+        return None
+    try:
+        modules = json.loads(modules_file.read_text())
+        pooling = next((m for m in modules if str(m.get("type", "")).rsplit(".", 1)[-1] == "Pooling"), None)
+        if pooling is None:
+            return None
+        config_file = _st_file(model, f"{pooling['path']}/config.json")
+        modes = json.loads(config_file.read_text()) if config_file else {}
+    except (OSError, ValueError, KeyError, AttributeError) as e:
+        raise ValueError(f"{modules_file}: not a sentence-transformers modules list with a Pooling config ({e})") from e
+    on = [ST_POOLING_MODES.get(k) for k, v in modes.items() if k.startswith("pooling_mode_") and v is True]
+    return on[0] if len(on) == 1 else None
+
+
 def base_normalizes(model: str) -> bool:
     """Whether ``model`` is a sentence-transformers folder (or hub repo) whose modules include
     ``Normalize``. A hub name is looked up in the local cache or fetched (``modules.json`` only); a
     plain transformers model, or a lookup that fails offline, is False."""
-    path = Path(model).expanduser()
-    modules_file = path / "modules.json"
-    if not path.is_dir():
-        try:
-            from huggingface_hub import hf_hub_download
-
-            modules_file = Path(hf_hub_download(model, "modules.json"))
-        except Exception:  # not a sentence-transformers repo, or offline: a plain encoder
-            return False
-    if not modules_file.is_file():
+    modules_file = _st_file(model, "modules.json")
+    if modules_file is None:
         return False
     try:
         modules = json.loads(modules_file.read_text())

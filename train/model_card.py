@@ -9,6 +9,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from ingest.sets import manifest_path
+
 PAPERS = {
     "simcse_unsup": "SimCSE, unsupervised (Gao et al., 2021)",
     "simcse_sup": "SimCSE, supervised (Gao et al., 2021)",
@@ -23,7 +25,7 @@ PAPERS = {
 def set_facts(kind: str, folder: Path) -> dict:
     """Rows and manifest sha256 of a local set folder (what is known of a remote one: its path)."""
     facts = {"set": kind, "path": str(folder)}
-    manifest = Path(folder) / "manifest.json"
+    manifest = Path(manifest_path(folder))
     if "://" not in str(folder) and manifest.is_file():
         raw = manifest.read_bytes()
         facts["manifest_sha256"] = hashlib.sha256(raw).hexdigest()

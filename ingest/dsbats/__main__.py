@@ -38,7 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="drop names even for words with no other sense (drops most of E01–E05)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--test-share", type=float, default=DsbatsConfig.test_share)
-    p.add_argument("--holdout", choices=("words", "lines"), default="words")
+    p.add_argument("--holdout", choices=("lines", "words"), default="lines",
+                   help="lines: test BATS lines never trained on, their words may be (default, nearer the slides); "
+                        "words: no test word trained on either")
     p.add_argument("--positives-per-pair", type=int, default=DsbatsConfig.positives_per_pair)
     p.add_argument("--distractors", type=int, default=DsbatsConfig.distractors)
     p.add_argument("--workers", type=int, default=1, help="Ray Data actors, one CPU each")

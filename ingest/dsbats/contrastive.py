@@ -2,10 +2,15 @@
 
 **Split** (``split_rows``), seeded, by BATS line: a line (a word with its
 answers) goes to ``test`` when a hash of (seed, category, word) falls under
-``test_share``. With ``holdout: words`` (default) a train-side row that shares
-a word (either side) with any test row is ``held_out``: in neither DSBATS4CL
-nor SRSD, so no test word's definition is ever trained on. ``holdout: lines``
-keeps only the lines apart (answers such as *animal* then recur on both sides).
+``test_share``. ``holdout: lines`` (default) keeps the lines apart: a test
+pair's relationship (dog : bark) is never trained on, but its words may be,
+in other lines (the answer *animal* of L01 recurs across lines). That is the
+nearer reading of the slides' test set, DSBATS-dic: the same BATS
+relationships as training, told with other definitions. ``holdout: words``
+is stricter: a train-side row that shares a word (either side) with any test
+row is ``held_out``, in neither DSBATS4CL nor SRSD, so no test word's
+definition is ever trained on (measured: SRSD does not rise under it,
+``bench/results/dsbats-2core.txt``).
 
 **DSBATS4CL** (``dsbats4cl_rows``): for every train pair p of a cluster,
 ``positives_per_pair`` seeded draws p⁺ among the cluster's train pairs of

@@ -1,6 +1,6 @@
 """``build_dsbats``: BATS folder + semantic network -> ``bats_definitions/``, ``dsbats4cl/``, ``srsd/``.
 
-Each set is a folder of parquet files with a ``manifest.json``; the
+Each set is a folder of parquet files with a ``_manifest.json``; the
 ``bats_definitions`` manifest accounts for every BATS pair (word, answer) of
 the chosen categories as written or dropped with its reason, per category,
 and for every BATS line that did not parse (file and line number).
@@ -30,7 +30,7 @@ class DsbatsConfig:
     senses: SenseConfig = field(default_factory=SenseConfig)
     seed: int = 42
     test_share: float = 0.2  # of BATS lines
-    holdout: str = "words"  # words | lines (contrastive.py)
+    holdout: str = "lines"  # lines (the slides' DSBATS-dic: words may recur) | words (contrastive.py)
     positives_per_pair: int = 58  # 2,244,530 DSBATS4CL rows / 38,676 DSBATS-sn pairs in the slides
     distractors: int = 1  # other-cluster candidates per SRSD item: chance 50%
     workers: int = 1  # Ray Data actors, each with its own copy of the network

@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Read sentence-pair corpora with Ray and write the parquet sets `nli_triplets` (premise, "
         "entailment, contradiction: SimCSE sup, GaussCSE) and `relation_triples` (sentence1, relation, sentence2, "
-        "in-relation hard negative, weight: RSE), each with a manifest.json that accounts for every pair.",
+        "in-relation hard negative, weight: RSE), each with a _manifest.json that accounts for every pair.",
         epilog=SOURCE_HELP,
     )
     parser.add_argument("--source", action="append", default=[], metavar="KIND:PATH[:OPTIONS]",
@@ -146,7 +146,9 @@ def main(argv=None) -> int:
     if args.num_cpus:
         import ray
 
-        ray.init(num_cpus=args.num_cpus)
+        from ingest.ray_local import local_init_kwargs
+
+        ray.init(**local_init_kwargs({"num_cpus": args.num_cpus}))
     try:
         run_pair_ingest(cfg)
     except (FileNotFoundError, PairSourceError, schemas.SchemaError) as e:

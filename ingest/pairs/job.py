@@ -48,7 +48,9 @@ def _caps(cfg: PairIngestConfig) -> dict[str, int]:
 
 def _start_ray() -> None:
     if not ray.is_initialized():
-        ray.init()
+        from ingest.ray_local import local_init_kwargs
+
+        ray.init(**local_init_kwargs({}))
     ctx = ray.data.DataContext.get_current()
     ctx.shuffle_strategy = ray.data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
 

@@ -173,7 +173,7 @@ def _reports(sources: list[dict], read: dict, fates: dict, unit_labels: dict, re
 def write_manifests(cfg: PairIngestConfig, out: str, sources: list[dict], read: dict, unit_labels: dict,
                     fates: dict, triplets: SetWritten, relations: SetWritten, relation_counts: Counter,
                     caps_applied: dict) -> dict:
-    """Write the ``manifest.json`` of both sets; returns the job's top-level manifest
+    """Write the ``_manifest.json`` of both sets; returns the job's top-level manifest
     (``pairs_manifest.json``, written by the job once its work files are gone)."""
     config = _config(cfg)
     tags = [s["tag"] for s in sources]

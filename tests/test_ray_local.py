@@ -1,0 +1,53 @@
+"""A dead `ray start` head named in ray_current_cluster: probed in seconds, a local Ray started instead."""
+
+import socket
+import time
+
+import pytest
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def cluster_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    return tmp_path / "ray_current_cluster"
+
+
+def test_a_dead_head_is_named_and_a_local_ray_is_asked_for(cluster_file):
+    from ray._private.services import get_ray_address_from_environment
+
+    from ingest.ray_local import local_init_kwargs
+
+    address = f"127.0.0.1:{closed_port()}"
+    cluster_file.write_text(address)
+    # what plain ray.init() would connect to (and retry for minutes)
+    assert get_ray_address_from_environment(None, str(cluster_file.parent)) == address
+    said = []
+    started = time.monotonic()
+    kwargs = local_init_kwargs({"num_cpus": 2, "_temp_dir": str(cluster_file.parent)}, said.append)
+    assert time.monotonic() - started < 5
+    assert kwargs == {"num_cpus": 2, "_temp_dir": str(cluster_file.parent), "address": "local"}
+    assert len(said) == 1 and address in said[0] and str(cluster_file) in said[0] and "ray stop" in said[0]
+
+
+def test_a_live_head_an_explicit_address_or_no_file_is_left_to_ray(cluster_file, monkeypatch):
+    from ingest.ray_local import local_init_kwargs
+
+    temp = {"_temp_dir": str(cluster_file.parent)}
+    said = []
+    assert local_init_kwargs(temp, said.append) == temp  # no file
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        cluster_file.write_text(f"127.0.0.1:{listener.getsockname()[1]}")
+        assert local_init_kwargs(temp, said.append) == temp  # a head answers: ray.init() joins it
+    cluster_file.write_text(f"127.0.0.1:{closed_port()}")
+    assert local_init_kwargs({**temp, "address": "auto"}, said.append) == {**temp, "address": "auto"}
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert local_init_kwargs(temp, said.append) == temp
+    assert said == []
