@@ -11,7 +11,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m train",
         description="Train a contrastive sentence encoder on Ray Train. Re-running with the same "
-        "--storage and --name resumes from the latest checkpoint.",
+        "--storage and --name resumes from the latest checkpoint, if that run trained the same config, sets "
+        "and base model (else an error says what differs).",
         epilog=_methods_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -30,6 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", help="storage_path for checkpoints and the final model (local path or URI)")
     p.add_argument("--name", help="run name (same storage + name = resume)")
     p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (max_steps)")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="resume the run of this --storage and --name; an error if there is none, or if it "
+                       "trained another config, other sets or another base model")
+    again.add_argument("--overwrite", action="store_true",
+                       help="remove the run of this --storage and --name first and start fresh")
     return p
 
 
@@ -70,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, overrides)
         from train.run import run
 
-        outcome = run(cfg)
+        outcome = run(cfg, resume=args.resume, overwrite=args.overwrite)
     except (ConfigError, SchemaError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -318,9 +318,17 @@ def checkpoint_metric(cfg: TrainConfig) -> str | None:
     return metric_for(cfg).key
 
 
-def run(cfg: TrainConfig, callbacks=()) -> TrainOutcome:
-    """Train (or resume) ``cfg``; write ``{storage}/{name}/model`` and ``train_summary.json``."""
+def run(cfg: TrainConfig, callbacks=(), *, resume: bool = False, overwrite: bool = False) -> TrainOutcome:
+    """Train (or resume) ``cfg``; write ``{storage}/{name}/model`` and ``train_summary.json``.
+
+    A run folder with checkpoints is resumed only if it trained the same config, sets and base model
+    (``train.run_key``); ``overwrite`` removes it first, ``resume`` fails when there is nothing to resume."""
+    from train.run_key import check_run_key
+
     t0 = time.time()
+    set_paths, _, _ = preflight(cfg)
+    check_run_key(cfg, f"{_storage(cfg).rstrip('/')}/{cfg.name}", set_paths, resume=resume, overwrite=overwrite,
+                  log=partial(print, flush=True))
     trainer = build_trainer(cfg, callbacks=callbacks)
     result = trainer.fit()
     metric = checkpoint_metric(cfg)
