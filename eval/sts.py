@@ -80,6 +80,8 @@ def parse_sts_row(row: list[str]) -> tuple[str, str, float] | str:
         return f"score {row[SCORE_COLUMN]!r} is not a number"
     if not math.isfinite(score):
         return f"score {row[SCORE_COLUMN]!r} is not finite"
+    if not 0.0 <= score <= 5.0:
+        return f"score {row[SCORE_COLUMN]!r} is outside the STS scale 0-5"
     sentence1, sentence2 = row[SENTENCE1_COLUMN].strip(), row[SENTENCE2_COLUMN].strip()
     if not sentence1 or not sentence2:
         return "empty sentence"

@@ -4,6 +4,7 @@ import argparse
 import sys
 
 from ingest import wikidata
+from ingest.losses import losses
 from ingest.multistream import DumpFormatError
 from ingest.pipeline import IngestConfig, run_ingest
 from ingest.schemas import SchemaError
@@ -59,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "task each, or 'data', the read tasks of a Ray Data datasource (its progress report, "
                         "backpressure and scheduling, at a few seconds' start-up per job); the same output "
                         "(default: tasks, measured faster on small machines: docs/scale.md)")
+    parser.add_argument("--allow-loss", action="store_true",
+                        help="exit 0 even when the manifest does not account for every page and Wikidata line, "
+                        "or a set came out empty from input that was not (default: exit 1 saying what was lost)")
     parser.add_argument("--num-cpus", type=int,
                         help="start a local Ray with this many CPUs (default: connect to RAY_ADDRESS or start one "
                         "with all CPUs)")
@@ -81,8 +85,20 @@ def parse_args(argv=None) -> tuple[IngestConfig, argparse.Namespace]:
     return cfg, args
 
 
+def _missing_inputs(cfg: IngestConfig) -> list[str]:
+    """Local inputs that do not exist (URIs are checked by the job, which can reach them)."""
+    import os
+
+    paths = [*cfg.wikipedia, *cfg.wikidata, *([cfg.wikidata_set] if cfg.wikidata_set else [])]
+    return [p for p in paths if "://" not in p and not os.path.exists(p)]
+
+
 def main(argv=None) -> int:
     cfg, args = parse_args(argv)
+    missing = _missing_inputs(cfg)
+    if missing:  # before Ray starts
+        print(f"ingest: error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
     if args.num_cpus:
         import ray
 
@@ -90,10 +106,16 @@ def main(argv=None) -> int:
 
         ray.init(**local_init_kwargs({"num_cpus": args.num_cpus, "include_dashboard": not args.no_dashboard}))
     try:
-        run_ingest(cfg)
+        manifest = run_ingest(cfg)
     except (FileNotFoundError, DumpFormatError, SchemaError) as e:
         print(f"ingest: error: {e}", file=sys.stderr)
         return 2
+    lost = losses(manifest)
+    if lost:
+        where = f"{cfg.out.rstrip('/')}/manifest.json"
+        print(f"ingest: {'warning' if args.allow_loss else 'error'}: data lost ({len(lost)}): " + "; ".join(lost)
+              + f". Manifest: {where}" + ("" if args.allow_loss else "; --allow-loss accepts it"), file=sys.stderr)
+        return 0 if args.allow_loss else 1
     return 0
 
 

@@ -151,6 +151,19 @@ def run_pass1(units: list[dict], out: str, task_cfg: dict, runner: str = "tasks"
     return ray.get([run_unit.remote(unit, out, cfg_ref) for unit in units], timeout=24 * 3600)
 
 
+def _check_distinct(paths: list[str]) -> None:
+    """The same file given twice (directly, through a folder, or by another name) would write its pages twice."""
+    import os
+
+    seen: dict[str, str] = {}
+    for path in paths:
+        key = path if "://" in path else os.path.realpath(path)
+        if key in seen:
+            raise multistream.DumpFormatError(
+                f"{path} is given twice (also as {seen[key]}): its pages would be written twice; give each input once")
+        seen[key] = path
+
+
 def run_ingest(cfg: IngestConfig, log=print) -> dict:
     """Run the whole job; returns the top-level manifest."""
     from ingest.secrets import check_no_secrets
@@ -161,6 +174,7 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     work = f"{out}/_work"
     dump_files = [f for path in cfg.wikipedia for f in multistream.dump_files_in(path)]
     _check_exists(cfg.wikidata, "Wikidata dump")
+    _check_distinct(dump_files + list(cfg.wikidata))
     if cfg.wikidata_set:
         check_set(cfg.wikidata_set, "wikidata")
     shards = multistream.plan_shards(dump_files, cfg.shard_bytes, default_wiki=cfg.default_wiki)

@@ -97,15 +97,28 @@ def _types_match(got: pa.DataType, want: pa.DataType) -> bool:
 
 def check_set(path: str | Path, kind: str, required: list[str] | None = None) -> pa.Schema:
     """Check the set at ``path`` against its declared schema ``schemas.SCHEMAS[kind]``
-    (only the ``required`` columns a consumer reads, when given), from the first
-    file's footer. Returns the set's schema; a missing folder, no files, a missing or
-    mistyped column is a ``SchemaError`` naming the set and the column."""
+    (only the ``required`` columns a consumer reads, when given), from the files'
+    footers (every file's: a truncated or foreign file is named here, before any worker
+    reads it). Returns the set's schema; a missing folder, no files, an unreadable
+    footer, a missing or mistyped column is a ``SchemaError`` naming the set, the file
+    and the column."""
     if kind not in schemas.SCHEMAS:
         raise schemas.SchemaError(f"unknown set kind {kind!r}; known: {sorted(schemas.SCHEMAS)}")
     fs, files = _set_files(path)
     if not files:
         raise schemas.SchemaError(f"set {kind!r} at {path}: no parquet files found")
-    found = pq.read_schema(files[0], filesystem=fs)
+    schemas_found = []
+    for f in files:
+        try:
+            schemas_found.append(pq.read_metadata(f, filesystem=fs).schema.to_arrow_schema())
+        except (pa.ArrowException, OSError) as e:
+            raise schemas.SchemaError(f"set {kind!r} at {path}: {os.path.basename(f)} is not a readable parquet file "
+                                      f"({type(e).__name__}: {e}); rebuild the set or remove the file") from None
+    found = schemas_found[0]
+    for f, other in zip(files[1:], schemas_found[1:]):
+        if other.names != found.names:
+            raise schemas.SchemaError(f"set {kind!r} at {path}: {os.path.basename(f)} has columns {other.names}, "
+                                      f"{os.path.basename(files[0])} has {found.names}")
     declared = schemas.SCHEMAS[kind]
     for name in required or declared.names:
         if name not in found.names:

@@ -8,8 +8,11 @@ A unit is a Wikipedia shard (a run of bz2 streams of a multistream dump, about
 name (``shard-NNNNN.parquet``) and is written to a temp name and renamed, so a
 retried task overwrites what a killed one left. When a unit is done its result
 row is written last, as ``_work/done/<kind>-NNNNN.json``; a rerun of the same
-job finds it and skips the unit (the marker holds a fingerprint of the unit and
-of the config that shapes its output, so a changed config redoes the work).
+job finds it and skips the unit (the marker holds a fingerprint of the unit, of
+the config that shapes its output and of the input file as it was read: size and
+modification time, or the object store's ETag; so a changed config or a
+re-downloaded dump redoes the work). A unit whose input ended early (a truncated
+file) writes no marker: it is never done, and a rerun reads it again.
 
 A Wikipedia shard writes:
 - ``sentences/shard-N.parquet``: the article sentences (the SimCSE set);
@@ -70,9 +73,24 @@ UNIT_CONFIG_FIELDS = ("min_sentence_chars", "max_sentence_chars", "languages", "
 WIKIPEDIA_OUTPUTS = ("sentences", "mentions", "redirects", "intros")
 
 
-def fingerprint(spec: str, cfg: dict, kind: str | None = None) -> str:
+def input_identity(path: str) -> dict:
+    """Size and modification stamp of an input file as its filesystem reports them (local: mtime in ns;
+    object stores: ETag / LastModified / generation), so that a file replaced at the same path differs."""
+    fs, local = fsspec.core.url_to_fs(path)
+    if "://" not in path:
+        st = os.stat(local)
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    info = fs.info(local)
+    stamp = next((str(info[k]) for k in ("ETag", "etag", "md5Hash", "generation", "LastModified", "mtime", "updated")
+                  if info.get(k)), "")
+    return {"size": info.get("size"), "stamp": stamp}
+
+
+def fingerprint(spec: str, cfg: dict, kind: str | None = None, source: dict | None = None) -> str:
     shaping = {k: cfg.get(k) for k in UNIT_CONFIG_FIELDS}
     parts = [schemas.SCHEMA_VERSION, spec, shaping] + ([list(WIKIPEDIA_OUTPUTS)] if kind == "wikipedia" else [])
+    if source is not None:
+        parts.append(source)
     payload = json.dumps(parts, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -95,7 +113,8 @@ def process_unit(row: dict, out: str, cfg: dict) -> dict:
     peak_rss_mb, resumed}``."""
     kind, unit_id, spec = row["kind"], row["unit_id"], row["spec"]
     marker = f"{out}/_work/done/{kind}-{unit_id:05d}.json"
-    stamp = fingerprint(spec, cfg, kind)
+    source = json.loads(spec).get("path")
+    stamp = fingerprint(spec, cfg, kind, input_identity(source) if source else None)
     if cfg.get("resume", True):
         done = _read_json(marker)
         if done is not None and done.get("fingerprint") == stamp:
@@ -105,7 +124,8 @@ def process_unit(row: dict, out: str, cfg: dict) -> dict:
         result = process_wikipedia_shard(multistream.WikipediaShard.from_json(spec), out, cfg)
     else:
         result = process_wikidata_range(wikidata.WikidataRange.from_json(spec), out, cfg)
-    write_json({"fingerprint": stamp, "result": result}, marker)
+    if not result.get("truncated"):  # a unit cut short is never done: a rerun reads it again
+        write_json({"fingerprint": stamp, "result": result}, marker)
     # peak memory belongs to this run's worker, not to the unit's output
     return {"kind": kind, "unit_id": unit_id, "result": json.dumps(result),
             "peak_rss_mb": _peak_rss_mb(), "resumed": False}

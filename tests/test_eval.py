@@ -71,14 +71,15 @@ def test_malformed_rows_are_counted_with_line_numbers(tmp_path, caplog):
         "g\tf\t2012\t4\tfive\tA dog.\tA puppy.",  # line 4: score is not a number
         "",
         "g\tf\t2012\t5\t0.0\tRain.\tSun.\tsource\tlicense",
+        "g\tf\t2012\t6\t7.5\tSnow.\tIce.",  # line 7: off the 0-5 scale (a 0-10 file, or a shifted column)
     ]
     (tmp_path / "sts-dev.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     with caplog.at_level("WARNING"):
         pairs = read_sts(tmp_path, "dev")
     assert pairs.scores == [5.0, 1.5, 0.0]
     assert pairs.sentences1[1] == 'He said "hi.'
-    assert pairs.skipped_rows == 2 and pairs.skipped_lines == [2, 4]
-    assert "skipped 2 malformed rows" in caplog.text
+    assert pairs.skipped_rows == 3 and pairs.skipped_lines == [2, 4, 7]
+    assert "skipped 3 malformed rows" in caplog.text
 
 
 def test_missing_split_lists_present_splits(tmp_path):

@@ -81,6 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, SchemaError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:
+        from ray.train import TrainingFailedError
+
+        if not isinstance(e, TrainingFailedError):
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        run_dir = f"{cfg.storage_path.rstrip('/')}/{cfg.name}"
+        print(f"error: run {cfg.name!r} failed after {cfg.max_failures} restart(s) (max_failures): {first}\n"
+              f"Rerunning the same command resumes from the last checkpoint in {run_dir} (if one was written); "
+              "--set max_failures=N lets the run restart itself after a lost worker or node.", file=sys.stderr)
+        return 1
     print(
         json.dumps(
             {"model_path": outcome.model_path, "checkpoint_path": outcome.checkpoint_path, "metrics": outcome.metrics},

@@ -194,7 +194,8 @@ def resolved_trial_config(config: dict, private: dict, run_name: str) -> TrainCo
     only the sampled values): the base with the trial's values, reporting every
     ``report_every_examples`` examples and training on at most ``max_examples`` examples in all,
     whatever its batch size."""
-    cfg = TrainConfig.from_dict({**private["base"], **config, "run_name": run_name,
+    searched_pooling = {"base_pooling": False} if "pooling" in config else {}  # a searched pooling is used as sampled
+    cfg = TrainConfig.from_dict({**private["base"], **config, **searched_pooling, "run_name": run_name,
                                  "storage_path": private["storage_path"]}, source="tune trial")
     cfg.checkpoint_every_steps = max(1, private["report_every_examples"] // cfg.batch_size)
     if private.get("max_examples"):

@@ -1,0 +1,101 @@
+"""Faults in the input end in a counted loss and an exit status that says so (issue 21)."""
+
+from __future__ import annotations
+
+import bz2
+import json
+
+import pytest
+
+
+def test_a_truncated_dump_exits_1_naming_the_file_unless_the_loss_is_accepted(demo_world, ray_session, tmp_path,
+                                                                               capsys):
+    from ingest.__main__ import main
+
+    xml = bz2.decompress(demo_world.wikipedia_dump.read_bytes())  # multistream: one bz2 stream per page group
+    packed = bz2.compress(xml)
+    cut = tmp_path / "enwiki-cut-pages-articles.xml.bz2"  # single-stream, cut at 59 %: a partial download
+    cut.write_bytes(packed[: int(len(packed) * 0.59)])
+    out = tmp_path / "out"
+    assert main(["--wikipedia", str(cut), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{cut}" in err and "truncated" in err and f"{out}/manifest.json" in err and "--allow-loss" in err
+    assert main(["--wikipedia", str(cut), "--out", str(out), "--allow-loss"]) == 0
+    assert "warning: data lost" in capsys.readouterr().err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["units_resumed"] == 0  # a unit whose input ended early is never marked done: read again
+
+
+def test_a_dump_replaced_at_the_same_path_is_read_again(demo_world, ray_session, tmp_path):
+    from ingest.pipeline import IngestConfig, run_ingest
+
+    xml = bz2.decompress(demo_world.wikipedia_dump.read_bytes())
+    dump = tmp_path / "enwiki-latest-pages-articles.xml.bz2"
+    dump.write_bytes(bz2.compress(xml))
+    cfg = IngestConfig(wikipedia=[str(dump)], out=str(tmp_path / "out"))
+    first = run_ingest(cfg)
+    assert first["units_resumed"] == 0 and first["pages"]["accounted"]
+    assert run_ingest(cfg)["units_resumed"] == first["units"]  # unchanged input: every unit done
+    dump.write_bytes(bz2.compress(xml, compresslevel=1))  # re-downloaded: other bytes at the same path
+    again = run_ingest(cfg)
+    assert again["units_resumed"] == 0 and again["pages"] == first["pages"]
+    assert again["sources"][0]["sha256"] != first["sources"][0]["sha256"]
+
+
+def test_a_missing_input_is_named_before_ray_starts(tmp_path, capsys, monkeypatch):
+    import ray
+
+    from ingest.__main__ import main
+
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray started for a missing input"))
+    assert main(["--wikipedia", str(tmp_path / "nowhere.xml.bz2"), "--out", str(tmp_path / "o"), "--num-cpus", "1"]) == 2
+    assert "nowhere.xml.bz2" in capsys.readouterr().err
+
+
+def test_losses_read_from_a_manifest():
+    from ingest.losses import losses
+
+    fine = {"sources": [{"path": "a", "accounted": True}], "wikidata": [], "pages": {"in_input": 3},
+            "sets": {"sentences": {"rows": 5}, "entity_pairs": {"rows": 2}}, "links_accounted": True}
+    assert losses(fine) == []
+    empty = {**fine, "sets": {"sentences": {"rows": 0}}}
+    assert losses(empty)[0].startswith("sentences: 0 rows from 3 pages")
+    no_pairs = {**fine, "sets": {"sentences": {"rows": 5}, "entity_pairs": {"rows": 0}}}
+    assert losses(no_pairs)[0].startswith("entity_pairs: 0 rows")
+    lines = {**fine, "wikidata": [{"path": "w.json", "lines": 10, "written": 7, "skipped": {"bad_json": 1},
+                                   "accounted": False}]}
+    assert losses(lines) == ["w.json: 10 lines, 7 written + 1 skipped"]
+
+
+def test_the_same_dump_given_twice_is_an_error_before_ray(demo_world, tmp_path, capsys, monkeypatch):
+    import ray
+
+    from ingest.__main__ import main
+
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray started for a duplicated input"))
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    alias = tmp_path / "enwiki-alias-pages-articles-multistream.xml.bz2"
+    alias.symlink_to(demo_world.wikipedia_dump)
+    assert main(["--wikipedia", str(demo_world.wikipedia_dump), str(alias), "--out", str(tmp_path / "o")]) == 2
+    assert "given twice" in capsys.readouterr().err
+
+
+def test_a_truncated_or_foreign_parquet_file_is_named_before_training(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ingest import schemas
+    from ingest.sets import check_set
+
+    folder = tmp_path / "sentences"
+    folder.mkdir()
+    rows = [{"sentence": f"s {i}", "page_id": i, "title": "t", "sentence_index": i, "wiki": "enwiki"} for i in range(50)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=schemas.SENTENCES), folder / "part-00000.parquet")
+    whole = (folder / "part-00000.parquet").read_bytes()
+    check_set(folder, "sentences")
+    (folder / "part-00001.parquet").write_bytes(whole[: len(whole) // 2])  # a partial copy
+    with pytest.raises(schemas.SchemaError, match=r"part-00001\.parquet is not a readable parquet file"):
+        check_set(folder, "sentences")
+    pq.write_table(pa.table({"sentence": ["x"]}), folder / "part-00001.parquet")  # another set's file
+    with pytest.raises(schemas.SchemaError, match=r"part-00001\.parquet has columns \['sentence'\]"):
+        check_set(folder, "sentences")
