@@ -99,3 +99,20 @@ def test_a_truncated_or_foreign_parquet_file_is_named_before_training(tmp_path):
     pq.write_table(pa.table({"sentence": ["x"]}), folder / "part-00001.parquet")  # another set's file
     with pytest.raises(schemas.SchemaError, match=r"part-00001\.parquet has columns \['sentence'\]"):
         check_set(folder, "sentences")
+
+
+def test_a_pair_row_with_bytes_that_are_not_utf8_is_dropped_and_counted_with_its_line(tmp_path):
+    from ingest.pairs.readers import read_unit
+
+    csv = tmp_path / "nli.csv"
+    csv.write_bytes(b"sent0,sent1,hard_neg\n"
+                    b"A man plays a guitar.,A man plays music.,A woman sleeps.\n"
+                    b"A dog runs \xff\xfe fast.,An animal moves.,A cat sleeps.\n"  # line 3: Latin-1 bytes
+                    b"Kids play outside.,Children are playing.,Kids sleep inside.\n")
+    unit = {"source": 0, "unit": 0, "label": "nli.csv", "files": [str(csv)],
+            "spec": {"kind": "simcse_csv", "min_chars": 1, "max_chars": 1000,
+                     "columns": {"sent0": "sent0", "sent1": "sent1", "hard_neg": "hard_neg"}}}
+    result = json.loads(read_unit({"unit": json.dumps(unit)}, str(tmp_path / "work"))["result"])
+    assert result["records"] == 3 and result["valid"] == 4  # two good rows, two pairs each
+    assert result["dropped"] == {"not_utf8": 2} and result["first"]["not_utf8"] == [3]
+    assert result["pairs"] == result["valid"] + sum(result["dropped"].values())

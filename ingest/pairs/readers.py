@@ -5,7 +5,8 @@ json / csv / tsv tables, hub parquet chunks), and write its valid pair units
 and its contradiction, tied by ``side``) to ``_work/pair_units``. Every other
 row is counted under a reason (``missing_field``, ``malformed_row``,
 ``unknown_label``, ``excluded_label``, ``empty_text``, ``too_short``,
-``too_long``) with its first row numbers.
+``too_long``, ``not_utf8``: a row holding bytes that are not UTF-8) with its
+first row numbers.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ UNITS = pa.schema([
     pa.field("side", pa.string()),  # null: a free pair; "e"/"c": the two halves of one SimCSE row
     pa.field("sentence1", pa.string()), pa.field("relation", pa.string()), pa.field("sentence2", pa.string()),
 ])
+
+
+REPLACED = "\ufffd"  # what errors="replace" reads bytes that are not UTF-8 as
 
 
 class _UnitStats:
@@ -99,13 +103,14 @@ def _records(unit: dict):
     spec = unit["spec"]
     kind, files = spec["kind"], unit["files"]
     if kind == "senteval":
-        with open_text(files[0]) as f1, open_text(files[1]) as f2, open_text(files[2]) as f3:
+        with open_text(files[0], errors="replace") as f1, open_text(files[1], errors="replace") as f2, \
+                open_text(files[2], errors="replace") as f3:
             for line, (a, b, label) in enumerate(zip(f1, f2, f3), start=1):
                 yield line, {"s1": a, "s2": b, "label": label}
         return
     fmt = spec.get("format", "csv")
     if kind == "simcse_csv" or fmt in ("csv", "tsv"):
-        with open_text(files[0], newline="") as f:
+        with open_text(files[0], newline="", errors="replace") as f:
             reader = csv.DictReader(f, delimiter="\t" if fmt == "tsv" else ",",
                                     quoting=csv.QUOTE_NONE if fmt == "tsv" else csv.QUOTE_MINIMAL)
             start = 2
@@ -125,7 +130,7 @@ def _records(unit: dict):
         for i, record in enumerate(data, start=1):  # the record's number in the list
             yield i, record if isinstance(record, dict) else None
         return
-    with open_text(files[0]) as f:
+    with open_text(files[0], errors="replace") as f:
         for line, text in enumerate(f, start=1):
             if not text.strip():
                 continue
@@ -204,6 +209,10 @@ def read_unit(row: dict, work: str) -> dict:
     stats, out = _UnitStats(), []
     for number, record in _records(unit):
         stats.records += 1
+        if record is not None and any(isinstance(v, str) and REPLACED in v for v in record.values()):
+            spec = unit["spec"]  # bytes that are not UTF-8: the row's text cannot be trusted
+            stats.drop("not_utf8", number, 2 if spec["kind"] == "simcse_csv" and "hard_neg" in spec["columns"] else 1)
+            continue
         _units_of(record, number, unit["spec"], stats, out, unit["source"], unit["unit"])
     name = f"{unit['source']:03d}-{unit['unit']:05d}.parquet"
     write_table(pa.Table.from_pylist(out, schema=UNITS), f"{work}/pair_units/{name}")

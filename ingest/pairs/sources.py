@@ -125,9 +125,10 @@ def _exists(path: str) -> bool:
     return fs.exists(local)
 
 
-def open_text(path: str, newline: str | None = None):
-    """A text file (fsspec URI; .gz/.bz2/... decompressed by the name), UTF-8."""
-    return fsspec.open(path, "rt", compression="infer", encoding="utf-8", newline=newline)
+def open_text(path: str, newline: str | None = None, errors: str = "strict"):
+    """A text file (fsspec URI; .gz/.bz2/... decompressed by the name), UTF-8 (``errors="replace"``: bytes
+    that are not UTF-8 read as U+FFFD, for the readers to count)."""
+    return fsspec.open(path, "rt", compression="infer", encoding="utf-8", newline=newline, errors=errors)
 
 
 def _count_lines(path: str) -> int:
