@@ -214,20 +214,37 @@ def iter_pages_from_file(path: str | Path) -> Iterator[Page | PageError]:
 
 
 def _decoded_chunks(raw) -> Iterator[str]:
-    head = raw.read(_READ_BYTES)
+    # read1: what one read of the decompressor gives; read() would gather _READ_BYTES first and lose
+    # them all when the file ends early or a block is corrupt
+    read = getattr(raw, "read1", raw.read)
+    head = read(_READ_BYTES)
     encoding, bom_length = detect_encoding(head[:4])
     decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
     data = head[bom_length:]
     while data:
         yield decoder.decode(data)
-        data = raw.read(_READ_BYTES)
+        data = read(_READ_BYTES)
     yield decoder.decode(b"", final=True)
 
 
 def _pages_from_text_chunks(chunks: Iterable[str]) -> Iterator[Page | PageError]:
+    """Pages parsed in batches of about ``BATCH_CHARS``; when reading fails (a truncated or corrupt
+    compressed file), every whole page decoded before the failure is parsed first, then the error is
+    raised for the caller to count what could not be read."""
     pending: list[str] = []
     pending_chars = 0
-    for chunk in chunks:
+    iterator = iter(chunks)
+    while True:
+        try:
+            chunk = next(iterator)
+        except StopIteration:
+            break
+        except (EOFError, OSError):
+            text = "".join(pending)
+            cut = text.rfind(_PAGE_END)
+            if cut >= 0:
+                yield from parse_pages(text[: cut + len(_PAGE_END)])
+            raise
         pending.append(chunk)
         pending_chars += len(chunk)
         if pending_chars < BATCH_CHARS:

@@ -116,3 +116,20 @@ def test_a_pair_row_with_bytes_that_are_not_utf8_is_dropped_and_counted_with_its
     assert result["records"] == 3 and result["valid"] == 4  # two good rows, two pairs each
     assert result["dropped"] == {"not_utf8": 2} and result["first"]["not_utf8"] == [3]
     assert result["pairs"] == result["valid"] + sum(result["dropped"].values())
+
+
+def test_a_truncated_single_stream_dump_keeps_every_page_decoded_before_the_cut(demo_world, tmp_path):
+    from ingest.wikipedia import Page, iter_pages_from_file
+
+    xml = bz2.decompress(demo_world.wikipedia_dump.read_bytes())
+    packed = bz2.compress(xml, compresslevel=1)  # 100 kB blocks: whole blocks precede the cut
+    cut = tmp_path / "enwiki-cut.xml.bz2"
+    cut.write_bytes(packed[: int(len(packed) * 0.59)])
+    pages = []
+    with pytest.raises(EOFError):
+        for item in iter_pages_from_file(cut):
+            pages.append(item)
+    decodable = bz2.BZ2Decompressor().decompress(packed[: int(len(packed) * 0.59)])  # what any decoder reads
+    whole_pages = decodable.count(b"</page>")
+    assert whole_pages > demo_world.num_pages // 3
+    assert len(pages) == whole_pages and all(isinstance(p, Page) for p in pages[:5])
