@@ -21,8 +21,15 @@ def wikipedia_losses(manifest: dict) -> list[str]:
 
 
 def wikidata_losses(manifest: dict) -> list[str]:
-    return [f"{s['path']}: {s['lines']} lines, {s['written']} written + {sum(s['skipped'].values())} skipped"
-            for s in manifest.get("wikidata", []) if not s.get("accounted", True)]
+    lost = []
+    for s in manifest.get("wikidata", []):
+        if s.get("truncated"):
+            t = s["truncated"]
+            lost.append(f"{s['path']}: unreadable after uncompressed byte {t['after_offset']} ({t['error']}); "
+                        f"{s['lines']} lines read before it")
+        elif not s.get("accounted", True):
+            lost.append(f"{s['path']}: {s['lines']} lines, {s['written']} written + {sum(s['skipped'].values())} skipped")
+    return lost
 
 
 def empty_sets(manifest: dict) -> list[str]:

@@ -112,7 +112,8 @@ def _wikidata_manifest(results: list[dict]) -> list[dict]:
     for r in results:
         stats = json.loads(r["stats"])
         e = per_source.setdefault(r["source"], {"lines": 0, "written": 0, "skipped": Counter(), "quarantined": [],
-                                                "quarantined_count": 0, "ranges": 0})
+                                                "quarantined_count": 0, "ranges": 0, "truncated": None})
+        e["truncated"] = e["truncated"] or stats.get("truncated")
         e["ranges"] += 1
         e["lines"] += stats["lines"]
         e["written"] += stats["written"]
@@ -122,8 +123,8 @@ def _wikidata_manifest(results: list[dict]) -> list[dict]:
     return [
         {"path": path, "ranges": e["ranges"], "lines": e["lines"], "written": e["written"],
          "skipped": dict(sorted(e["skipped"].items())), "quarantined_first": e["quarantined"][:100],
-         "quarantined_count": e["quarantined_count"],
-         "accounted": e["lines"] == e["written"] + sum(e["skipped"].values())}
+         "quarantined_count": e["quarantined_count"], "truncated": e["truncated"],
+         "accounted": not e["truncated"] and e["lines"] == e["written"] + sum(e["skipped"].values())}
         for path, e in sorted(per_source.items())
     ]
 

@@ -181,6 +181,8 @@ class WikidataStats:
     skipped: Counter = field(default_factory=Counter)
     quarantined: list[dict] = field(default_factory=list)
     quarantined_count: int = 0
+    truncated: dict | None = None  # {"path", "after_offset", "error"}: the range could not be read to its end
+    last_end: int = 0  # uncompressed offset after the last line read
 
     def quarantine(self, entry: dict) -> None:
         self.quarantined_count += 1
@@ -192,6 +194,7 @@ class WikidataStats:
         self.written += other.written
         self.skipped.update(other.skipped)
         self.quarantined_count += other.quarantined_count
+        self.truncated = self.truncated or other.truncated
         room = QUARANTINE_KEEP - len(self.quarantined)
         if room > 0:
             self.quarantined.extend(other.quarantined[:room])
@@ -204,6 +207,7 @@ class WikidataStats:
             "skipped": {k: self.skipped[k] for k in sorted(self.skipped)},
             "quarantined_count": self.quarantined_count,
             "quarantined": [dict(e) for e in self.quarantined[:QUARANTINE_REPORT]],
+            "truncated": self.truncated,
         }
 
 
@@ -222,7 +226,16 @@ def iter_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataSt
     item prefix and closing brace, so broken JSON inside it is not caught.
     Off by default."""
     wiki_markers = [f'"{w}"'.encode() for w in selection.wikis]
-    for offset, raw in iter_range_lines(rng):
+    lines = iter_range_lines(rng)
+    while True:
+        try:
+            offset, raw = next(lines)
+        except StopIteration:
+            break
+        except (EOFError, OSError, RuntimeError) as e:  # the file ends early or a block is corrupt
+            stats.truncated = {"path": rng.path, "after_offset": stats.last_end, "error": f"{type(e).__name__}: {e}"[:300]}
+            break
+        stats.last_end = offset + len(raw)
         line = raw.strip()
         if line.endswith(b","):
             line = line[:-1].rstrip()

@@ -38,6 +38,7 @@ gives exactly the rows of reading the file in one range.
 
 from __future__ import annotations
 
+import bz2
 import hashlib
 import json
 import os
@@ -116,7 +117,8 @@ def plan_ranges(paths: list[str], target_bytes: int, index_dir: str) -> list[Wik
         index_path = None
         if compression == "bz2":
             index_path, size = bz2_index(path, index_dir)
-            spans = _even_spans(size, target_bytes)
+            # no index (the file cannot be decoded to its end): one range, read as a stream up to the fault
+            spans = _even_spans(size, target_bytes) if index_path else [(0, 1 << 62)]
         elif compression == "gz":
             spans = plan_gz(path, target_bytes)
         else:
@@ -190,8 +192,10 @@ def _check_index_matches(index_path: str, header: dict, path: str) -> None:
                         "rerun the job so the index is rebuilt")
 
 
-def bz2_index(path: str, index_dir: str) -> tuple[str, int]:
-    """Path of the block-offset index of ``path`` (built if absent) and the file's uncompressed size."""
+def bz2_index(path: str, index_dir: str) -> tuple[str | None, int]:
+    """Path of the block-offset index of ``path`` (built if absent) and the file's uncompressed size;
+    ``(None, 0)`` when the file cannot be decoded to its end (truncated or corrupt): its one range is
+    then read as a stream, and the lines before the fault are kept."""
     import indexed_bzip2
 
     size, stamp = _file_info(path)
@@ -202,9 +206,12 @@ def bz2_index(path: str, index_dir: str) -> tuple[str, int]:
         header, _ = read_bz2_index(index_path)
         _check_index_matches(index_path, header, path)
         return index_path, int(header["uncompressed_size"])
-    with _bz2_source(path) as source, indexed_bzip2.open(source, parallelization=os.cpu_count() or 1) as f:
-        offsets = f.block_offsets()
-        uncompressed = f.size()
+    try:
+        with _bz2_source(path) as source, indexed_bzip2.open(source, parallelization=os.cpu_count() or 1) as f:
+            offsets = f.block_offsets()
+            uncompressed = f.size()
+    except RuntimeError:  # indexed_bzip2's std::exception: a truncated or corrupt file
+        return None, 0
     header = {"path": path, "size": size, "stamp": stamp, "fingerprint": _fingerprint(path, size),
               "uncompressed_size": int(uncompressed)}
     write_bz2_index(index_path, header, offsets)
@@ -233,8 +240,10 @@ class _bz2_source:
 def _iter_bz2_lines(rng: WikidataRange) -> Iterator[tuple[int, bytes]]:
     import indexed_bzip2
 
-    if rng.index_path is None:
-        raise DumpError(f"{rng.path}: bz2 range {rng.range_id} has no index_path")
+    if rng.index_path is None:  # no index could be built: the whole file as one stream, up to its fault
+        with _open(rng.path) as raw, bz2.open(raw, "rb") as f:
+            yield from _iter_seekable_lines(f, 0, rng.end)
+        return
     header, offsets = read_bz2_index(rng.index_path)
     _check_index_matches(rng.index_path, header, rng.path)
     with _bz2_source(rng.path) as source, indexed_bzip2.open(source, parallelization=1) as f:

@@ -133,3 +133,20 @@ def test_a_truncated_single_stream_dump_keeps_every_page_decoded_before_the_cut(
     whole_pages = decodable.count(b"</page>")
     assert whole_pages > demo_world.num_pages // 3
     assert len(pages) == whole_pages and all(isinstance(p, Page) for p in pages[:5])
+
+
+def test_a_truncated_wikidata_bz2_keeps_the_lines_before_the_cut_and_says_where(demo_world, ray_session, tmp_path,
+                                                                               capsys):
+    from ingest.__main__ import main
+
+    lines = bz2.decompress(demo_world.wikidata_dump.read_bytes())
+    packed = bz2.compress(lines, compresslevel=1)
+    cut = tmp_path / "wikidata-cut.json.bz2"  # was: RuntimeError std::exception in a Ray worker, no manifest
+    cut.write_bytes(packed[: len(packed) * 7 // 10])
+    out = tmp_path / "out"
+    assert main(["--wikipedia", str(demo_world.wikipedia_dump), "--wikidata", str(cut), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{cut}: unreadable after uncompressed byte" in err and "EOFError" in err
+    source = json.loads((out / "manifest.json").read_text())["wikidata"][0]
+    readable = bz2.BZ2Decompressor().decompress(packed[: len(packed) * 7 // 10]).count(b"\n")
+    assert source["truncated"] and not source["accounted"] and source["lines"] >= readable - 2 > 0

@@ -1,0 +1,216 @@
+"""Seeded corruptions of the real Wikipedia and Wikidata samples through ``python -m ingest``'s job.
+
+    python bench/faults.py [--corruptions 12] [--seed 0] [--out /tmp/bench_faults]
+
+For each corruption of ``../shared/data``'s enwiki sample (a single-stream ``.xml.bz2``, 206 pages in
+about seven 900 kB bzip2 blocks) — byte flips, a truncation, garbage bytes — and of the Wikidata
+sample (50 entity lines: garbage lines, a truncation), one ingest run (``run_ingest``, Ray of 2 CPUs):
+
+* **recovered share**: pages the job accounts for (written, or dropped with a reason such as
+  ``redirect``) over the pages a reference decoder still reads: the pages decoded before the fault
+  (``bz2.BZ2Decompressor``, fed until it fails) plus the whole pages inside the intact bzip2 blocks
+  after it, as ``bzip2recover`` finds them (``recovered_share``; ``recovered_share_prefix`` counts
+  the pages before the fault only);
+* **silent loss**: a run whose output holds fewer pages or lines than the input and whose manifest
+  does not say so (``ingest.losses`` finds nothing: the command would exit 0);
+* **stale result**: the same output folder rerun after the input at the same path was replaced
+  by another corruption, compared with a fresh run of that input: any difference in the pages,
+  rows or input sha256 the manifest reports.
+
+Last line: one JSON object with ``recovered_share``, ``recovered_share_prefix``, ``silent_losses``,
+``stale_results``, ``corruptions``, ``crashes`` and per-corruption rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+SHARED = REPO.parent / "shared" / "data"
+ENWIKI = SHARED / "wikipedia_xml_sample" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+WIKIDATA = SHARED / "wikidata_json_sample" / "wikidata-dump-first50lines.json"
+PAGE = re.compile(rb"<page>.*?</page>", re.S)
+
+
+def prefix_pages(data: bytes) -> int:
+    """Whole pages a streaming decoder reads before the first fault."""
+    decoder, out = bz2.BZ2Decompressor(), []
+    try:
+        for start in range(0, len(data), 1 << 16):
+            out.append(decoder.decompress(data[start:start + (1 << 16)]))
+            if decoder.eof:
+                break
+    except OSError:
+        pass
+    return len(PAGE.findall(b"".join(out)))
+
+
+def recoverable_pages(data: bytes, work: Path) -> int:
+    """``prefix_pages`` plus the whole pages of the intact blocks after the fault (bzip2recover)."""
+    before = prefix_pages(data)
+    if not shutil.which("bzip2recover"):
+        return before
+    work.mkdir(parents=True, exist_ok=True)
+    damaged = work / "damaged.bz2"
+    damaged.write_bytes(data)
+    subprocess.run(["bzip2recover", str(damaged)], cwd=work, capture_output=True, check=False)
+    blocks = []
+    for block in sorted(work.glob("rec*damaged.bz2")):
+        try:
+            blocks.append(bz2.decompress(block.read_bytes()))
+        except (OSError, EOFError):
+            blocks.append(None)  # the damaged block
+    # pages after the first damaged block, inside a run of intact blocks (a page cut by the damage is lost)
+    after, run, seen_bad = 0, [], False
+    for text in blocks:
+        if text is None:
+            if seen_bad:
+                after += len(PAGE.findall(b"".join(run)))
+            seen_bad, run = True, []
+            continue
+        run.append(text)
+    if seen_bad:
+        # the last run's first page may have started in the damaged block: only whole <page> elements count
+        after += len(PAGE.findall(b"".join(run)))
+    shutil.rmtree(work)
+    return before + after if seen_bad else max(before, sum(len(PAGE.findall(t)) for t in blocks if t))
+
+
+def corrupt_wikipedia(data: bytes, kind: str, rng: random.Random) -> bytes:
+    b = bytearray(data)
+    if kind == "flip":
+        for _ in range(8):
+            i = rng.randrange(len(b) // 10, len(b))
+            b[i] ^= 1 << rng.randrange(8)
+        return bytes(b)
+    if kind == "truncate":
+        return bytes(b[: int(len(b) * rng.uniform(0.2, 0.9))])
+    i = rng.randrange(len(b) // 10, len(b))  # garbage: 64 random bytes written over the stream
+    b[i:i + 64] = bytes(rng.randrange(256) for _ in range(64))
+    return bytes(b)
+
+
+def corrupt_wikidata(lines: list[bytes], kind: str, rng: random.Random) -> tuple[bytes, int]:
+    """(the corrupted file, the entity lines a reader can still parse)."""
+    lines = list(lines)
+    entities = sum(1 for line in lines if line.strip().startswith(b"{"))
+    if kind == "garbage":
+        for _ in range(3):
+            lines.insert(rng.randrange(1, len(lines)), b'{"type": "item", "id": "Q1", not json}\n')
+        return b"".join(lines), entities
+    cut = rng.randrange(2, len(lines) - 1)  # truncation in the middle of an entity line
+    kept = lines[:cut] + [lines[cut][: len(lines[cut]) // 2]]
+    return b"".join(kept), sum(1 for line in lines[:cut] if line.strip().startswith(b"{"))
+
+
+def ingest(cfg_kwargs: dict, out: Path) -> tuple[dict | None, str | None]:
+    from ingest.pipeline import IngestConfig, run_ingest
+
+    try:
+        return run_ingest(IngestConfig(out=str(out), **cfg_kwargs), log=lambda *a: None), None
+    except Exception as e:  # noqa: BLE001 — a crash is a figure here, not the end of the benchmark
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
+
+
+def accounted_pages(manifest: dict) -> int:
+    return manifest["pages"]["written"] + sum(manifest["pages"]["dropped"].values()) - manifest["pages"]["dropped"].get(
+        "corrupt_stream", 0)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--corruptions", type=int, default=12, help="Wikipedia corruptions (Wikidata: half as many)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="/tmp/bench_faults")
+    args = p.parse_args()
+    import ray
+
+    from ingest.losses import losses
+
+    out = Path(args.out)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    ray.init(num_cpus=2, configure_logging=False, include_dashboard=False)
+    rng = random.Random(args.seed)
+    clean = ENWIKI.read_bytes()
+    total_pages = len(PAGE.findall(bz2.decompress(clean)))
+    rows, silent, crashes = [], 0, 0
+    started = time.perf_counter()
+    for n in range(args.corruptions):
+        kind = ("flip", "truncate", "garbage")[n % 3]
+        data = corrupt_wikipedia(clean, kind, rng)
+        dump = out / f"w{n:02d}" / "enwiki-sample-pages-articles.xml.bz2"
+        dump.parent.mkdir()
+        dump.write_bytes(data)
+        reference = recoverable_pages(data, out / f"w{n:02d}" / "recover")
+        manifest, crash = ingest({"wikipedia": [str(dump)]}, out / f"w{n:02d}" / "out")
+        got = accounted_pages(manifest) if manifest else 0
+        reported = bool(losses(manifest)) if manifest else True
+        lost = got < total_pages
+        silent += int(lost and not reported)
+        crashes += int(crash is not None)
+        rows.append({"input": "wikipedia", "kind": kind, "reference_pages": reference, "prefix_pages": prefix_pages(data),
+                     "accounted_pages": got, "of_pages": total_pages, "loss_reported": reported, "crash": crash})
+        print(f"[faults] wikipedia {kind:8s} reference {reference:3d} (prefix {rows[-1]['prefix_pages']:3d}) "
+              f"accounted {got:3d}/{total_pages} reported {reported} {crash or ''}", flush=True)
+    wikidata_lines = WIKIDATA.read_bytes().splitlines(keepends=True)
+    for n in range(max(1, args.corruptions // 2)):
+        kind = ("garbage", "truncate")[n % 2]
+        data, parseable = corrupt_wikidata(wikidata_lines, kind, rng)
+        dump = out / f"d{n:02d}" / "wikidata-sample.json"
+        dump.parent.mkdir()
+        dump.write_bytes(data)
+        manifest, crash = ingest({"wikipedia": [str(ENWIKI)], "wikidata": [str(dump)]}, out / f"d{n:02d}" / "out")
+        source = manifest["wikidata"][0] if manifest else None
+        read = (source["written"] + sum(v for k, v in source["skipped"].items() if k != "bad_json")) if source else 0
+        reported = bool(losses(manifest)) if manifest else True
+        counted_bad = source["skipped"].get("bad_json", 0) if source else 0
+        silent += int(read < parseable and not reported and not counted_bad)
+        crashes += int(crash is not None)
+        rows.append({"input": "wikidata", "kind": kind, "parseable_lines": parseable, "read_lines": read,
+                     "bad_json_counted": counted_bad, "loss_reported": reported, "crash": crash})
+        print(f"[faults] wikidata  {kind:8s} parseable {parseable} read {read} bad_json {counted_bad} "
+              f"reported {reported} {crash or ''}", flush=True)
+    # stale results: the same folder rerun after the input at the same path changed
+    stale = 0
+    for n in range(3):
+        folder = out / f"s{n}"
+        dump = folder / "enwiki-sample-pages-articles.xml.bz2"
+        dump.parent.mkdir()
+        dump.write_bytes(corrupt_wikipedia(clean, "truncate", rng))
+        ingest({"wikipedia": [str(dump)]}, folder / "out")
+        dump.write_bytes(clean if n == 0 else corrupt_wikipedia(clean, ("flip", "garbage")[n % 2], rng))
+        rerun, _ = ingest({"wikipedia": [str(dump)]}, folder / "out")
+        fresh, _ = ingest({"wikipedia": [str(dump)]}, folder / "fresh")
+        same = rerun and fresh and rerun["pages"] == fresh["pages"] and rerun["sets"]["sentences"]["rows"] == \
+            fresh["sets"]["sentences"]["rows"] and rerun["sources"][0]["sha256"] == fresh["sources"][0]["sha256"]
+        stale += int(not same)
+        print(f"[faults] rerun after the input changed: {'same as a fresh run' if same else 'STALE'}", flush=True)
+    wiki = [r for r in rows if r["input"] == "wikipedia"]
+    result = {
+        "corruptions": len(rows),
+        "recovered_share": round(sum(r["accounted_pages"] for r in wiki) / max(1, sum(r["reference_pages"] for r in wiki)), 4),
+        "recovered_share_prefix": round(sum(min(r["accounted_pages"], r["prefix_pages"]) for r in wiki)
+                                        / max(1, sum(r["prefix_pages"] for r in wiki)), 4),
+        "silent_losses": silent,
+        "stale_results": stale,
+        "crashes": crashes,
+        "seconds": round(time.perf_counter() - started, 1),
+        "rows": rows,
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
