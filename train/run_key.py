@@ -119,5 +119,6 @@ def check_run_key(cfg: TrainConfig, run_dir: str, set_paths: dict, *, resume: bo
         raise ConfigError(
             f"run {name!r} at {run_dir} trained something else, so it is not resumed: "
             + "; ".join(differences[:8]) + (f"; and {len(differences) - 8} more" if len(differences) > 8 else "")
-            + f". Start fresh under a new name (--name {name}-2) or replace it (--overwrite)")
+            + f". Start fresh under a new name (--name {name}-2; --set run_name={name}-2 where there is no --name) "
+            f"or replace it (--overwrite, or remove {run_dir})")
     return "resume"
