@@ -66,6 +66,7 @@ from train.batch import length_buckets, to_device
 from train.config import TrainConfig
 from train.encoder import Encoder
 from train.methods import get_method
+from train.progress import ProgressWriter
 from train.state_files import load_tensors
 from train.step import forward_backward
 
@@ -217,6 +218,9 @@ def train_loop_per_worker(config: dict) -> dict:
     shard = ray.train.get_dataset_shard("train")
     last_reported = step
     eta = Eta(start_step, total_steps)
+    # a terminal on the driver: rank 0 feeds its progress bar (train.progress) instead of printing lines
+    progress = (ProgressWriter(config["_progress_file"], total_steps, step)
+                if rank == 0 and config.get("_progress_file") else None)
     while epoch < cfg.epochs and step < total_steps:
         batches = shard.iter_batches(
             batch_size=local_bs,
@@ -258,10 +262,13 @@ def train_loop_per_worker(config: dict) -> dict:
             optimizer.zero_grad(set_to_none=True)
             step, done = step + 1, i + 1
             meter.add(loss.detach(), parts)
+            if progress is not None:
+                progress.write(step, meter.peek)
             if rank == 0 and cfg.log_every_steps and step % cfg.log_every_steps == 0:
-                say(f"[train] step {step}/{total_steps} ({100 * step / total_steps:.0f}%) loss {meter.peek():.5g} "
-                    f"{eta.line(step)}")
-                reporter.tensorboard.log(step, {"loss": meter.peek(), "lr": scheduler.get_last_lr()[0]})
+                if progress is None:
+                    say(f"[train] step {step}/{total_steps} ({100 * step / total_steps:.0f}%) loss "
+                        f"{meter.peek():.5g} {eta.line(step)}")
+                reporter.tracking.log(step, {"loss": meter.peek(), "lr": scheduler.get_last_lr()[0]})
             if (cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0) or step >= total_steps:
                 resume = (epoch + 1, 0) if done >= steps_per_epoch else (epoch, done)
                 reporter.report(step, epoch, resume, meter)
@@ -361,14 +368,14 @@ class Reporter:
         self.optimizer, self.scheduler, self.scaler = optimizer, scheduler, scaler
         self.dev, self.start_step = dev, start_step
         self.last_metrics: dict = {}
-        self.tensorboard = _NoLog()
+        self.tracking = _NoLog()
         if rank == 0 and run_folder:
-            from train.tracking import TensorBoardLog
+            from train.tracking import Trackers
 
-            self.tensorboard = TensorBoardLog(run_folder, start_step)
+            self.tracking = Trackers(run_folder, start_step, cfg.name, cfg.to_dict())
 
     def close(self) -> None:
-        self.tensorboard.close()
+        self.tracking.close()
 
     def _staging(self, step: int):
         """Where rank 0 writes the checkpoint before ``report`` uploads it: a temporary folder,
@@ -421,7 +428,7 @@ class Reporter:
                     metric, data = self.dev
                     metrics[metric.key] = score_model_dir(metric, model_dir, data)
                 (Path(tmp) / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str))
-                self.tensorboard.report(step, metrics, self.dev[0].key if self.dev is not None else None)
+                self.tracking.report(step, metrics, self.dev[0].key if self.dev is not None else None)
                 checkpoint = ray.train.Checkpoint.from_directory(tmp)
                 extra = f" {self.dev[0].key} {metrics[self.dev[0].key]:.4f}" if self.dev is not None else ""
                 say(f"[train] step {step} epoch {epoch} loss {metrics['loss']:.5g} "

@@ -211,7 +211,7 @@ def _storage(cfg: TrainConfig) -> str:
     return s if "://" in s else str(Path(s).expanduser().resolve())
 
 
-def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=None):
+def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=None, progress_file: str | None = None):
     """A ``TorchTrainer`` for ``cfg`` (validated and preflighted first).
 
     ``callbacks`` are Ray Train ``UserCallback``s (e.g. tune's
@@ -259,6 +259,8 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         _set_paths={k: str(v.resolve()) for k, v in set_paths.items()},
     )
     loop_config["_run_folder"] = f"{_storage(cfg).rstrip('/')}/{cfg.name}"  # TensorBoard events (train.tracking)
+    if progress_file:
+        loop_config["_progress_file"] = progress_file  # rank 0 feeds the driver's progress bar
     if cfg.num_workers == 0 and "://" not in _storage(cfg):  # local mode: Ray leaves checkpoints where written
         loop_config["_local_checkpoint_root"] = f"{_storage(cfg).rstrip('/')}/{cfg.name}"
     if cfg.num_workers == 0:
@@ -327,10 +329,18 @@ def run(cfg: TrainConfig, callbacks=(), *, resume: bool = False, overwrite: bool
 
     t0 = time.time()
     set_paths, _, _ = preflight(cfg)
-    check_run_key(cfg, f"{_storage(cfg).rstrip('/')}/{cfg.name}", set_paths, resume=resume, overwrite=overwrite,
-                  log=partial(print, flush=True))
-    trainer = build_trainer(cfg, callbacks=callbacks)
-    result = trainer.fit()
+    run_folder = f"{_storage(cfg).rstrip('/')}/{cfg.name}"
+    check_run_key(cfg, run_folder, set_paths, resume=resume, overwrite=overwrite, log=partial(print, flush=True))
+    from train.progress import PROGRESS_FILE, ProgressBar, wants_bar
+
+    progress_file = f"{run_folder}/{PROGRESS_FILE}" if wants_bar(run_dir=run_folder) else None
+    trainer = build_trainer(cfg, callbacks=callbacks, progress_file=progress_file)
+    bar = ProgressBar(progress_file) if progress_file else None
+    try:
+        result = trainer.fit()
+    finally:
+        if bar is not None:
+            bar.close()
     metric = checkpoint_metric(cfg)
     run_dir = _run_dir(cfg, result)
     chosen, metrics = result.checkpoint, dict(result.metrics or {})

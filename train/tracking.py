@@ -34,6 +34,40 @@ TENSORBOARD_DIR = "tensorboard"
 REPORTED = ("loss", "lr", "examples_per_s", "data_wait_frac")
 
 
+def report_to(log, step: int, metrics: dict, dev_key: str | None) -> None:
+    """The figures of a report, as ``log.log(step, values, prefix)`` calls (TensorBoard's and MLflow's)."""
+    train = {k: metrics[k] for k in REPORTED if k in metrics}
+    train.update({k: v for k, v in metrics.items() if k.startswith("loss_") or k == "grad_norm"})
+    log.log(step, train)
+    if dev_key and dev_key in metrics:
+        log.log(step, {dev_key: metrics[dev_key]}, prefix="dev/")
+
+
+class Trackers:
+    """Rank 0's trackers: TensorBoard always, MLflow when installed and ``MLFLOW_TRACKING_URI`` is set."""
+
+    def __init__(self, run_folder: str, start_step: int, run_name: str, config: dict):
+        from train import mlflow_log
+
+        self.tensorboard = TensorBoardLog(run_folder, start_step)
+        self.mlflow = mlflow_log.MLflowLog(run_folder, run_name, config) if mlflow_log.wanted() else None
+
+    def log(self, step: int, values: dict, prefix: str = "train/") -> None:
+        self.tensorboard.log(step, values, prefix)
+        if self.mlflow is not None:
+            self.mlflow.log(step, values, prefix)
+
+    def report(self, step: int, metrics: dict, dev_key: str | None = None) -> None:
+        self.tensorboard.report(step, metrics, dev_key)
+        if self.mlflow is not None:
+            report_to(self.mlflow, step, metrics, dev_key)
+
+    def close(self) -> None:
+        self.tensorboard.close()
+        if self.mlflow is not None:
+            self.mlflow.close()
+
+
 class TensorBoardLog:
     def __init__(self, run_folder: str, start_step: int = 0):
         from torch.utils.tensorboard import SummaryWriter
@@ -51,11 +85,7 @@ class TensorBoardLog:
 
     def report(self, step: int, metrics: dict, dev_key: str | None = None) -> None:
         """The metrics of a report: the training figures, the method's loss parts, the dev metric."""
-        train = {k: metrics[k] for k in REPORTED if k in metrics}
-        train.update({k: v for k, v in metrics.items() if k.startswith("loss_") or k == "grad_norm"})
-        self.log(step, train)
-        if dev_key and dev_key in metrics:
-            self.log(step, {dev_key: metrics[dev_key]}, prefix="dev/")
+        report_to(self, step, metrics, dev_key)
         self.writer.flush()
         if self.remote:
             import pyarrow.fs
