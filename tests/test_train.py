@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ingest.schemas import ENTITIES, ENTITY_PAIRS, SENTENCES, SchemaError
+from ingest.sets import manifest_path
 from train.config import ConfigError, TrainConfig, load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -628,7 +629,7 @@ def test_local_mode_bf16_run(ray_session, world, tmp_path):
     import hashlib
 
     card = (Path(out.model_path) / "README.md").read_text()
-    manifest = world["data"] / "entity_pairs" / "_manifest.json"
+    manifest = Path(manifest_path(world["data"] / "entity_pairs"))  # the fixture writes a legacy manifest.json
     assert "## Training (structcse)" in card and f"`{world['model']}`" in card and "EASE (Nishikawa" in card
     assert hashlib.sha256(manifest.read_bytes()).hexdigest()[:16] in card
     assert f"`dev_spearman` = {out.metrics['dev_spearman']:.4f}" in card
