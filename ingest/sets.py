@@ -353,6 +353,14 @@ def code_version() -> str:
         return "unknown"
 
 
+def file_stamp(path: str) -> tuple[int, str]:
+    """(size, a modification stamp) of a local or fsspec path: what tells a file replaced at the same path."""
+    fs, fs_path = fsspec.core.url_to_fs(path)
+    info = fs.info(fs_path)
+    stamp = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created") or ""
+    return int(info["size"]), str(stamp)
+
+
 def file_digest(path: str) -> dict:
     """Size and sha256 of an input file, for the manifests."""
     fs, local = fsspec.core.url_to_fs(path)

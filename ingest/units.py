@@ -10,7 +10,7 @@ retried task overwrites what a killed one left. When a unit is done its result
 row is written last, as ``_work/done/<kind>-NNNNN.json``; a rerun of the same
 job finds it and skips the unit (the marker holds a fingerprint of the unit, of
 the config that shapes its output and of the input file as it was read: size and
-modification time, or the object store's ETag; so a changed config or a
+modification stamp, ``sets.file_stamp``; so a changed config or a
 re-downloaded dump redoes the work). A unit whose input ended early (a truncated
 file) writes no marker: it is never done, and a rerun reads it again.
 
@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from ingest import multistream, schemas, wikidata
 from ingest.sets import read_json as _read_json
-from ingest.sets import write_json, write_table
+from ingest.sets import file_stamp, write_json, write_table
 from ingest.wikipedia import Page, PageError, decode_xml_bytes, iter_pages_from_file, parse_pages
 from ingest.wikitext import extractor_loops, normalize_title, split_sentences, wikitext_to_text
 
@@ -73,24 +73,11 @@ UNIT_CONFIG_FIELDS = ("min_sentence_chars", "max_sentence_chars", "languages", "
 WIKIPEDIA_OUTPUTS = ("sentences", "mentions", "redirects", "intros")
 
 
-def input_identity(path: str) -> dict:
-    """Size and modification stamp of an input file as its filesystem reports them (local: mtime in ns;
-    object stores: ETag / LastModified / generation), so that a file replaced at the same path differs."""
-    fs, local = fsspec.core.url_to_fs(path)
-    if "://" not in path:
-        st = os.stat(local)
-        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    info = fs.info(local)
-    stamp = next((str(info[k]) for k in ("ETag", "etag", "md5Hash", "generation", "LastModified", "mtime", "updated")
-                  if info.get(k)), "")
-    return {"size": info.get("size"), "stamp": stamp}
-
-
-def fingerprint(spec: str, cfg: dict, kind: str | None = None, source: dict | None = None) -> str:
+def fingerprint(spec: str, cfg: dict, kind: str | None = None, source: tuple | None = None) -> str:
     shaping = {k: cfg.get(k) for k in UNIT_CONFIG_FIELDS}
     parts = [schemas.SCHEMA_VERSION, spec, shaping] + ([list(WIKIPEDIA_OUTPUTS)] if kind == "wikipedia" else [])
-    if source is not None:
-        parts.append(source)
+    if source is not None:  # the input file's (size, modification stamp): sets.file_stamp
+        parts.append(list(source))
     payload = json.dumps(parts, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -114,7 +101,7 @@ def process_unit(row: dict, out: str, cfg: dict) -> dict:
     kind, unit_id, spec = row["kind"], row["unit_id"], row["spec"]
     marker = f"{out}/_work/done/{kind}-{unit_id:05d}.json"
     source = json.loads(spec).get("path")
-    stamp = fingerprint(spec, cfg, kind, input_identity(source) if source else None)
+    stamp = fingerprint(spec, cfg, kind, file_stamp(source) if source else None)
     if cfg.get("resume", True):
         done = _read_json(marker)
         if done is not None and done.get("fingerprint") == stamp:

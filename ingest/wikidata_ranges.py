@@ -49,6 +49,8 @@ from typing import BinaryIO
 
 import fsspec
 
+from ingest.sets import file_stamp
+
 COMPRESSIONS = ("none", "gz", "bz2")
 GZIP_MAGIC = b"\x1f\x8b\x08"
 GZ_VERIFY_BYTES = 4096  # decompressed bytes a candidate member start must yield
@@ -97,14 +99,6 @@ def _open(path: str) -> BinaryIO:
     return fsspec.open(path, "rb").open()
 
 
-def _file_info(path: str) -> tuple[int, str]:
-    """(size, a modification stamp) of a local or fsspec path."""
-    fs, fs_path = fsspec.core.url_to_fs(path)
-    info = fs.info(fs_path)
-    stamp = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created") or ""
-    return int(info["size"]), str(stamp)
-
-
 def plan_ranges(paths: list[str], target_bytes: int, index_dir: str) -> list[WikidataRange]:
     """Cut each file into ranges of about ``target_bytes`` (uncompressed bytes
     for ``none``/``bz2``, compressed bytes for ``gz``). ``range_id`` numbers the
@@ -122,7 +116,7 @@ def plan_ranges(paths: list[str], target_bytes: int, index_dir: str) -> list[Wik
         elif compression == "gz":
             spans = plan_gz(path, target_bytes)
         else:
-            spans = _even_spans(_file_info(path)[0], target_bytes)
+            spans = _even_spans(file_stamp(path)[0], target_bytes)
         for start, end in spans:
             ranges.append(WikidataRange(len(ranges), path, compression, start, end, index_path))
     return ranges
@@ -184,7 +178,7 @@ def read_bz2_index(index_path: str) -> tuple[dict, dict[int, int]]:
 
 
 def _check_index_matches(index_path: str, header: dict, path: str) -> None:
-    size, stamp = _file_info(path)
+    size, stamp = file_stamp(path)
     now = {"size": size, "stamp": stamp, "fingerprint": _fingerprint(path, size)}
     changed = [k for k, v in now.items() if header.get(k) != v]
     if changed:
@@ -198,7 +192,7 @@ def bz2_index(path: str, index_dir: str) -> tuple[str | None, int]:
     then read as a stream, and the lines before the fault are kept."""
     import indexed_bzip2
 
-    size, stamp = _file_info(path)
+    size, stamp = file_stamp(path)
     key = hashlib.sha256(f"{path}\0{size}\0{stamp}".encode()).hexdigest()[:24]
     os.makedirs(index_dir, exist_ok=True)
     index_path = os.path.join(index_dir, f"{os.path.basename(path)}.{key}{INDEX_SUFFIX}")
@@ -307,7 +301,7 @@ def plan_gz(path: str, target_bytes: int) -> list[tuple[int, int]]:
     except when no split point qualifies, when the rest of the file is
     scanned once for candidates.
     """
-    size = _file_info(path)[0]
+    size = file_stamp(path)[0]
     if size == 0:
         return [(0, 0)]
     with _open(path) as f:
@@ -432,7 +426,7 @@ def _gz_member_ends_at(compressed: bytes | memoryview) -> bool | None:
 def _iter_gz_lines(rng: WikidataRange) -> Iterator[tuple[int, bytes]]:
     """(offset, line) of every line decompressed from the members in
     ``[start, end)``; offset = ``start`` + offset in that decompressed data."""
-    size = _file_info(rng.path)[0]
+    size = file_stamp(rng.path)[0]
     last_range = rng.end >= size
     buf = b""
     buf_offset = rng.start  # offset (as defined above) of buf[0]

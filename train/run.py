@@ -211,15 +211,17 @@ def _storage(cfg: TrainConfig) -> str:
     return s if "://" in s else str(Path(s).expanduser().resolve())
 
 
-def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=None, progress_file: str | None = None):
+def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=None, progress_file: str | None = None,
+                  preflighted: tuple | None = None):
     """A ``TorchTrainer`` for ``cfg`` (validated and preflighted first).
 
     ``callbacks`` are Ray Train ``UserCallback``s (e.g. tune's
     ``TuneReportCallback``); ``run_config`` replaces the one built from ``cfg``;
     ``validation``: a ``ValidationConfig`` that scores the reported checkpoints
-    asynchronously (tune's evaluation pool) instead of rank 0 in the loop.
+    asynchronously (tune's evaluation pool) instead of rank 0 in the loop;
+    ``preflighted``: what ``preflight(cfg)`` returned, when the caller has run it.
     """
-    set_paths, data_info, num_rows = preflight(cfg)
+    set_paths, data_info, num_rows = preflighted or preflight(cfg)
     if "://" not in _storage(cfg):  # remote run folders are checked by the workers as they load
         from train.loop import STATE_FILE
         from train.state_files import check_local_checkpoints
@@ -328,13 +330,13 @@ def run(cfg: TrainConfig, callbacks=(), *, resume: bool = False, overwrite: bool
     from train.run_key import check_run_key
 
     t0 = time.time()
-    set_paths, _, _ = preflight(cfg)
+    preflighted = preflight(cfg)
     run_folder = f"{_storage(cfg).rstrip('/')}/{cfg.name}"
-    check_run_key(cfg, run_folder, set_paths, resume=resume, overwrite=overwrite, log=partial(print, flush=True))
+    check_run_key(cfg, run_folder, preflighted[0], resume=resume, overwrite=overwrite, log=partial(print, flush=True))
     from train.progress import PROGRESS_FILE, ProgressBar, wants_bar
 
     progress_file = f"{run_folder}/{PROGRESS_FILE}" if wants_bar(run_dir=run_folder) else None
-    trainer = build_trainer(cfg, callbacks=callbacks, progress_file=progress_file)
+    trainer = build_trainer(cfg, callbacks=callbacks, progress_file=progress_file, preflighted=preflighted)
     bar = ProgressBar(progress_file) if progress_file else None
     try:
         result = trainer.fit()

@@ -20,14 +20,13 @@ as before, with a warning.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import fsspec
 
-from ingest.sets import manifest_path, read_json, write_json
+from ingest.sets import file_digest, manifest_path, read_json, write_json
 from train.config import ConfigError, TrainConfig
 
 RUN_KEY = "run_key.json"
@@ -42,10 +41,7 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".msgpack")
 
 def _sha256(path: str) -> str | None:
     fs, local = fsspec.core.url_to_fs(path)
-    if not fs.exists(local):
-        return None
-    with fs.open(local, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    return file_digest(path)["sha256"] if fs.exists(local) else None
 
 
 def model_key(model: str) -> dict:
