@@ -123,8 +123,10 @@ def ingest(cfg_kwargs: dict, out: Path) -> tuple[dict | None, str | None]:
 
 
 def accounted_pages(manifest: dict) -> int:
-    return manifest["pages"]["written"] + sum(manifest["pages"]["dropped"].values()) - manifest["pages"]["dropped"].get(
-        "corrupt_stream", 0)
+    """Pages written or dropped for a reason of their own (a redirect, ...): not the pages counted lost."""
+    dropped = manifest["pages"]["dropped"]
+    return manifest["pages"]["written"] + sum(n for reason, n in dropped.items()
+                                              if reason not in ("corrupt_stream", "corrupt_block"))
 
 
 def main() -> int:

@@ -62,7 +62,7 @@ TITLE_QIDS = _schema(wiki=_STR, title=_STR, qid=_STR, direct=_BOOL)
 
 
 def _redirect_side(batch: pa.Table) -> pa.Table:
-    return align(batch.rename_columns(["wiki", "title", "key"]), TITLE_SIDES)
+    return align(batch.select(["wiki", "title", "target"]).rename_columns(["wiki", "title", "key"]), TITLE_SIDES)
 
 
 def sitelink_side(batch: pa.Table, wikis: list[str]) -> pa.Table:

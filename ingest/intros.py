@@ -100,7 +100,7 @@ def build_intros(out: str, wikidata_set: str | None, cfg: dict, results: list[di
     for r in results:
         status.update(json.loads(r.get("intro_status", "{}")))
     in_input = sum(r["pages_in_input"] for r in results)
-    truncated = any(r["truncated"] for r in results)
+    truncated = any(r["truncated"] or r.get("damaged") for r in results)  # pages lost that no one counted
     pages = {"in_input": in_input, "written": status.get("written", 0),
              "dropped": {k: v for k, v in sorted(status.items()) if k != "written"},
              "accounted": not truncated and sum(status.values()) == in_input and status.get("written", 0) == n_rows}

@@ -15,7 +15,11 @@ def wikipedia_losses(manifest: dict) -> list[str]:
     for s in manifest.get("sources", []):
         if not s.get("accounted", True):
             counted = sum(s.get("pages", {}).values())
+            blocks = [q for q in s.get("quarantined", []) if "truncated" in q]  # damaged bzip2 blocks
             lost.append(f"{s['path']}: {s.get('pages_in_input')} pages seen, {counted} written or dropped with a reason"
+                        + (f"; {len(blocks)} run(s) of damaged bzip2 blocks (bytes "
+                           + ", ".join(f"{q['offset']}-{q['end']}" for q in blocks[:5])
+                           + ") quarantined, the pages inside them lost" if blocks else "")
                         + ("; the file ends early (truncated)" if s.get("truncated") else ""))
     return lost
 

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 import fsspec
 import ray
 
-from ingest import entity_pairs, intros, multistream, schemas, wikidata
+from ingest import duplicates, entity_pairs, intros, multistream, schemas, wikidata
 from ingest.sets import MANIFEST, check_set, code_version, file_digest, write_json
 from ingest.units import process_unit
 
@@ -83,16 +83,19 @@ def _wikipedia_manifest(results: list[dict]) -> tuple[list[dict], dict]:
     per_source: dict[str, dict] = {}
     for r in results:
         e = per_source.setdefault(r["source"], {"wiki": r["wiki"], "pages_in_input": 0, "status": Counter(),
-                                                "errors": [], "quarantined": [], "truncated": False})
+                                                "errors": [], "quarantined": [], "truncated": False,
+                                                "damaged": False})
         e["pages_in_input"] += r["pages_in_input"]
         e["truncated"] |= bool(r["truncated"])
+        e["damaged"] |= bool(r.get("damaged"))
         e["status"].update(json.loads(r["status"]))
         e["errors"].extend(json.loads(r["errors"]))
         e["quarantined"].extend(json.loads(r["quarantined"]))
     sources = [
         {"path": path, "wiki": e["wiki"], "pages_in_input": e["pages_in_input"], "pages": dict(sorted(e["status"].items())),
          "errors_first": e["errors"][:20], "quarantined": e["quarantined"], "truncated": e["truncated"],
-         "accounted": not e["truncated"] and sum(e["status"].values()) == e["pages_in_input"]}
+         "damaged": e["damaged"],
+         "accounted": not (e["truncated"] or e["damaged"]) and sum(e["status"].values()) == e["pages_in_input"]}
         for path, e in per_source.items()
     ]
     status = Counter()
@@ -214,6 +217,10 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     wikidata_results = [u for r, u in zip(results, unit_results) if r["kind"] == "wikidata"]
     resumed = sum(1 for r in results if r["resumed"])
     peak_rss = max((r["peak_rss_mb"] for r in results), default=0.0)
+    duplicate_pages = duplicates.drop_duplicate_pages(out, wikipedia_results)
+    if duplicate_pages["pages"]:
+        log(f"[ingest] {duplicate_pages['pages']} page(s) read again in another shard (the same page id in two "
+            f"inputs): written once, their later rows removed {duplicate_pages['rows']}")
     sources, pages = _wikipedia_manifest(wikipedia_results)
     wikidata_sources = _wikidata_manifest(wikidata_results)
     log(f"[ingest] pass 1: {pages['in_input']} pages: {pages['written']} written, dropped {pages['dropped']}"
@@ -246,7 +253,7 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
                     "files": sorted(r["file"] for r in wikidata_results)}, f"{out}/wikidata/{MANIFEST}")
         sets["wikidata"] = {"path": f"{out}/wikidata", "rows": n_items}
 
-    manifest = {**common, "sets": sets, "units": len(units), "units_resumed": resumed, "pass1": cfg.pass1,
+    manifest = {**common, "sets": sets, "duplicate_pages": duplicate_pages, "units": len(units), "units_resumed": resumed, "pass1": cfg.pass1,
                 "peak_rss_mb_per_worker": peak_rss, "pass1_seconds": pass1_seconds,
                 "extractor_loops": dict(sorted(loops.items()))}
     wikidata_set = cfg.wikidata_set or (f"{out}/wikidata" if cfg.wikidata else None)

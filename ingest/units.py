@@ -17,7 +17,9 @@ file) writes no marker: it is never done, and a rerun reads it again.
 A Wikipedia shard writes:
 - ``sentences/shard-N.parquet``: the article sentences (the SimCSE set);
 - ``_work/mentions/shard-N.parquet``: one row per (sentence, distinct link target);
-- ``_work/redirects/shard-N.parquet``: ``(wiki, title, target)`` of redirect pages;
+- ``_work/redirects/shard-N.parquet``: ``(wiki, title, target, page_id)`` of redirect pages;
+- ``_work/pages/shard-N.parquet``: every parsed page's id, fate and rows written
+  (``ingest/duplicates.py`` removes a page read twice across shards);
 - ``_work/intros/shard-N.parquet``: the lead section (the wikitext before the
   first heading, rendered by the same extractor) of every article, as
   ``schemas.INTROS`` rows with ``qid`` null (pass 2, ``ingest/intros.py``,
@@ -25,11 +27,14 @@ A Wikipedia shard writes:
 
 Every page of the shard ends in exactly one count: ``written`` or a reason
 (``redirect``, ``non_article_namespace``, ``no_sentences``, ``parse_error``,
-``corrupt_stream``, ``missing_from_stream``), and, for the intros, in
+``corrupt_stream``, ``missing_from_stream``, ``corrupt_block``), and, for the intros, in
 exactly one intro count (``written``, ``no_intro``, ``parse_error`` or the
 page's reason for not being an article). A corrupt or truncated bz2
 stream is copied to ``_quarantine/`` with its byte offset and its pages are
-counted; the rest of the shard is unaffected.
+counted; the rest of the shard is unaffected. In a single-stream file, a run of
+damaged bzip2 blocks is quarantined the same way and reading goes on after it
+(``ingest.bz2_blocks``); the pages it cut are ``corrupt_block``, and the pages
+wholly inside it cannot be counted, so such a source is never ``accounted``.
 
 A Wikidata range writes ``wikidata/part-N.parquet`` (the ``wikidata`` set)
 and counts every entity line as written or skipped with a reason.
@@ -47,10 +52,10 @@ from collections import Counter
 import fsspec
 import pyarrow as pa
 
-from ingest import multistream, schemas, wikidata
+from ingest import duplicates, multistream, schemas, wikidata
 from ingest.sets import read_json as _read_json
 from ingest.sets import file_stamp, write_json, write_table
-from ingest.wikipedia import Page, PageError, decode_xml_bytes, iter_pages_from_file, parse_pages
+from ingest.wikipedia import LostPages, Page, PageError, decode_xml_bytes, iter_pages_from_file, parse_pages
 from ingest.wikitext import extractor_loops, normalize_title, split_sentences, wikitext_to_text
 
 MENTIONS = pa.schema(
@@ -61,7 +66,8 @@ MENTIONS = pa.schema(
         pa.field("sentence_index", pa.int32()),
     ]
 )
-REDIRECTS = pa.schema([pa.field("wiki", pa.string()), pa.field("title", pa.string()), pa.field("target", pa.string())])
+REDIRECTS = pa.schema([pa.field("wiki", pa.string()), pa.field("title", pa.string()), pa.field("target", pa.string()),
+                       pa.field("page_id", pa.int64())])  # the redirect page's own id (ingest.duplicates)
 
 # config fields that shape pass-1 output; a change invalidates finished units
 UNIT_CONFIG_FIELDS = ("min_sentence_chars", "max_sentence_chars", "languages", "wikis", "properties",
@@ -70,7 +76,7 @@ UNIT_CONFIG_FIELDS = ("min_sentence_chars", "max_sentence_chars", "languages", "
 
 # the files a Wikipedia shard writes: a shard finished by code that wrote fewer
 # (before ``intros``) has another fingerprint, so a resumed job redoes it
-WIKIPEDIA_OUTPUTS = ("sentences", "mentions", "redirects", "intros")
+WIKIPEDIA_OUTPUTS = ("sentences", "mentions", "redirects", "intros", "pages")
 
 
 def fingerprint(spec: str, cfg: dict, kind: str | None = None, source: tuple | None = None) -> str:
@@ -144,6 +150,8 @@ class _ShardPages:
         self.status: Counter = Counter()
         self.intro_status: Counter = Counter()  # every page once: written, no_intro, or why not
         self.errors: list[str] = []
+        self.seen: set[int] = set()
+        self.pages: list[dict] = []  # every parsed page in order, with the rows it wrote (ingest.duplicates)
 
     def add(self, item: Page | PageError) -> None:
         if isinstance(item, PageError):
@@ -151,34 +159,41 @@ class _ShardPages:
             self.intro_status["parse_error"] += 1
             self.errors.append(f"page {item.page_id} {item.title!r}: {item.reason}")
             return
-        if item.ns != 0:
-            self.status["non_article_namespace"] += 1
-            self.intro_status["non_article_namespace"] += 1
+        rows_before = (len(self.sentences), len(self.mentions), len(self.intros), len(self.redirects))
+        if item.page_id in self.seen:
+            status = intro = duplicates.DUPLICATE  # written once, at its first occurrence
+        elif item.ns != 0:
+            status = intro = "non_article_namespace"
         elif item.redirect:
-            self.status["redirect"] += 1
-            self.intro_status["redirect"] += 1
+            status = intro = "redirect"
             self.redirects.append(
-                {"wiki": self.wiki, "title": normalize_title(item.title), "target": normalize_title(item.redirect)}
+                {"wiki": self.wiki, "title": normalize_title(item.title), "target": normalize_title(item.redirect),
+                 "page_id": item.page_id}
             )
         else:
-            self._add_intro(item)
-            self._add_article(item)
+            intro = self._add_intro(item)
+            status = self._add_article(item)
+        self.seen.add(item.page_id)
+        self.status[status] += 1
+        self.intro_status[intro] += 1
+        rows = (len(self.sentences), len(self.mentions), len(self.intros), len(self.redirects))
+        self.pages.append({"wiki": self.wiki, "page_id": item.page_id, "status": status, "intro_status": intro,
+                           **{f"{name}_rows": after - before for name, after, before in
+                              zip(duplicates.PAGE_ROW_SETS, rows, rows_before)}})
 
-    def _add_intro(self, page: Page) -> None:
+    def _add_intro(self, page: Page) -> str:
         try:
             text, _ = wikitext_to_text(lead_wikitext(page.wikitext), language=self.language)
         except Exception:  # counted; the page's own parse error (if any) is reported by _add_article
-            self.intro_status["parse_error"] += 1
-            return
+            return "parse_error"
         text = text.strip()
         if not text:
-            self.intro_status["no_intro"] += 1
-            return
-        self.intro_status["written"] += 1
+            return "no_intro"
         self.intros.append({"wiki": self.wiki, "page_id": page.page_id, "title": normalize_title(page.title),
                             "qid": None, "text": text})
+        return "written"
 
-    def _add_article(self, page: Page) -> None:
+    def _add_article(self, page: Page) -> str:
         try:
             text, links = wikitext_to_text(page.wikitext, language=self.language)
             sentences = split_sentences(
@@ -186,13 +201,10 @@ class _ShardPages:
                 language=self.language,
             )
         except Exception as e:  # one bad page must not lose its shard
-            self.status["parse_error"] += 1
             self.errors.append(f"page {page.page_id} {page.title!r}: {type(e).__name__}: {e}")
-            return
+            return "parse_error"
         if not sentences:
-            self.status["no_sentences"] += 1
-            return
-        self.status["written"] += 1
+            return "no_sentences"
         title = normalize_title(page.title)
         for index, (sentence, links) in enumerate(sentences):
             self.sentences.append(
@@ -203,12 +215,12 @@ class _ShardPages:
                 self.mentions.append(
                     {"wiki": self.wiki, "title": target, "page_id": page.page_id, "sentence_index": index}
                 )
+        return "written"
 
 
-def _quarantine_stream(f, stream: multistream.StreamRange, shard: multistream.WikipediaShard, out: str) -> str:
-    f.seek(stream.start)
-    raw = f.read(stream.end - stream.start)
-    path = f"{out}/_quarantine/{shard.wiki}-stream-{stream.start:012d}.bz2"
+def _quarantine(f, start: int, end: int, path: str) -> str:
+    f.seek(start)
+    raw = f.read(end - start)
     fs, local = fsspec.core.url_to_fs(path)
     fs.makedirs(os.path.dirname(local), exist_ok=True)
     with fs.open(local, "wb") as q:
@@ -219,7 +231,7 @@ def _quarantine_stream(f, stream: multistream.StreamRange, shard: multistream.Wi
 def process_wikipedia_shard(shard: multistream.WikipediaShard, out: str, cfg: dict) -> dict:
     pages = _ShardPages(shard.wiki, cfg)
     quarantined: list[dict] = []
-    truncated = False
+    truncated = damaged = False
     if shard.streams:
         with fsspec.open(shard.path, "rb") as f:
             for stream in shard.streams:
@@ -227,9 +239,10 @@ def process_wikipedia_shard(shard: multistream.WikipediaShard, out: str, cfg: di
                     data = multistream.read_stream(f, stream)
                 except (EOFError, OSError) as e:
                     pages.status["corrupt_stream"] += stream.pages
+                    copy = _quarantine(f, stream.start, stream.end,
+                                       f"{out}/_quarantine/{shard.wiki}-stream-{stream.start:012d}.bz2")
                     quarantined.append({"path": shard.path, "offset": stream.start, "end": stream.end,
-                                        "pages": stream.pages, "error": f"{type(e).__name__}: {e}",
-                                        "copy": _quarantine_stream(f, stream, shard, out)})
+                                        "pages": stream.pages, "error": f"{type(e).__name__}: {e}", "copy": copy})
                     continue
                 parsed = 0
                 for item in parse_pages(decode_xml_bytes(data)):
@@ -241,20 +254,35 @@ def process_wikipedia_shard(shard: multistream.WikipediaShard, out: str, cfg: di
     else:
         try:
             for item in iter_pages_from_file(shard.path):
-                pages.add(item)
+                if isinstance(item, LostPages):  # damaged bzip2 blocks: read on after them, count what they cut
+                    gap = item.gap
+                    damaged, truncated = True, truncated or gap.at_end
+                    pages.status["corrupt_block"] += item.pages
+                    with fsspec.open(shard.path, "rb") as f:
+                        copy = _quarantine(f, gap.start, gap.end,
+                                           f"{out}/_quarantine/{shard.wiki}-blocks-{gap.start:012d}.bz2")
+                    quarantined.append({"path": shard.path, "offset": gap.start, "end": gap.end, "pages": item.pages,
+                                        "error": gap.error, "copy": copy, "truncated": gap.at_end})
+                    pages.errors.append(
+                        f"{shard.path}: bytes {gap.start}-{gap.end} cannot be decoded ({gap.error}); "
+                        + ("the file ends there (truncated); " if gap.at_end else "read on after them; ")
+                        + f"{item.pages} page(s) seen cut by them, the pages wholly inside them unknown")
+                else:
+                    pages.add(item)
         except (EOFError, OSError) as e:
-            truncated = True
+            truncated = damaged = True
             pages.errors.append(
                 f"{shard.path}: truncated or corrupt after {sum(pages.status.values())} pages; "
                 f"the pages after that point could not be read ({type(e).__name__}: {e})"
             )
-        pages_in_input = sum(pages.status.values())
+        pages_in_input = sum(pages.status.values())  # pages seen: parsed, or cut by damaged blocks
     name = f"shard-{shard.shard_id:05d}.parquet"
     write_table(pa.Table.from_pylist(pages.sentences, schema=schemas.SENTENCES), f"{out}/sentences/{name}")
     write_table(pa.Table.from_pylist(pages.mentions, schema=MENTIONS), f"{out}/_work/mentions/{name}")
     write_table(pa.Table.from_pylist(pages.redirects, schema=REDIRECTS), f"{out}/_work/redirects/{name}")
     write_table(pa.Table.from_pylist(pages.intros, schema=schemas.INTROS), f"{out}/_work/intros/{name}")
-    for reason in ("corrupt_stream", "missing_from_stream"):  # pages no parser saw
+    write_table(pa.Table.from_pylist(pages.pages, schema=duplicates.PAGES), f"{out}/_work/pages/{name}")
+    for reason in ("corrupt_stream", "missing_from_stream", "corrupt_block"):  # pages no parser saw
         if pages.status[reason]:
             pages.intro_status[reason] = pages.status[reason]
     return {
@@ -264,6 +292,7 @@ def process_wikipedia_shard(shard: multistream.WikipediaShard, out: str, cfg: di
         "compressed_bytes": shard.compressed_bytes,
         "pages_in_input": pages_in_input,
         "truncated": truncated,
+        "damaged": damaged,  # blocks lost: pages wholly inside them cannot be counted
         "status": json.dumps(dict(pages.status), sort_keys=True),
         "errors": json.dumps(pages.errors[:50]),
         "quarantined": json.dumps(quarantined),

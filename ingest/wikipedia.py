@@ -16,7 +16,9 @@ boundaries and parsed one by one; a page that still fails gives a `PageError`
 cuts the text after the last complete ``</page>`` into batches of about
 `BATCH_CHARS` characters and hands each batch to `parse_pages`. ``</page>``
 cannot occur inside XML text content (``<`` is always escaped there), so the
-cut never splits a well-formed page.
+cut never splits a well-formed page. A damaged ``.bz2`` is read on block by
+block after the fault (`ingest.bz2_blocks`); each run of lost blocks yields a
+`LostPages` with its byte range and the pages it cut.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ingest import bz2_blocks
 from ingest.wikitext import normalize_title
 
 
@@ -205,48 +208,93 @@ BATCH_CHARS = 8 << 20
 _READ_BYTES = 1 << 20
 
 
-def iter_pages_from_file(path: str | Path) -> Iterator[Page | PageError]:
-    """Stream the pages of a `.xml` or (multistream) `.xml.bz2` dump file."""
+@dataclass(frozen=True)
+class LostPages:
+    """A run of damaged bzip2 blocks (`gap`) and the pages seen cut by it: a ``<page>`` opened before it
+    and never closed, or a ``</page>`` after it whose start is lost (at most one per gap: both may be
+    the same page). Pages wholly inside the damage are not seen by anyone and cannot be counted."""
+
+    pages: int
+    gap: bz2_blocks.Gap
+
+
+def iter_pages_from_file(path: str | Path) -> Iterator[Page | PageError | LostPages]:
+    """Stream the pages of a `.xml` or (multistream) `.xml.bz2` dump file. When a ``.bz2`` file's
+    decoder fails (a truncated download, a corrupt block), the pages decoded before the fault are
+    parsed and reading goes on block by block (`ingest.bz2_blocks`): a `LostPages` marks each run of
+    blocks that could not be decoded."""
     path = Path(path)
     opener = bz2.open if path.suffix == ".bz2" else open
     with opener(path, "rb") as raw:
-        yield from _pages_from_text_chunks(_decoded_chunks(raw))
+        yield from _pages_from_text_chunks(_decoded_chunks(_byte_chunks(raw, path)))
 
 
-def _decoded_chunks(raw) -> Iterator[str]:
+def _byte_chunks(raw, path: Path) -> Iterator[bytes | bz2_blocks.Gap]:
     # read1: what one read of the decompressor gives; read() would gather _READ_BYTES first and lose
     # them all when the file ends early or a block is corrupt
     read = getattr(raw, "read1", raw.read)
-    head = read(_READ_BYTES)
-    encoding, bom_length = detect_encoding(head[:4])
-    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
-    data = head[bom_length:]
-    while data:
-        yield decoder.decode(data)
-        data = read(_READ_BYTES)
-    yield decoder.decode(b"", final=True)
+    consumed = 0
+    try:
+        while data := read(_READ_BYTES):
+            consumed += len(data)
+            yield data
+    except (EOFError, OSError):
+        if path.suffix != ".bz2":
+            raise
+        yield from bz2_blocks.recover(str(path), skip=consumed)
 
 
-def _pages_from_text_chunks(chunks: Iterable[str]) -> Iterator[Page | PageError]:
-    """Pages parsed in batches of about ``BATCH_CHARS``; when reading fails (a truncated or corrupt
-    compressed file), every whole page decoded before the failure is parsed first, then the error is
-    raised for the caller to count what could not be read."""
+def _decoded_chunks(chunks: Iterable[bytes | bz2_blocks.Gap]) -> Iterator[str | bz2_blocks.Gap]:
+    decoder, first = None, True
+    for chunk in chunks:
+        if isinstance(chunk, bz2_blocks.Gap):
+            if decoder is not None:
+                yield decoder.decode(b"", final=True)
+                decoder = None
+            first = False
+            yield chunk
+            continue
+        if decoder is None:
+            encoding, bom_length = detect_encoding(chunk[:4])
+            decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+            chunk = chunk[bom_length:] if first else chunk
+            first = False
+        yield decoder.decode(chunk)
+    if decoder is not None:
+        yield decoder.decode(b"", final=True)
+
+
+def _pages_from_text_chunks(chunks: Iterable[str | bz2_blocks.Gap]) -> Iterator[Page | PageError | LostPages]:
+    """Pages parsed in batches of about ``BATCH_CHARS``. At a gap the whole pages before it are parsed,
+    the text after it is skipped up to the next ``<page>``, and a `LostPages` counts the pages cut."""
     pending: list[str] = []
     pending_chars = 0
-    iterator = iter(chunks)
-    while True:
-        try:
-            chunk = next(iterator)
-        except StopIteration:
-            break
-        except (EOFError, OSError):
+    gap: bz2_blocks.Gap | None = None  # skipping the text after this gap, up to the next <page>
+    cut_before = 0  # pages the gap cut that began before it
+    for chunk in chunks:
+        if isinstance(chunk, bz2_blocks.Gap):
             text = "".join(pending)
-            cut = text.rfind(_PAGE_END)
-            if cut >= 0:
-                yield from parse_pages(text[: cut + len(_PAGE_END)])
-            raise
+            if gap is not None:
+                yield LostPages(max(cut_before, int(_PAGE_END in text)), gap)
+                cut_before = 0
+            else:
+                cut = text.rfind(_PAGE_END)
+                if cut >= 0:
+                    yield from parse_pages(text[: cut + len(_PAGE_END)])
+                cut_before = int(_PAGE_START.search(text, cut + len(_PAGE_END) if cut >= 0 else 0) is not None)
+            gap, pending, pending_chars = chunk, [], 0
+            continue
         pending.append(chunk)
         pending_chars += len(chunk)
+        if gap is not None:
+            text = "".join(pending)
+            start = _PAGE_START.search(text)
+            if start is None:
+                pending = [text]
+                continue
+            yield LostPages(max(cut_before, int(_PAGE_END in text[: start.start()])), gap)
+            gap, cut_before = None, 0
+            pending, pending_chars = [text[start.start():]], len(text) - start.start()
         if pending_chars < BATCH_CHARS:
             continue
         text = "".join(pending)
@@ -257,4 +305,7 @@ def _pages_from_text_chunks(chunks: Iterable[str]) -> Iterator[Page | PageError]
         cut += len(_PAGE_END)
         yield from parse_pages(text[:cut])
         pending, pending_chars = [text[cut:]], len(text) - cut
-    yield from parse_pages("".join(pending))
+    if gap is not None:
+        yield LostPages(max(cut_before, int(_PAGE_END in "".join(pending))), gap)
+    else:
+        yield from parse_pages("".join(pending))

@@ -119,20 +119,117 @@ def test_a_pair_row_with_bytes_that_are_not_utf8_is_dropped_and_counted_with_its
 
 
 def test_a_truncated_single_stream_dump_keeps_every_page_decoded_before_the_cut(demo_world, tmp_path):
-    from ingest.wikipedia import Page, iter_pages_from_file
+    from ingest.wikipedia import LostPages, Page, iter_pages_from_file
 
     xml = bz2.decompress(demo_world.wikipedia_dump.read_bytes())
     packed = bz2.compress(xml, compresslevel=1)  # 100 kB blocks: whole blocks precede the cut
     cut = tmp_path / "enwiki-cut.xml.bz2"
     cut.write_bytes(packed[: int(len(packed) * 0.59)])
-    pages = []
-    with pytest.raises(EOFError):
-        for item in iter_pages_from_file(cut):
-            pages.append(item)
+    items = list(iter_pages_from_file(cut))
+    *pages, lost = items
     decodable = bz2.BZ2Decompressor().decompress(packed[: int(len(packed) * 0.59)])  # what any decoder reads
     whole_pages = decodable.count(b"</page>")
     assert whole_pages > demo_world.num_pages // 3
-    assert len(pages) == whole_pages and all(isinstance(p, Page) for p in pages[:5])
+    assert len(pages) == whole_pages and all(isinstance(p, Page) for p in pages)
+    assert isinstance(lost, LostPages) and lost.gap.at_end and lost.gap.end == len(packed[: int(len(packed) * 0.59)])
+    assert lost.pages == 1  # the page the cut went through: opened, never closed
+
+
+def _blocks_of(path):
+    """Each block's decoded bytes of an intact file, checked against the whole file's decoding."""
+    from ingest.bz2_blocks import decode_block, find_blocks
+
+    with open(path, "rb") as f:
+        texts = [decode_block(f, start, end) for start, end in find_blocks(f, path.stat().st_size)]
+    assert b"".join(texts) == bz2.decompress(path.read_bytes())
+    return texts
+
+
+def test_a_corrupt_block_in_the_middle_loses_that_block_only_and_reading_goes_on(tmp_path):
+    import re
+
+    from ingest.bz2_blocks import find_blocks
+    from ingest.wikipedia import LostPages, Page, iter_pages_from_file
+    from tests.conftest import shared_data
+
+    sample = shared_data("wikipedia_xml_sample",
+                         "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
+    texts = _blocks_of(sample)
+    assert len(texts) == 7  # 206 pages in seven 900 kB blocks
+    clean = sample.read_bytes()
+    with open(sample, "rb") as f:
+        start, end = find_blocks(f, len(clean))[3]
+    damaged = bytearray(clean)
+    damaged[(start + end) // 16] ^= 0x10  # one bit in the middle of the fourth block
+    path = tmp_path / "enwiki-flip-pages-articles.xml.bz2"
+    path.write_bytes(bytes(damaged))
+    page = re.compile(rb"<page>.*?</page>", re.S)
+    expected = len(page.findall(b"".join(texts[:3]))) + len(page.findall(b"".join(texts[4:])))
+    items = list(iter_pages_from_file(path))
+    lost = [i for i in items if isinstance(i, LostPages)]
+    assert sum(isinstance(i, Page) for i in items) == expected > 206 * 4 // 7
+    assert len(lost) == 1 and lost[0].gap.start == start // 8 and lost[0].gap.end == (end + 7) // 8
+    assert not lost[0].gap.at_end and lost[0].pages in (1, 2)
+
+
+def test_ingest_of_a_dump_with_a_corrupt_block_quarantines_it_and_exits_1(demo_world, ray_session, tmp_path, capsys):
+    from ingest.__main__ import main
+
+    xml = bz2.decompress(demo_world.wikipedia_dump.read_bytes())
+    packed = bz2.compress(xml, compresslevel=1)
+    dump = tmp_path / "enwiki-flip-pages-articles.xml.bz2"
+    dump.write_bytes(packed)
+    texts = _blocks_of(dump)
+    assert len(texts) >= 3
+    damaged = bytearray(packed)
+    damaged[len(packed) // 2] ^= 0x01
+    dump.write_bytes(bytes(damaged))
+    out = tmp_path / "out"
+    assert main(["--wikipedia", str(dump), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}" in err and "damaged bzip2 blocks (bytes" in err and "truncated" not in err
+    source = json.loads((out / "manifest.json").read_text())["sources"][0]
+    assert source["damaged"] and not source["accounted"] and source["pages"]["corrupt_block"] >= 1
+    [q] = source["quarantined"]
+    assert q["offset"] < len(packed) // 2 < q["end"] and bytes(damaged[q["offset"]:q["end"]]) == \
+        (out / "_quarantine" / q["copy"].rsplit("/", 1)[1]).read_bytes()
+    written = source["pages"].get("written", 0) + source["pages"].get("redirect", 0)
+    assert written > demo_world.num_pages // 2  # the blocks after the damage were read
+
+
+def test_the_same_pages_in_two_inputs_are_written_once_and_counted(demo_world, demo_sets, ray_session, tmp_path):
+    from ingest.pipeline import IngestConfig, run_ingest
+    from ingest.sets import read_table
+    from structcse.demo import ENTITY_LINK_THRESHOLD
+
+    single_out, single = demo_sets
+    copy = tmp_path / "enwiki-copy-pages-articles.xml.bz2"  # the same pages, other bytes, another file
+    copy.write_bytes(bz2.compress(bz2.decompress(demo_world.wikipedia_dump.read_bytes())))
+    cfg = IngestConfig(wikipedia=[str(demo_world.wikipedia_dump), str(copy)], wikidata=[str(demo_world.wikidata_dump)],
+                       out=str(tmp_path / "out"), shard_bytes=1, entity_link_threshold=ENTITY_LINK_THRESHOLD)
+    manifest = run_ingest(cfg)
+    pages = manifest["pages"]
+    assert manifest["duplicate_pages"]["pages"] == single["pages"]["in_input"]
+    assert pages["in_input"] == 2 * single["pages"]["in_input"] and pages["accounted"]
+    assert pages["dropped"]["duplicate_page"] == single["pages"]["in_input"] and pages["written"] == single["pages"]["written"]
+    for name in ("sentences", "entity_pairs", "intros"):
+        assert manifest["sets"][name]["rows"] == single["sets"][name]["rows"] > 0, name
+    got = read_table(tmp_path / "out" / "sentences", ["sentence"])["sentence"].to_pylist()
+    assert sorted(got) == sorted(read_table(single_out / "sentences", ["sentence"])["sentence"].to_pylist())
+    assert run_ingest(cfg)["sets"]["sentences"]["rows"] == single["sets"]["sentences"]["rows"]  # resumed: the same
+
+
+def test_a_simcse_csv_without_hard_negatives_is_warned_about(tmp_path):
+    from ingest.pairs import PairIngestConfig, PairSource
+    from ingest.pairs.sources import resolve_sources
+
+    csv = tmp_path / "nli.csv"
+    csv.write_text("sent0,sent1\nA man plays a guitar.,A man plays music.\n")
+    said = []
+    sources, _ = resolve_sources(PairIngestConfig(sources=[PairSource("simcse_csv", str(csv))], out=str(tmp_path / "o")),
+                                 str(tmp_path / "work"), said.append)
+    assert "no hard_neg column" in sources[0]["warning"] and "nli_triplets" in sources[0]["warning"]
+    assert any("warning" in line and "nli.csv" in line for line in said)
 
 
 def test_a_truncated_wikidata_bz2_keeps_the_lines_before_the_cut_and_says_where(demo_world, ray_session, tmp_path,

@@ -179,7 +179,8 @@ def write_manifests(cfg: PairIngestConfig, out: str, sources: list[dict], read: 
     tags = [s["tag"] for s in sources]
     source_inputs = [{"name": s["tag"], "kind": s["kind"], "path": s["path"], "split": s["split"],
                       "hf_config": s["name"], "files": read[s["index"]]["digests"],
-                      **({"hf": s["hf"]} if "hf" in s else {})}
+                      **({"hf": s["hf"]} if "hf" in s else {}),
+                      **({"warning": s["warning"]} if "warning" in s else {})}
                      for s in sources]
     reports = _reports(sources, read, fates, unit_labels, relations)
     write_manifest(

@@ -316,6 +316,11 @@ def resolve_sources(cfg: PairIngestConfig, work: str, log) -> tuple[list[dict], 
             _check_columns(source.path, found, columns)
             if "hard_neg" not in columns and "hard_neg" in found:
                 columns["hard_neg"] = "hard_neg"
+            if "hard_neg" not in columns:
+                entry["warning"] = (f"{source.path} has no hard_neg column (found {found}): its rows are "
+                                    "entailment pairs only, so it adds no nli_triplets (SimCSE-sup's "
+                                    "premise/entailment/contradiction rows); map one with columns={'hard_neg': ...}")
+                log(f"[pairs] warning: {entry['warning']}")
             units.append({"source": index, "unit": 0, "label": _basename(source.path), "files": [source.path],
                           "spec": {**spec, "columns": columns}})
         elif source.kind == "table":
