@@ -4,13 +4,15 @@
 
 For each corruption of ``../shared/data``'s enwiki sample (a single-stream ``.xml.bz2``, 206 pages in
 about seven 900 kB bzip2 blocks) — byte flips, a truncation, garbage bytes — and of the Wikidata
-sample (50 entity lines: garbage lines, a truncation), one ingest run (``run_ingest``, Ray of 2 CPUs):
+sample (49 entity lines: garbage lines and a truncation of the plain ``.json``; bit flips in a
+``.json.bz2`` of it in 100 kB blocks), one ingest run (``run_ingest``, Ray of 2 CPUs):
 
-* **recovered share**: pages the job accounts for (written, or dropped with a reason such as
-  ``redirect``) over the pages a reference decoder still reads: the pages decoded before the fault
-  (``bz2.BZ2Decompressor``, fed until it fails) plus the whole pages inside the intact bzip2 blocks
-  after it, as ``bzip2recover`` finds them (``recovered_share``; ``recovered_share_prefix`` counts
-  the pages before the fault only);
+* **recovered share**: pages (Wikidata lines) the job accounts for (written, or dropped with a
+  reason of their own such as ``redirect``, not ``corrupt_block``) over those a reference decoder
+  still reads: the pages decoded before the fault (``bz2.BZ2Decompressor``, fed until it fails) plus
+  the whole pages inside the intact bzip2 blocks after it, as ``bzip2recover`` finds them
+  (``recovered_share``, and per input ``recovered_share_pages`` / ``recovered_share_lines``;
+  ``recovered_share_prefix`` counts the pages before the fault only);
 * **silent loss**: a run whose output holds fewer pages or lines than the input and whose manifest
   does not say so (``ingest.losses`` finds nothing: the command would exit 0);
 * **stale result**: the same output folder rerun after the input at the same path was replaced
@@ -42,8 +44,20 @@ WIKIDATA = SHARED / "wikidata_json_sample" / "wikidata-dump-first50lines.json"
 PAGE = re.compile(rb"<page>.*?</page>", re.S)
 
 
-def prefix_pages(data: bytes) -> int:
-    """Whole pages a streaming decoder reads before the first fault."""
+def count_pages(text: bytes, after_gap: bool = False) -> int:
+    return len(PAGE.findall(text))
+
+
+def count_entity_lines(text: bytes, after_gap: bool = False) -> int:
+    """Whole entity lines: after a gap the text up to the first newline is the rest of a cut line."""
+    if after_gap:
+        text = text[text.find(b"\n") + 1:] if b"\n" in text else b""
+    whole = text[: text.rfind(b"\n") + 1]
+    return sum(1 for line in whole.split(b"\n") if line.strip().startswith(b"{"))
+
+
+def decoded_prefix(data: bytes) -> bytes:
+    """What a streaming decoder reads before the first fault."""
     decoder, out = bz2.BZ2Decompressor(), []
     try:
         for start in range(0, len(data), 1 << 16):
@@ -52,12 +66,18 @@ def prefix_pages(data: bytes) -> int:
                 break
     except OSError:
         pass
-    return len(PAGE.findall(b"".join(out)))
+    return b"".join(out)
 
 
-def recoverable_pages(data: bytes, work: Path) -> int:
-    """``prefix_pages`` plus the whole pages of the intact blocks after the fault (bzip2recover)."""
-    before = prefix_pages(data)
+def prefix_pages(data: bytes) -> int:
+    """Whole pages a streaming decoder reads before the first fault."""
+    return count_pages(decoded_prefix(data))
+
+
+def recoverable(data: bytes, work: Path, count=count_pages) -> int:
+    """What a streaming decoder reads before the fault plus the whole pages (lines) of the intact blocks
+    after it, as ``bzip2recover`` finds them."""
+    before = count(decoded_prefix(data))
     if not shutil.which("bzip2recover"):
         return before
     work.mkdir(parents=True, exist_ok=True)
@@ -75,15 +95,19 @@ def recoverable_pages(data: bytes, work: Path) -> int:
     for text in blocks:
         if text is None:
             if seen_bad:
-                after += len(PAGE.findall(b"".join(run)))
+                after += count(b"".join(run), True)
             seen_bad, run = True, []
             continue
         run.append(text)
     if seen_bad:
         # the last run's first page may have started in the damaged block: only whole <page> elements count
-        after += len(PAGE.findall(b"".join(run)))
+        after += count(b"".join(run), True)
     shutil.rmtree(work)
-    return before + after if seen_bad else max(before, sum(len(PAGE.findall(t)) for t in blocks if t))
+    return before + after if seen_bad else max(before, sum(count(t) for t in blocks if t))
+
+
+def recoverable_pages(data: bytes, work: Path) -> int:
+    return recoverable(data, work, count_pages)
 
 
 def corrupt_wikipedia(data: bytes, kind: str, rng: random.Random) -> bytes:
@@ -100,7 +124,7 @@ def corrupt_wikipedia(data: bytes, kind: str, rng: random.Random) -> bytes:
     return bytes(b)
 
 
-def corrupt_wikidata(lines: list[bytes], kind: str, rng: random.Random) -> tuple[bytes, int]:
+def corrupt_wikidata(lines: list[bytes], kind: str, rng: random.Random, work: Path) -> tuple[bytes, int]:
     """(the corrupted file, the entity lines a reader can still parse)."""
     lines = list(lines)
     entities = sum(1 for line in lines if line.strip().startswith(b"{"))
@@ -108,6 +132,12 @@ def corrupt_wikidata(lines: list[bytes], kind: str, rng: random.Random) -> tuple
         for _ in range(3):
             lines.insert(rng.randrange(1, len(lines)), b'{"type": "item", "id": "Q1", not json}\n')
         return b"".join(lines), entities
+    if kind == "flip":  # a .json.bz2 (100 kB blocks) with two flipped bits: whole blocks lost
+        packed = bytearray(bz2.compress(b"".join(lines), compresslevel=1))
+        for _ in range(2):
+            i = rng.randrange(len(packed) // 10, len(packed))
+            packed[i] ^= 1 << rng.randrange(8)
+        return bytes(packed), recoverable(bytes(packed), work, count_entity_lines)
     cut = rng.randrange(2, len(lines) - 1)  # truncation in the middle of an entity line
     kept = lines[:cut] + [lines[cut][: len(lines[cut]) // 2]]
     return b"".join(kept), sum(1 for line in lines[:cut] if line.strip().startswith(b"{"))
@@ -167,14 +197,15 @@ def main() -> int:
               f"accounted {got:3d}/{total_pages} reported {reported} {crash or ''}", flush=True)
     wikidata_lines = WIKIDATA.read_bytes().splitlines(keepends=True)
     for n in range(max(1, args.corruptions // 2)):
-        kind = ("garbage", "truncate")[n % 2]
-        data, parseable = corrupt_wikidata(wikidata_lines, kind, rng)
-        dump = out / f"d{n:02d}" / "wikidata-sample.json"
-        dump.parent.mkdir()
+        kind = ("garbage", "truncate", "flip")[n % 3]
+        data, parseable = corrupt_wikidata(wikidata_lines, kind, rng, out / f"d{n:02d}" / "recover")
+        dump = out / f"d{n:02d}" / ("wikidata-sample.json.bz2" if kind == "flip" else "wikidata-sample.json")
+        dump.parent.mkdir(exist_ok=True)
         dump.write_bytes(data)
         manifest, crash = ingest({"wikipedia": [str(ENWIKI)], "wikidata": [str(dump)]}, out / f"d{n:02d}" / "out")
         source = manifest["wikidata"][0] if manifest else None
-        read = (source["written"] + sum(v for k, v in source["skipped"].items() if k != "bad_json")) if source else 0
+        read = (source["written"] + sum(v for k, v in source["skipped"].items() if k not in ("bad_json", "corrupt_block"))
+                if source else 0)
         reported = bool(losses(manifest)) if manifest else True
         counted_bad = source["skipped"].get("bad_json", 0) if source else 0
         silent += int(read < parseable and not reported and not counted_bad)
@@ -199,9 +230,15 @@ def main() -> int:
         stale += int(not same)
         print(f"[faults] rerun after the input changed: {'same as a fresh run' if same else 'STALE'}", flush=True)
     wiki = [r for r in rows if r["input"] == "wikipedia"]
+    data = [r for r in rows if r["input"] == "wikidata"]
+    recovered = sum(r["accounted_pages"] for r in wiki) + sum(r["read_lines"] for r in data)
+    recoverable_units = sum(r["reference_pages"] for r in wiki) + sum(r["parseable_lines"] for r in data)
     result = {
         "corruptions": len(rows),
-        "recovered_share": round(sum(r["accounted_pages"] for r in wiki) / max(1, sum(r["reference_pages"] for r in wiki)), 4),
+        "recovered_share": round(recovered / max(1, recoverable_units), 4),
+        "recovered_share_pages": round(sum(r["accounted_pages"] for r in wiki)
+                                       / max(1, sum(r["reference_pages"] for r in wiki)), 4),
+        "recovered_share_lines": round(sum(r["read_lines"] for r in data) / max(1, sum(r["parseable_lines"] for r in data)), 4),
         "recovered_share_prefix": round(sum(min(r["accounted_pages"], r["prefix_pages"]) for r in wiki)
                                         / max(1, sum(r["prefix_pages"] for r in wiki)), 4),
         "silent_losses": silent,

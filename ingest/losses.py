@@ -31,6 +31,11 @@ def wikidata_losses(manifest: dict) -> list[str]:
             t = s["truncated"]
             lost.append(f"{s['path']}: unreadable after uncompressed byte {t['after_offset']} ({t['error']}); "
                         f"{s['lines']} lines read before it")
+        elif s.get("damaged"):
+            runs = s["damaged"]
+            lost.append(f"{s['path']}: {len(runs)} run(s) of damaged bzip2 blocks (bytes "
+                        + ", ".join(f"{d['start']}-{d['end']}" for d in runs[:5])
+                        + f"), the lines inside them lost; {s['lines']} lines read around them")
         elif not s.get("accounted", True):
             lost.append(f"{s['path']}: {s['lines']} lines, {s['written']} written + {sum(s['skipped'].values())} skipped")
     return lost

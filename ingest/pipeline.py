@@ -115,8 +115,10 @@ def _wikidata_manifest(results: list[dict]) -> list[dict]:
     for r in results:
         stats = json.loads(r["stats"])
         e = per_source.setdefault(r["source"], {"lines": 0, "written": 0, "skipped": Counter(), "quarantined": [],
-                                                "quarantined_count": 0, "ranges": 0, "truncated": None})
+                                                "quarantined_count": 0, "ranges": 0, "truncated": None,
+                                                "damaged": []})
         e["truncated"] = e["truncated"] or stats.get("truncated")
+        e["damaged"].extend(stats.get("damaged", []))
         e["ranges"] += 1
         e["lines"] += stats["lines"]
         e["written"] += stats["written"]
@@ -126,8 +128,8 @@ def _wikidata_manifest(results: list[dict]) -> list[dict]:
     return [
         {"path": path, "ranges": e["ranges"], "lines": e["lines"], "written": e["written"],
          "skipped": dict(sorted(e["skipped"].items())), "quarantined_first": e["quarantined"][:100],
-         "quarantined_count": e["quarantined_count"], "truncated": e["truncated"],
-         "accounted": not e["truncated"] and e["lines"] == e["written"] + sum(e["skipped"].values())}
+         "quarantined_count": e["quarantined_count"], "truncated": e["truncated"], "damaged": e["damaged"],
+         "accounted": not (e["truncated"] or e["damaged"]) and e["lines"] == e["written"] + sum(e["skipped"].values())}
         for path, e in sorted(per_source.items())
     ]
 

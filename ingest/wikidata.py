@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from ingest.wikidata_ranges import (  # noqa: F401 - the ranges are part of this module's API
     COMPRESSIONS,
     DumpError,
+    LostLines,
     WikidataRange,
     bz2_index,
     compression_of,
@@ -182,6 +183,7 @@ class WikidataStats:
     quarantined: list[dict] = field(default_factory=list)
     quarantined_count: int = 0
     truncated: dict | None = None  # {"path", "after_offset", "error"}: the range could not be read to its end
+    damaged: list[dict] = field(default_factory=list)  # runs of lost bzip2 blocks: {"path", "start", "end", ...}
     last_end: int = 0  # uncompressed offset after the last line read
 
     def quarantine(self, entry: dict) -> None:
@@ -195,6 +197,7 @@ class WikidataStats:
         self.skipped.update(other.skipped)
         self.quarantined_count += other.quarantined_count
         self.truncated = self.truncated or other.truncated
+        self.damaged.extend(other.damaged)
         room = QUARANTINE_KEEP - len(self.quarantined)
         if room > 0:
             self.quarantined.extend(other.quarantined[:room])
@@ -208,7 +211,18 @@ class WikidataStats:
             "quarantined_count": self.quarantined_count,
             "quarantined": [dict(e) for e in self.quarantined[:QUARANTINE_REPORT]],
             "truncated": self.truncated,
+            "damaged": self.damaged,
         }
+
+
+def _count_lost_lines(lost: LostLines, rng: WikidataRange, stats: WikidataStats) -> None:
+    stats.lines += lost.lines
+    stats.skipped["corrupt_block"] += lost.lines
+    stats.damaged.append({"path": rng.path, "start": lost.gap.start, "end": lost.gap.end, "lines_cut": lost.lines,
+                          "error": lost.gap.error[:300]})
+    if lost.gap.at_end:
+        stats.truncated = {"path": rng.path, "after_offset": stats.last_end, "compressed_offset": lost.gap.start,
+                           "error": lost.gap.error[:300]}
 
 
 _ITEM_START = re.compile(rb'\{\s*"type"\s*:\s*"item"')
@@ -229,12 +243,16 @@ def iter_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataSt
     lines = iter_range_lines(rng)
     while True:
         try:
-            offset, raw = next(lines)
+            item = next(lines)
         except StopIteration:
             break
         except (EOFError, OSError, RuntimeError) as e:  # the file ends early or a block is corrupt
             stats.truncated = {"path": rng.path, "after_offset": stats.last_end, "error": f"{type(e).__name__}: {e}"[:300]}
             break
+        if isinstance(item, LostLines):  # damaged bzip2 blocks: reading went on after them
+            _count_lost_lines(item, rng, stats)
+            continue
+        offset, raw = item
         stats.last_end = offset + len(raw)
         line = raw.strip()
         if line.endswith(b","):

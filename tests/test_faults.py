@@ -243,7 +243,32 @@ def test_a_truncated_wikidata_bz2_keeps_the_lines_before_the_cut_and_says_where(
     out = tmp_path / "out"
     assert main(["--wikipedia", str(demo_world.wikipedia_dump), "--wikidata", str(cut), "--out", str(out)]) == 1
     err = capsys.readouterr().err
-    assert f"{cut}: unreadable after uncompressed byte" in err and "EOFError" in err
+    assert f"{cut}: unreadable after uncompressed byte" in err and "ended before the end-of-stream marker" in err
     source = json.loads((out / "manifest.json").read_text())["wikidata"][0]
     readable = bz2.BZ2Decompressor().decompress(packed[: len(packed) * 7 // 10]).count(b"\n")
     assert source["truncated"] and not source["accounted"] and source["lines"] >= readable - 2 > 0
+
+
+def test_a_wikidata_bz2_with_a_corrupt_block_is_read_on_after_it(demo_world, ray_session, tmp_path, capsys):
+    from ingest.__main__ import main
+
+    lines = bz2.decompress(demo_world.wikidata_dump.read_bytes())
+    packed = bz2.compress(lines, compresslevel=1)
+    dump = tmp_path / "wikidata-flip.json.bz2"
+    dump.write_bytes(packed)
+    texts = _blocks_of(dump)
+    assert len(texts) >= 3
+    damaged = bytearray(packed)
+    damaged[len(packed) // 2] ^= 0x01
+    dump.write_bytes(bytes(damaged))
+    out = tmp_path / "out"
+    assert main(["--wikipedia", str(demo_world.wikipedia_dump), "--wikidata", str(dump), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}: 1 run(s) of damaged bzip2 blocks (bytes" in err
+    source = json.loads((out / "manifest.json").read_text())["wikidata"][0]
+    [run] = source["damaged"]
+    assert run["start"] < len(packed) // 2 < run["end"] and not source["truncated"] and not source["accounted"]
+    entity_lines = lines.count(b'{"type"')
+    read = source["written"] + sum(source["skipped"].values())
+    assert source["lines"] == read and source["skipped"]["corrupt_block"] >= 1
+    assert entity_lines - lines.count(b"\n") // len(texts) * 2 < read < entity_lines  # about one block lost
