@@ -75,8 +75,9 @@ def prefix_pages(data: bytes) -> int:
 
 
 def recoverable(data: bytes, work: Path, count=count_pages) -> int:
-    """What a streaming decoder reads before the fault plus the whole pages (lines) of the intact blocks
-    after it, as ``bzip2recover`` finds them."""
+    """The whole pages (lines) of each run of intact blocks, as ``bzip2recover`` finds them (a page cut
+    by a damaged block is lost); for the first run, what a streaming decoder reads before the fault
+    when that is more (the start of the damaged block it decoded before failing)."""
     before = count(decoded_prefix(data))
     if not shutil.which("bzip2recover"):
         return before
@@ -84,26 +85,15 @@ def recoverable(data: bytes, work: Path, count=count_pages) -> int:
     damaged = work / "damaged.bz2"
     damaged.write_bytes(data)
     subprocess.run(["bzip2recover", str(damaged)], cwd=work, capture_output=True, check=False)
-    blocks = []
+    runs: list[list[bytes]] = [[]]
     for block in sorted(work.glob("rec*damaged.bz2")):
         try:
-            blocks.append(bz2.decompress(block.read_bytes()))
+            runs[-1].append(bz2.decompress(block.read_bytes()))
         except (OSError, EOFError):
-            blocks.append(None)  # the damaged block
-    # pages after the first damaged block, inside a run of intact blocks (a page cut by the damage is lost)
-    after, run, seen_bad = 0, [], False
-    for text in blocks:
-        if text is None:
-            if seen_bad:
-                after += count(b"".join(run), True)
-            seen_bad, run = True, []
-            continue
-        run.append(text)
-    if seen_bad:
-        # the last run's first page may have started in the damaged block: only whole <page> elements count
-        after += count(b"".join(run), True)
+            runs.append([])  # a damaged block ends a run
     shutil.rmtree(work)
-    return before + after if seen_bad else max(before, sum(count(t) for t in blocks if t))
+    first, *later = [b"".join(run) for run in runs]
+    return max(before, count(first)) + sum(count(text, True) for text in later)
 
 
 def recoverable_pages(data: bytes, work: Path) -> int:
