@@ -10,8 +10,9 @@ retried task overwrites what a killed one left. When a unit is done its result
 row is written last, as ``_work/done/<kind>-NNNNN.json``; a rerun of the same
 job finds it and skips the unit (the marker holds a fingerprint of the unit, of
 the config that shapes its output and of the input file as it was read: size and
-modification stamp, ``sets.file_stamp``; so a changed config or a
-re-downloaded dump redoes the work). A unit whose input ended early (a truncated
+modification stamp, ``sets.file_stamp``, and the sha256 of the compressed bytes
+the unit reads, ``read_digest``; so a changed config or a re-downloaded dump
+redoes the work). A unit whose input ended early (a truncated
 file) writes no marker: it is never done, and a rerun reads it again.
 
 A Wikipedia shard writes:
@@ -52,7 +53,7 @@ from collections import Counter
 import fsspec
 import pyarrow as pa
 
-from ingest import duplicates, multistream, schemas, wikidata
+from ingest import duplicates, multistream, schemas, wikidata, wikidata_ranges
 from ingest.sets import read_json as _read_json
 from ingest.sets import file_stamp, write_json, write_table
 from ingest.wikipedia import LostPages, Page, PageError, decode_xml_bytes, iter_pages_from_file, parse_pages
@@ -100,6 +101,40 @@ def language_of(wiki: str) -> str:
 # ---------------------------------------------------------------- the task
 
 
+def compressed_spans(kind: str, spec: str) -> tuple[str, list[tuple[int, int]]]:
+    """(file, byte spans) a unit reads of its input: a multistream shard's streams, a Wikidata range's
+    bytes (for an indexed ``.bz2``, its blocks'), or the whole file."""
+    unit = json.loads(spec)
+    path = unit["path"]
+    if kind == "wikipedia":
+        return path, [(start, end) for start, end, _ in unit["streams"]] or [(0, file_stamp(path)[0])]
+    rng = wikidata.WikidataRange.from_json(spec)
+    if rng.compression == "bz2":
+        if rng.index_path is None:
+            return path, [(0, file_stamp(path)[0])]
+        _, offsets = wikidata_ranges.read_bz2_index(rng.index_path)
+        blocks = sorted(offsets.items(), key=lambda kv: kv[1])  # (compressed bit, uncompressed byte)
+        first = max((bit for bit, byte in blocks if byte <= rng.start), default=0)
+        after = min((bit for bit, byte in blocks if byte >= rng.end), default=None)
+        return path, [(first // 8, (after + 7) // 8 if after is not None else file_stamp(path)[0])]
+    return path, [(rng.start, min(rng.end, file_stamp(path)[0]))]
+
+
+def read_digest(kind: str, spec: str) -> str:
+    """sha256 of the compressed bytes the unit reads: a finished unit is redone when they change, even
+    where the file's size and modification stamp did not (a copy that kept the stamp)."""
+    path, spans = compressed_spans(kind, spec)
+    digest = hashlib.sha256()
+    with fsspec.open(path, "rb") as f:
+        for start, end in spans:
+            f.seek(start)
+            left = end - start
+            while left > 0 and (chunk := f.read(min(left, 8 << 20))):
+                digest.update(chunk)
+                left -= len(chunk)
+    return digest.hexdigest()
+
+
 def process_unit(row: dict, out: str, cfg: dict) -> dict:
     """One pass-1 task (a plain Ray task, or the body of a Ray Data read task): run one
     unit unless its done-marker says it ran. Returns ``{kind, unit_id, result (JSON),
@@ -108,9 +143,10 @@ def process_unit(row: dict, out: str, cfg: dict) -> dict:
     marker = f"{out}/_work/done/{kind}-{unit_id:05d}.json"
     source = json.loads(spec).get("path")
     stamp = fingerprint(spec, cfg, kind, file_stamp(source) if source else None)
+    read_sha256 = read_digest(kind, spec)
     if cfg.get("resume", True):
         done = _read_json(marker)
-        if done is not None and done.get("fingerprint") == stamp:
+        if done is not None and done.get("fingerprint") == stamp and done.get("read_sha256") == read_sha256:
             return {"kind": kind, "unit_id": unit_id, "result": json.dumps(done["result"]),
                     "peak_rss_mb": 0.0, "resumed": True}
     if kind == "wikipedia":
@@ -118,7 +154,7 @@ def process_unit(row: dict, out: str, cfg: dict) -> dict:
     else:
         result = process_wikidata_range(wikidata.WikidataRange.from_json(spec), out, cfg)
     if not result.get("truncated"):  # a unit cut short is never done: a rerun reads it again
-        write_json({"fingerprint": stamp, "result": result}, marker)
+        write_json({"fingerprint": stamp, "read_sha256": read_sha256, "result": result}, marker)
     # peak memory belongs to this run's worker, not to the unit's output
     return {"kind": kind, "unit_id": unit_id, "result": json.dumps(result),
             "peak_rss_mb": _peak_rss_mb(), "resumed": False}

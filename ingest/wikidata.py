@@ -246,7 +246,7 @@ def iter_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataSt
             item = next(lines)
         except StopIteration:
             break
-        except (EOFError, OSError, RuntimeError) as e:  # the file ends early or a block is corrupt
+        except (EOFError, OSError, RuntimeError, ValueError) as e:  # the file ends early or a block is corrupt
             stats.truncated = {"path": rng.path, "after_offset": stats.last_end, "error": f"{type(e).__name__}: {e}"[:300]}
             break
         if isinstance(item, LostLines):  # damaged bzip2 blocks: reading went on after them

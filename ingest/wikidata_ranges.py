@@ -204,7 +204,8 @@ def bz2_index(path: str, index_dir: str) -> tuple[str | None, int]:
         with _bz2_source(path) as source, indexed_bzip2.open(source, parallelization=os.cpu_count() or 1) as f:
             offsets = f.block_offsets()
             uncompressed = f.size()
-    except RuntimeError:  # indexed_bzip2's std::exception: a truncated or corrupt file
+    except (RuntimeError, ValueError, OSError, EOFError):  # indexed_bzip2 on a truncated or corrupt file: std::exception,
+        # or ValueError naming the bad block data ("selector 598 out of maximum range")
         return None, 0
     header = {"path": path, "size": size, "stamp": stamp, "fingerprint": _fingerprint(path, size),
               "uncompressed_size": int(uncompressed)}

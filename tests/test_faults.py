@@ -272,3 +272,23 @@ def test_a_wikidata_bz2_with_a_corrupt_block_is_read_on_after_it(demo_world, ray
     read = source["written"] + sum(source["skipped"].values())
     assert source["lines"] == read and source["skipped"]["corrupt_block"] >= 1
     assert entity_lines - lines.count(b"\n") // len(texts) * 2 < read < entity_lines  # about one block lost
+
+
+def test_a_copy_that_keeps_size_and_stamp_but_not_bytes_is_read_again(demo_world, ray_session, tmp_path):
+    import os
+
+    from ingest.pipeline import IngestConfig, run_ingest
+
+    xml = bz2.decompress(demo_world.wikipedia_dump.read_bytes())
+    dump = tmp_path / "enwiki-latest-pages-articles.xml"
+    dump.write_bytes(xml)
+    cfg = IngestConfig(wikipedia=[str(dump)], out=str(tmp_path / "out"))
+    first = run_ingest(cfg)
+    stamp = os.stat(dump)
+    assert b" the " in xml
+    dump.write_bytes(xml.replace(b" the ", b" thy ", 1))  # the same size ...
+    os.utime(dump, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # ... and modification time (cp -p, wget -N)
+    assert os.stat(dump).st_size == stamp.st_size and os.stat(dump).st_mtime_ns == stamp.st_mtime_ns
+    again = run_ingest(cfg)
+    assert first["units_resumed"] == 0 and again["units_resumed"] == 0
+    assert run_ingest(cfg)["units_resumed"] == again["units"]  # unchanged since: done
