@@ -292,3 +292,23 @@ def test_a_copy_that_keeps_size_and_stamp_but_not_bytes_is_read_again(demo_world
     again = run_ingest(cfg)
     assert first["units_resumed"] == 0 and again["units_resumed"] == 0
     assert run_ingest(cfg)["units_resumed"] == again["units"]  # unchanged since: done
+
+
+def test_not_utf8_rows_kept_with_replacement_when_asked_and_counted_per_source(ray_session, tmp_path):
+    from ingest.pairs import PairIngestConfig, PairSource, run_pair_ingest
+
+    csv = tmp_path / "nli.csv"
+    csv.write_bytes(b"sent0,sent1,hard_neg\n"
+                    b"A man plays a guitar.,A man plays music.,A woman sleeps.\n"
+                    b"A dog runs \xff\xfe fast.,An animal moves.,A cat sleeps.\n"  # line 3: Latin-1 bytes
+                    b"Kids play outside.,Children are playing.,Kids sleep inside.\n")
+    manifests = {}
+    for mode in ("drop", "replace"):
+        cfg = PairIngestConfig(sources=[PairSource("simcse_csv", str(csv))], out=str(tmp_path / mode), not_utf8=mode)
+        manifests[mode] = run_pair_ingest(cfg)
+    dropped = json.loads((tmp_path / "drop" / "nli_triplets" / "_manifest.json").read_text())["sources"][0]
+    kept = json.loads((tmp_path / "replace" / "nli_triplets" / "_manifest.json").read_text())["sources"][0]
+    assert dropped["dropped"].get("not_utf8") == 2 and dropped["not_utf8_replaced"] == 0
+    assert "not_utf8" not in kept["dropped"] and kept["not_utf8_replaced"] == 1
+    assert kept["not_utf8_replaced_first_rows"] == ["nli.csv:3"] and kept["accounted"] and dropped["accounted"]
+    assert manifests["replace"]["sets"]["nli_triplets"]["rows"] == manifests["drop"]["sets"]["nli_triplets"]["rows"] + 1

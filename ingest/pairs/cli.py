@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="seed of every sample and random choice (default 42)")
     parser.add_argument("--min-chars", type=int, help="shorter texts are dropped as too_short (default 1)")
     parser.add_argument("--max-chars", type=int, help="longer texts are dropped as too_long (default 1000)")
+    parser.add_argument("--not-utf8", choices=("drop", "replace"),
+                        help="a row with bytes that are not UTF-8: drop it, counted not_utf8 with its line (default), "
+                             "or keep it with U+FFFD in their place, counted per source as not_utf8_replaced")
     parser.add_argument("--num-cpus", type=int, help="start a local Ray with this many CPUs")
     return parser
 
@@ -125,7 +128,7 @@ def parse_args(argv=None) -> tuple[PairIngestConfig, argparse.Namespace]:
         cfg.max_per_relation = _key_values(args.max_per_relation, int, "--max-per-relation")
     if args.max_triplets_per_premise is not None:
         cfg.max_triplets_per_premise = args.max_triplets_per_premise or None
-    for name in ("seed", "min_chars", "max_chars"):
+    for name in ("seed", "min_chars", "max_chars", "not_utf8"):
         if getattr(args, name) is not None:
             setattr(cfg, name, getattr(args, name))
     if not cfg.out:

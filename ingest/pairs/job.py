@@ -77,7 +77,8 @@ def _read_units(sources: list[dict], units: list[dict], work: str, log) -> _Read
     for u in units:
         unit_labels.setdefault(u["source"], {})[u["unit"]] = u["label"]
     read = _Read({s["index"]: {"records": 0, "pairs": 0, "valid": 0, "dropped": Counter(), "first": {},
-                               "digests": []} for s in sources},
+                               "digests": [], "not_utf8_replaced": 0, "not_utf8_replaced_first": []}
+                  for s in sources},
                  [f"{work}/pair_units/{r['file']}" for r in results], unit_labels)
     for r in results:
         e = read.per_source[r["source"]]
@@ -88,11 +89,15 @@ def _read_units(sources: list[dict], units: list[dict], work: str, log) -> _Read
         for reason, rows in r["first"].items():
             e["first"].setdefault(reason, []).extend([r["unit"], row] for row in rows)
         e["digests"].extend(r["digests"])
+        e["not_utf8_replaced"] += r.get("not_utf8_replaced", 0)
+        e["not_utf8_replaced_first"].extend([r["unit"], row] for row in r.get("not_utf8_replaced_first", []))
         read.input_bytes += sum(d["bytes"] for d in r["digests"])
     for s in sources:
         e = read.per_source[s["index"]]
         log(f"[pairs] read {s['tag']}: {e['records']} rows, {e['pairs']} pairs, {e['valid']} valid, "
-            f"dropped {dict(sorted(e['dropped'].items()))}")
+            f"dropped {dict(sorted(e['dropped'].items()))}"
+            + (f"; {e['not_utf8_replaced']} row(s) kept with U+FFFD for bytes that are not UTF-8"
+               if e["not_utf8_replaced"] else ""))
     return read
 
 

@@ -138,6 +138,9 @@ def _source_report(entry: dict, read: dict, fates: dict, set_name: str, written:
     return {"name": entry["tag"], "kind": entry["kind"], "path": entry["path"], "split": entry["split"],
             "rows_in": read["records"], "pairs_in": read["pairs"], "written": written,
             "dropped": dict(sorted(dropped.items())), "dropped_first_rows": first_rows,
+            "not_utf8_replaced": read.get("not_utf8_replaced", 0),
+            "not_utf8_replaced_first_rows": [_row_id(labels, entry["kind"], u, r) for u, r in
+                                             sorted(map(tuple, read.get("not_utf8_replaced_first", [])))[:FIRST_ROWS]],
             "accounted": read["pairs"] == written + sum(dropped.values())}
 
 

@@ -37,6 +37,7 @@ class _UnitStats:
         self.pairs = 0
         self.dropped: Counter = Counter()
         self.first: dict[str, list[int]] = {}
+        self.replaced_rows: list[int] = []  # rows kept with U+FFFD for bytes that are not UTF-8 (not_utf8: replace)
 
     def drop(self, reason: str, row: int, count: int = 1) -> None:
         self.pairs += count
@@ -103,14 +104,13 @@ def _records(unit: dict):
     spec = unit["spec"]
     kind, files = spec["kind"], unit["files"]
     if kind == "senteval":
-        with open_text(files[0], errors="replace") as f1, open_text(files[1], errors="replace") as f2, \
-                open_text(files[2], errors="replace") as f3:
+        with open_text(files[0]) as f1, open_text(files[1]) as f2, open_text(files[2]) as f3:
             for line, (a, b, label) in enumerate(zip(f1, f2, f3), start=1):
                 yield line, {"s1": a, "s2": b, "label": label}
         return
     fmt = spec.get("format", "csv")
     if kind == "simcse_csv" or fmt in ("csv", "tsv"):
-        with open_text(files[0], newline="", errors="replace") as f:
+        with open_text(files[0], newline="") as f:
             reader = csv.DictReader(f, delimiter="\t" if fmt == "tsv" else ",",
                                     quoting=csv.QUOTE_NONE if fmt == "tsv" else csv.QUOTE_MINIMAL)
             start = 2
@@ -130,7 +130,7 @@ def _records(unit: dict):
         for i, record in enumerate(data, start=1):  # the record's number in the list
             yield i, record if isinstance(record, dict) else None
         return
-    with open_text(files[0], errors="replace") as f:
+    with open_text(files[0]) as f:
         for line, text in enumerate(f, start=1):
             if not text.strip():
                 continue
@@ -211,13 +211,16 @@ def read_unit(row: dict, work: str) -> dict:
         stats.records += 1
         if record is not None and any(isinstance(v, str) and REPLACED in v for v in record.values()):
             spec = unit["spec"]  # bytes that are not UTF-8: the row's text cannot be trusted
-            stats.drop("not_utf8", number, 2 if spec["kind"] == "simcse_csv" and "hard_neg" in spec["columns"] else 1)
-            continue
+            if spec.get("not_utf8", "drop") == "drop":
+                stats.drop("not_utf8", number, 2 if spec["kind"] == "simcse_csv" and "hard_neg" in spec["columns"] else 1)
+                continue
+            stats.replaced_rows.append(number)
         _units_of(record, number, unit["spec"], stats, out, unit["source"], unit["unit"])
     name = f"{unit['source']:03d}-{unit['unit']:05d}.parquet"
     write_table(pa.Table.from_pylist(out, schema=UNITS), f"{work}/pair_units/{name}")
     digests = [] if unit["spec"].get("format") == "parquet" else [file_digest(p) for p in unit["files"]]
     result = {"source": unit["source"], "unit": unit["unit"], "file": name, "records": stats.records,
               "pairs": stats.pairs, "valid": len(out), "dropped": dict(stats.dropped), "first": stats.first,
+              "not_utf8_replaced": len(stats.replaced_rows), "not_utf8_replaced_first": stats.replaced_rows[:FIRST_ROWS],
               "digests": digests}
     return {"source": unit["source"], "unit": unit["unit"], "result": json.dumps(result)}

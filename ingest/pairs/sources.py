@@ -100,6 +100,7 @@ class PairIngestConfig:
     file_bytes: int = 128 << 20  # target size of one output file
     hf_chunk_rows: int = 200_000  # rows of a hub dataset per read task
     pool_bucket_rows: int = 4096  # sentences per bucket when drawing random hard negatives
+    not_utf8: str = "drop"  # a row with bytes that are not UTF-8: "drop" (counted not_utf8) or "replace" (U+FFFD, counted)
 
     @classmethod
     def from_dict(cls, data: dict) -> PairIngestConfig:
@@ -125,9 +126,9 @@ def _exists(path: str) -> bool:
     return fs.exists(local)
 
 
-def open_text(path: str, newline: str | None = None, errors: str = "strict"):
-    """A text file (fsspec URI; .gz/.bz2/... decompressed by the name), UTF-8 (``errors="replace"``: bytes
-    that are not UTF-8 read as U+FFFD, for the readers to count)."""
+def open_text(path: str, newline: str | None = None, errors: str = "replace"):
+    """A text file (fsspec URI; .gz/.bz2/... decompressed by the name), UTF-8; bytes that are not UTF-8
+    read as U+FFFD, for the readers to count (``not_utf8``) instead of a decode error in a worker."""
     return fsspec.open(path, "rt", compression="infer", encoding="utf-8", newline=newline, errors=errors)
 
 
@@ -288,6 +289,8 @@ def resolve_sources(cfg: PairIngestConfig, work: str, log) -> tuple[list[dict], 
     """Check every source and plan its read units (hub datasets are cut into row
     chunks written under ``work``). Returns (sources, units); raises
     ``PairSourceError`` / ``FileNotFoundError`` naming the file and column."""
+    if cfg.not_utf8 not in ("drop", "replace"):
+        raise PairSourceError(f"not_utf8 must be 'drop' or 'replace', not {cfg.not_utf8!r}")
     resolved, units, tags = [], [], Counter()
     for index, source in enumerate(cfg.sources):
         if source.kind not in KINDS:
@@ -298,7 +301,7 @@ def resolve_sources(cfg: PairIngestConfig, work: str, log) -> tuple[list[dict], 
             tag = f"{tag}#{tags[tag]}"
         entry = {"index": index, "tag": tag, "kind": source.kind, "path": source.path, "split": source.split,
                  "name": source.name}
-        spec = {"kind": source.kind, "min_chars": cfg.min_chars, "max_chars": cfg.max_chars}
+        spec = {"kind": source.kind, "min_chars": cfg.min_chars, "max_chars": cfg.max_chars, "not_utf8": cfg.not_utf8}
         if source.kind == "senteval":
             splits = _senteval_splits(source)
             spec.update(label_map=_label_map(_preset_of(source), source, NLI_TEXT_LABELS), relation=source.relation)
