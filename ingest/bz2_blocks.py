@@ -12,7 +12,8 @@ block's CRC. A corrupt block fails that check and is lost; the blocks after it a
 the five bytes of the magic that are whole at each of the eight shifts, the partial
 bytes checked after), chunk by chunk; `recover` yields the decoded bytes of the file
 with a `Gap` wherever a block could not be read, and is how `ingest.wikipedia` reads
-on after a single-stream dump's decoder failed. A marker found by chance inside
+on after a single-stream dump's decoder failed; `recovered_lines` splits it into lines
+(a damaged Wikidata ``.json.bz2``). A marker found by chance inside
 compressed bits (one in 2**48 bit positions) splits a block in two halves that both
 fail: such a pair is tried again as one block.
 """
@@ -153,3 +154,46 @@ def recover(path: str, skip: int = 0) -> Iterator[bytes | Gap]:
             yield Gap(gap[0], gap[1], gap[2], at_end=gap[1] >= size)
         elif not blocks:
             yield Gap(0, size, "no bzip2 block found", at_end=True)
+
+
+@dataclass(frozen=True)
+class LostLines:
+    """A run of damaged bzip2 blocks (``gap``) and the lines seen cut by it (at most one: a line begun
+    before it, or ended after it); the lines wholly inside it are not seen and cannot be counted."""
+
+    lines: int
+    gap: Gap
+
+
+def recovered_lines(path: str) -> Iterator[tuple[int, bytes] | LostLines]:
+    """The lines of a damaged ``.bz2`` read block by block, a `LostLines` at each
+    run of lost blocks. Offsets after a gap count the bytes recovered, not the file's (which are unknown)."""
+    pos, pending, gap, cut_before = 0, b"", None, 0
+    for chunk in recover(path):
+        if isinstance(chunk, Gap):
+            if gap is not None:
+                yield LostLines(max(cut_before, int(bool(pending.strip()))), gap)
+                cut_before = 0
+            else:
+                cut_before = int(bool(pending.strip()))
+            pos += len(pending)
+            gap, pending = chunk, b""
+            continue
+        data = pending + chunk
+        if gap is not None:  # the rest of the line the gap cut
+            newline = data.find(b"\n")
+            if newline < 0:
+                pending = data
+                continue
+            yield LostLines(max(cut_before, int(bool(data[:newline].strip()))), gap)
+            gap, cut_before = None, 0
+            pos += newline + 1
+            data = data[newline + 1:]
+        *lines, pending = data.split(b"\n")
+        for line in lines:
+            yield pos, line + b"\n"
+            pos += len(line) + 1
+    if gap is not None:
+        yield LostLines(max(cut_before, int(bool(pending.strip()))), gap)
+    elif pending:
+        yield pos, pending

@@ -27,10 +27,10 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ingest.bz2_blocks import LostLines
 from ingest.wikidata_ranges import (  # noqa: F401 - the ranges are part of this module's API
     COMPRESSIONS,
     DumpError,
-    LostLines,
     WikidataRange,
     bz2_index,
     compression_of,

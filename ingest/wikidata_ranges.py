@@ -236,56 +236,13 @@ def _iter_bz2_lines(rng: WikidataRange) -> Iterator[tuple[int, bytes]]:
     import indexed_bzip2
 
     if rng.index_path is None:  # no index could be built (a damaged file): the whole file, block by block
-        yield from _iter_recovered_lines(rng.path)
+        yield from bz2_blocks.recovered_lines(rng.path)
         return
     header, offsets = read_bz2_index(rng.index_path)
     _check_index_matches(rng.index_path, header, rng.path)
     with _bz2_source(rng.path) as source, indexed_bzip2.open(source, parallelization=1) as f:
         f.set_block_offsets(offsets)
         yield from _iter_seekable_lines(f, rng.start, rng.end)
-
-
-@dataclass(frozen=True)
-class LostLines:
-    """A run of damaged bzip2 blocks (``gap``) and the lines seen cut by it (at most one: a line begun
-    before it, or ended after it); the lines wholly inside it are not seen and cannot be counted."""
-
-    lines: int
-    gap: bz2_blocks.Gap
-
-
-def _iter_recovered_lines(path: str) -> Iterator[tuple[int, bytes] | LostLines]:
-    """The lines of a damaged ``.bz2`` read block by block (``ingest.bz2_blocks``), a `LostLines` at each
-    run of lost blocks. Offsets after a gap count the bytes recovered, not the file's (which are unknown)."""
-    pos, pending, gap, cut_before = 0, b"", None, 0
-    for chunk in bz2_blocks.recover(path):
-        if isinstance(chunk, bz2_blocks.Gap):
-            if gap is not None:
-                yield LostLines(max(cut_before, int(bool(pending.strip()))), gap)
-                cut_before = 0
-            else:
-                cut_before = int(bool(pending.strip()))
-            pos += len(pending)
-            gap, pending = chunk, b""
-            continue
-        data = pending + chunk
-        if gap is not None:  # the rest of the line the gap cut
-            newline = data.find(b"\n")
-            if newline < 0:
-                pending = data
-                continue
-            yield LostLines(max(cut_before, int(bool(data[:newline].strip()))), gap)
-            gap, cut_before = None, 0
-            pos += newline + 1
-            data = data[newline + 1:]
-        *lines, pending = data.split(b"\n")
-        for line in lines:
-            yield pos, line + b"\n"
-            pos += len(line) + 1
-    if gap is not None:
-        yield LostLines(max(cut_before, int(bool(pending.strip()))), gap)
-    elif pending:
-        yield pos, pending
 
 
 # --------------------------------------------------------------------------
