@@ -246,6 +246,8 @@ def iter_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataSt
             item = next(lines)
         except StopIteration:
             break
+        except DumpError:  # a range that does not fit the file: the plan is wrong, not the bytes
+            raise
         except (EOFError, OSError, RuntimeError, ValueError) as e:  # the file ends early or a block is corrupt
             stats.truncated = {"path": rng.path, "after_offset": stats.last_end, "error": f"{type(e).__name__}: {e}"[:300]}
             break
