@@ -172,18 +172,25 @@ def test_a_corrupt_block_in_the_middle_loses_that_block_only_and_reading_goes_on
     assert not lost[0].gap.at_end and lost[0].pages in (1, 2)
 
 
-def test_ingest_of_a_dump_with_a_corrupt_block_quarantines_it_and_exits_1(demo_world, ray_session, tmp_path, capsys):
-    from ingest.__main__ import main
-
-    xml = bz2.decompress(demo_world.wikipedia_dump.read_bytes())
-    packed = bz2.compress(xml, compresslevel=1)
-    dump = tmp_path / "enwiki-flip-pages-articles.xml.bz2"
+def _flip_a_middle_block(data: bytes, dump):
+    """``data`` as a 100 kB-block bz2 file at ``dump`` (three blocks or more, checked by decoding each) with
+    one bit flipped in the middle of the file; returns the intact compressed bytes and their block count."""
+    packed = bz2.compress(data, compresslevel=1)
     dump.write_bytes(packed)
-    texts = _blocks_of(dump)
-    assert len(texts) >= 3
+    blocks = len(_blocks_of(dump))
+    assert blocks >= 3
     damaged = bytearray(packed)
     damaged[len(packed) // 2] ^= 0x01
     dump.write_bytes(bytes(damaged))
+    return packed, blocks
+
+
+def test_ingest_of_a_dump_with_a_corrupt_block_quarantines_it_and_exits_1(demo_world, ray_session, tmp_path, capsys):
+    from ingest.__main__ import main
+
+    dump = tmp_path / "enwiki-flip-pages-articles.xml.bz2"
+    packed, _ = _flip_a_middle_block(bz2.decompress(demo_world.wikipedia_dump.read_bytes()), dump)
+    damaged = dump.read_bytes()
     out = tmp_path / "out"
     assert main(["--wikipedia", str(dump), "--out", str(out)]) == 1
     err = capsys.readouterr().err
@@ -253,14 +260,8 @@ def test_a_wikidata_bz2_with_a_corrupt_block_is_read_on_after_it(demo_world, ray
     from ingest.__main__ import main
 
     lines = bz2.decompress(demo_world.wikidata_dump.read_bytes())
-    packed = bz2.compress(lines, compresslevel=1)
     dump = tmp_path / "wikidata-flip.json.bz2"
-    dump.write_bytes(packed)
-    texts = _blocks_of(dump)
-    assert len(texts) >= 3
-    damaged = bytearray(packed)
-    damaged[len(packed) // 2] ^= 0x01
-    dump.write_bytes(bytes(damaged))
+    packed, blocks = _flip_a_middle_block(lines, dump)
     out = tmp_path / "out"
     assert main(["--wikipedia", str(demo_world.wikipedia_dump), "--wikidata", str(dump), "--out", str(out)]) == 1
     err = capsys.readouterr().err
@@ -271,7 +272,7 @@ def test_a_wikidata_bz2_with_a_corrupt_block_is_read_on_after_it(demo_world, ray
     entity_lines = lines.count(b'{"type"')
     read = source["written"] + sum(source["skipped"].values())
     assert source["lines"] == read and source["skipped"]["corrupt_block"] >= 1
-    assert entity_lines - lines.count(b"\n") // len(texts) * 2 < read < entity_lines  # about one block lost
+    assert entity_lines - lines.count(b"\n") // blocks * 2 < read < entity_lines  # about one block lost
 
 
 def test_a_copy_that_keeps_size_and_stamp_but_not_bytes_is_read_again(demo_world, ray_session, tmp_path):
