@@ -35,7 +35,7 @@ Steps:
      the cluster starts; or ``--data/--model/--dev-data`` (kept in ``--work`` for reruns);
   2. the autoscaling cluster; then ``python -m tune --config configs/simcse_unsup.yaml
      ... --num-samples 2 --max-concurrent-trials 2`` as a subprocess with
-     ``RAY_ADDRESS`` set to the cluster's GCS address (``train.run.ensure_ray`` connects);
+     ``RAY_ADDRESS`` set to the cluster's GCS address (``train.ray_env.ensure_ray`` connects);
   3. meanwhile the alive nodes and the CPUs in use, every ``--sample-s`` s; after the
      search, a bounded wait for the autoscaler to remove the idle workers;
   4. a timeline, and a last line of JSON, e.g.
@@ -343,7 +343,7 @@ def prepare_inputs(work: Path, seed: int) -> dict:
     from ingest.pipeline import IngestConfig, run_ingest
     from ingest.sets import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
-    from train.run import ensure_ray
+    from train.ray_env import ensure_ray
     from train.tiny_bert import build_tiny_bert
 
     world = generate_demo_world(work / "world", seed=seed)

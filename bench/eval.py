@@ -68,7 +68,7 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     from eval.models import load_encoder, load_trained
-    from eval.sts import read_sts
+    from score.sts_data import read_sts
     from eval.sts_all import evaluate_sts_all, read_sets
 
     torch.set_num_threads(os.cpu_count() or 1)

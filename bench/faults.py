@@ -14,7 +14,7 @@ sample (49 entity lines: garbage lines and a truncation of the plain ``.json``; 
   (``recovered_share``, and per input ``recovered_share_pages`` / ``recovered_share_lines``;
   ``recovered_share_prefix`` counts the pages before the fault only);
 * **silent loss**: a run whose output holds fewer pages or lines than the input and whose manifest
-  does not say so (``ingest.losses`` finds nothing: the command would exit 0);
+  does not say so (``ingest.lost_input`` finds nothing: the command would exit 0);
 * **stale result**: the same output folder rerun after the input at the same path was replaced
   by another corruption, compared with a fresh run of that input: any difference in the pages,
   rows or input sha256 the manifest reports.
@@ -157,7 +157,7 @@ def main() -> int:
     args = p.parse_args()
     import ray
 
-    from ingest.losses import losses
+    from ingest.lost_input import lost_input
 
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
@@ -177,7 +177,7 @@ def main() -> int:
         reference = recoverable_pages(data, out / f"w{n:02d}" / "recover")
         manifest, crash = ingest({"wikipedia": [str(dump)]}, out / f"w{n:02d}" / "out")
         got = accounted_pages(manifest) if manifest else 0
-        reported = bool(losses(manifest)) if manifest else True
+        reported = bool(lost_input(manifest)) if manifest else True
         lost = got < total_pages
         silent += int(lost and not reported)
         crashes += int(crash is not None)
@@ -196,7 +196,7 @@ def main() -> int:
         source = manifest["wikidata"][0] if manifest else None
         read = (source["written"] + sum(v for k, v in source["skipped"].items() if k not in ("bad_json", "corrupt_block"))
                 if source else 0)
-        reported = bool(losses(manifest)) if manifest else True
+        reported = bool(lost_input(manifest)) if manifest else True
         counted_bad = source["skipped"].get("bad_json", 0) if source else 0
         silent += int(read < parseable and not reported and not counted_bad)
         crashes += int(crash is not None)

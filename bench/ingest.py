@@ -2,6 +2,7 @@
 
     python bench/ingest.py [--repeat 40] [--out DIR] [--shard-bytes 2M] [--attempts 3] [--rounds 5]
                            [--skip-ingest] [--pass1 both|data|tasks] [--skip-pairs]
+    python bench/ingest.py --check-pass1 [--out DIR]
 
 About 10-15 minutes on a 2-core machine with the defaults, which time both
 ways of running pass 1 (``--pass1 tasks`` or ``data`` alone halves the ingest
@@ -56,6 +57,13 @@ A script, not a test. On the real samples in ``../shared/data/wikipedia_xml_samp
    dumps with its fixed cost (the figures docs/scale.md plans with).
 
 The last line printed is one JSON object with the headline figures.
+
+``--check-pass1`` runs only the end-to-end check that left the test suite (it was
+``tests/test_ingest.py::test_pass1_ray_data_read_and_plain_tasks_write_the_same_bytes_and_resume``; the
+suite keeps its first half): the demo world ingested with ``--pass1 tasks`` and ``--pass1 data`` writes
+the same bytes (sets and pass 1's work files), and a rerun of the Ray Data read after one unit's
+done-marker, one shard and a whole set were deleted skips the other units inside their read tasks and
+writes the same bytes again. Last line: ``{"pass1_check": {"ok": ..., "failed": [...], ...}}``.
 """
 
 from __future__ import annotations
@@ -558,6 +566,52 @@ def _side_by_side(attempts: dict, best: dict, small: dict, big: dict) -> dict:
     return side
 
 
+def check_pass1(out: Path) -> dict:
+    """``--check-pass1``: pass 1 as a Ray Data read against plain tasks on the demo world, and its resume."""
+    import ray
+
+    from ingest.pipeline import IngestConfig, run_ingest
+    from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
+
+    ray.init(num_cpus=2, configure_logging=False)
+    world = generate_demo_world(out / "world", seed=0)
+
+    def ingest(folder: Path, pass1: str) -> dict:
+        return run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
+                                       out=str(folder), shard_bytes=1, pass1=pass1,
+                                       entity_link_threshold=ENTITY_LINK_THRESHOLD), log=lambda *a: None)
+
+    def every_parquet(root: Path) -> dict:  # the sets and pass 1's work files (mentions, redirects)
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.parquet"))}
+
+    started = time.perf_counter()
+    by_tasks_manifest, data = ingest(out / "tasks", "tasks"), out / "data"
+    manifest = ingest(data, "data")
+    by_tasks, by_data = every_parquet(out / "tasks"), every_parquet(data)
+    checks = {"data_read_recorded": manifest["pass1"] == "data" and manifest["units_resumed"] == 0,
+              "same_pages_and_units": (manifest["pages"], manifest["units"]) == (by_tasks_manifest["pages"],
+                                                                                 by_tasks_manifest["units"]),
+              "same_files": sorted(by_data) == sorted(by_tasks)
+              and any(name.startswith("_work/mentions/") for name in by_data),
+              "same_bytes": [name for name in by_data if by_data[name] != by_tasks.get(name)] == []}
+    (data / "_work" / "done" / "wikipedia-00001.json").unlink()
+    (data / "sentences" / "shard-00001.parquet").unlink()
+    shutil.rmtree(data / "entity_pairs")
+    again = ingest(data, "data")
+    checks["rerun_redoes_only_the_unit_without_its_marker"] = again["units_resumed"] == again["units"] - 1
+    checks["rerun_same_pages"] = again["pages"] == manifest["pages"]
+    checks["rerun_same_bytes"] = every_parquet(data) == by_data
+    try:
+        ingest(out / "nowhere", "threads")
+        checks["unknown_pass1_refused"] = False
+    except ValueError as e:
+        checks["unknown_pass1_refused"] = "pass1" in str(e)
+    ray.shutdown()
+    return {"ok": all(checks.values()), "failed": [k for k, v in checks.items() if not v],
+            "units": manifest["units"], "pages": manifest["pages"], "files": len(by_data),
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
 def _table(rows: list[list], header: list[str]) -> str:
     cells = [header] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
@@ -585,7 +639,14 @@ def main(argv=None) -> int:
                         "back to back in alternating order (default: both)")
     parser.add_argument("--skip-pairs", action="store_true",
                         help="leave out the Wikidata + entity pairs runs (pass 2)")
+    parser.add_argument("--check-pass1", action="store_true",
+                        help="only the check that --pass1 data and tasks write the same bytes and resume (demo world)")
     args = parser.parse_args(argv)
+    if args.check_pass1:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        result = check_pass1(Path(tempfile.mkdtemp(prefix="pass1-check-", dir=args.out)))
+        print(json.dumps({"pass1_check": result}))
+        return 0 if result["ok"] else 1
     from ingest.wikitext import extractor_loops
 
     out = Path(args.out)

@@ -153,8 +153,9 @@ def evaluate(name: str, model_dir: str, args, plots: Path) -> dict:
     from eval.link_prediction import evaluate_link_prediction
     from eval.nli import evaluate_nli
     from eval.relational_sts import evaluate_relational_sts
-    from eval.sts import read_sts, score_pairs
-    from train.model import load
+    from eval.sts import score_pairs
+    from score.sts_data import read_sts
+    from train.saved_models import load
 
     started = time.time()
     model = load(model_dir).enable_cache()

@@ -1,9 +1,9 @@
 """Tune's evaluation pool and ASHA on the demo world (tiny BERT, SimCSE-unsup, 2-core CPU by default).
 
-    python bench/tune.py [--work DIR] [--steps 60] [--parts abcd]
+    python bench/tune.py [--work DIR] [--steps 60] [--parts abcd]    (e: --parts e)
 
 * (a) ``async_eval_throughput_ratio``: one Ray Train run's training examples/s with its checkpoints
-  scored asynchronously by the pool (``eval.pool.PoolValidation`` behind Ray Train's
+  scored asynchronously by the pool (``tune.scorers.PoolValidation`` behind Ray Train's
   ``ValidationConfig``) over the same run with no dev scoring at all; beside it the in-loop
   (blocking) scoring of ``python -m train`` against the same baseline. Examples/s are measured between
   the first and the last training report (``reported_at``), so Ray's start-up is left out.
@@ -16,6 +16,15 @@
 * (d) ``restore``: ``python -m tune`` killed mid-trial and run again: ``ok`` when it continued the
   search, the trial resumed from its last recorded checkpoint (``resumed_from_steps``, never 0) and
   ran to its end, and a third run of the finished search was refused.
+* (e) ``asha_equal_data``: the end-to-end check that left the test suite (it was
+  ``tests/test_tune.py::test_asha_stops_bad_trials_at_equal_data``): a grid of lr 3e-4 / 10 x batch 16 / 32,
+  1,536 examples each, a report every 256 examples, ASHA (reduction factor 2, grace 256). ``ok`` when every
+  check holds: each trial reports every 256 examples whatever its batch; every good trial beats every bad
+  one; ASHA stopped a bad trial at a rung; a good trial ran to 1,536 examples with its 6 checkpoints
+  scored; each score is tagged with its checkpoint's step and starts after it was reported; the report,
+  plots and ``best_config.yaml`` (runnable as is) are written; ``best_model`` rescored gives the best
+  score; the finished search and another search in its folder are refused. ``failed`` names the checks
+  that did not hold. Not in the default parts (its own run: ``--parts e``, about 2-4 minutes on 2 cores).
 
 Last line: one JSON object.
 """
@@ -76,8 +85,8 @@ def throughput(work, world, model, steps) -> dict:
         ValidationTaskConfig,
     )
 
-    from eval.pool import PoolValidation, start_pool, stop_pool
     from train.run import build_trainer
+    from tune.scorers import PoolValidation, start_pool, stop_pool
 
     out = {}
     pool = start_pool("sts_spearman", str(world.sts_dir), name="bench-pool", namespace="bench-tune", size=1)
@@ -183,14 +192,95 @@ def restore(work, world, model) -> dict:
     return result
 
 
+def asha_equal_data(work, world, model) -> dict:
+    """(e): one search on the demo world, then every check of the former test, by name."""
+    import math
+
+    import yaml
+
+    from score.dev_metrics import DEV_METRICS
+    from train.config import ConfigError, TrainConfig
+    from train.saved_models import score_model_dir
+    from tune.search import TuneSettings, run_search
+
+    base = TrainConfig.from_dict({
+        "method": "simcse_unsup", "model": str(model), "data": str(work / "sets"), "dev_data": str(world.sts_dir),
+        "pooling": "mean", "batch_size": 16, "lr": 3e-4, "max_steps": 96, "checkpoint_every_steps": 16,
+        "cpus_per_worker": 0.5, "log_every_steps": 0, "max_len": 32}).validate()
+    settings = TuneSettings(search_space={"lr": {"choice": [3e-4, 10.0]}, "batch_size": {"choice": [16, 32]}},
+                            searcher="grid", max_concurrent_trials=2, reduction_factor=2, grace_period=256,
+                            name="asha-equal-data", storage_path=str(work / "runs"))
+    started = time.time()
+    outcome = run_search(base, settings, log=lambda *a: None)
+    wall_s = round(time.time() - started, 1)
+    checks = {}
+    rows = {(r["values"]["lr"], r["values"]["batch_size"]): r for r in outcome.trials}
+    checks["four_trials_no_error"] = len(rows) == 4 and not outcome.results.errors
+    good, bad = [rows.get((3e-4, 16)), rows.get((3e-4, 32))], [rows.get((10.0, 16)), rows.get((10.0, 32))]
+    equal_data = tagged = after_report = True
+    for result in outcome.results:
+        frame, batch = result.metrics_dataframe, result.config["batch_size"]
+        trained = frame[frame["loss"].notna()]
+        equal_data &= bool((trained["examples_trained"] == trained["step"] * batch).all()
+                           and set(trained["examples_trained"]) <= set(range(256, 1537, 256)))
+        scored = frame[frame["dev_spearman"].notna()]
+        tagged &= bool((scored["validated_step"] * batch == scored["examples_seen"]).all())
+        reported = trained.set_index("step")["reported_at"]
+        after_report &= bool((scored["score_started_at"].to_numpy()
+                              >= reported.loc[scored["validated_step"]].to_numpy()).all())
+    checks["reports_every_256_examples_whatever_the_batch"] = equal_data
+    checks["scores_tagged_with_their_checkpoint"] = tagged
+    checks["scores_start_after_their_checkpoint_is_reported"] = after_report
+    if None not in good + bad and all(r["best"] is not None for r in good + bad):
+        checks["every_good_trial_beats_every_bad_one"] = min(r["best"] for r in good) > max(r["best"] for r in bad)
+        checks["asha_stopped_a_bad_trial_at_a_rung"] = any(
+            r["examples_seen"] < 1536 and r["ended"].startswith("stopped") for r in bad)
+        checks["a_good_trial_ran_to_the_end"] = max(r["examples_seen"] for r in good) == 1536
+        checks["its_six_checkpoints_scored"] = max(len(r["curve"]) for r in good) == 6
+    else:
+        checks["every_trial_scored"] = False
+    folder = work / "runs" / settings.name
+    report = (folder / "search_report.md").read_text() if (folder / "search_report.md").is_file() else ""
+    checks["report_written"] = "| trial | lr | batch_size | best dev_spearman |" in report and "stopped at" in report
+    checks["plots_written"] = ((folder / "learning_curves.png").is_file()
+                               and (folder / "learning_curves.png").stat().st_size > 1000
+                               and (folder / "search_space.png").is_file())
+    best_cfg = yaml.safe_load((folder / "best_config.yaml").read_text())
+    checks["best_config_is_the_best_trial_for_1536_examples"] = (
+        math.isclose(best_cfg["lr"], 3e-4) and best_cfg["batch_size"] == outcome.best_config["batch_size"]
+        and best_cfg["max_steps"] * best_cfg["batch_size"] == 1536)
+    try:
+        TrainConfig.from_dict(best_cfg).validate()
+        checks["best_config_runs_as_is"] = True
+    except ConfigError:
+        checks["best_config_runs_as_is"] = False
+    metric = DEV_METRICS["sts_spearman"]
+    rescored = score_model_dir(metric, folder / "best_model", metric.read(str(world.sts_dir)))
+    checks["best_model_rescores_to_the_best_score"] = math.isclose(
+        rescored, outcome.best_metrics["dev_spearman"], abs_tol=1e-6)
+    for name, config, message in (("finished_search_refused", base, "has finished"),
+                                  ("another_search_in_its_folder_refused", base.with_overrides(["seed=7"]),
+                                   "another base config")):
+        try:
+            run_search(config, settings, log=lambda *a: None)
+            checks[name] = False
+        except ConfigError as e:
+            checks[name] = message in str(e)
+    result = {"ok": all(checks.values()), "failed": [k for k, v in checks.items() if not v], "wall_s": wall_s,
+              "trials": [{"values": r["values"], "best": r["best"], "examples_seen": r["examples_seen"],
+                          "ended": r["ended"]} for r in outcome.trials]}
+    print(f"(e) asha at equal data: {result}", flush=True)
+    return result
+
+
 REQUESTS = 24
 
 
 def pool_scaling(work, world, model) -> dict:
     import ray
 
-    from eval.pool import start_pool, stop_pool
     from train.encoder import Encoder
+    from tune.scorers import start_pool, stop_pool
 
     checkpoint = work / "scoring" / "step-0000001"
     Encoder(str(model), "mean", 32, None).save_sentence_transformer(checkpoint / "model")
@@ -212,7 +302,8 @@ def main(argv=None) -> int:
     p.add_argument("--work", default=None)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--search-steps", type=int, default=96, help="of the base config (batch 16)")
-    p.add_argument("--parts", default="abcd", help="which of (a)-(d) to run (default all; b is the slowest)")
+    p.add_argument("--parts", default="abcd", help="which of (a)-(e) to run (default a-d; b is the slowest; "
+                   "e: the ASHA end-to-end check)")
     args = p.parse_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="structcse-bench-tune-"))
     import ray
@@ -239,6 +330,8 @@ def main(argv=None) -> int:
                        grid_wall_s=grid["wall_s"], asha_wall_s=asha["wall_s"])
     if "d" in args.parts:
         summary["restore"] = restore(work, world, model)
+    if "e" in args.parts:
+        summary["asha_equal_data"] = asha_equal_data(work, world, model)
     summary["cpus"] = os.cpu_count()
     print(json.dumps(summary))
     return 0

@@ -4,8 +4,7 @@ A task that scores many sentences (STS 'all' over every year, STC's 20k
 StackOverflow titles, a retrieval corpus) can hand the encoding to ``actors``
 Ray actors, each holding the model once: the distinct sentences are sorted by
 length (so a batch pads little), cut into blocks, encoded by whichever actor is
-free, and put back in input order. The actors are Tune's evaluation actors
-(``eval.pool.EvalActor``), here each holding the model instead of a dev set.
+free, and put back in input order (:class:`EncodingActor`, each holding the model).
 The vectors are the ones the model's own ``encode`` gives (``TrainedModel.encode``: the pooled vectors the method heads
 take), so every task scores them exactly as it does in one process; they
 fill the model's cache, and the task then runs unchanged.
@@ -20,9 +19,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from eval.pool import EvalActor
-
 ROWS_PER_BLOCK = 1024
+
+
+class EncodingActor:
+    """Ray Data ``map_batches`` actor: the model at ``model_path`` loaded once; a block of texts in, its vectors out."""
+
+    def __init__(self, model_path: str, batch_size: int = 64, device: str | None = None):
+        from eval.models import load_trained
+        from train.logs import quiet_worker
+
+        quiet_worker()
+        self.batch_size = batch_size
+        self.model = load_trained(model_path, device=device)
+
+    def __call__(self, batch: dict) -> dict:
+        """``{"index", "text"}`` -> ``{"index", "embedding"}`` (the model's ``encode``)."""
+        texts = [str(t) for t in batch["text"]]
+        return {"index": batch["index"], "embedding": self.model.encode(texts, self.batch_size)}
 
 
 def pool_resources(actors: int, gpus_per_actor: float | None = None) -> dict:
@@ -48,7 +62,7 @@ def encode_on_actors(model_path: str, texts: list[str], *, actors: int = 1, batc
     """(N, d) float32 ``encode`` of ``texts`` (in their order) by a pool of ``actors`` Ray actors."""
     import ray
 
-    from train.run import ensure_ray
+    from train.ray_env import ensure_ray
 
     ensure_ray()
     if not texts:
@@ -57,7 +71,7 @@ def encode_on_actors(model_path: str, texts: list[str], *, actors: int = 1, batc
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     items = [{"index": i, "text": texts[i]} for i in order]
     ds = ray.data.from_items(items, override_num_blocks=max(1, -(-len(items) // ROWS_PER_BLOCK)))
-    out = ds.map_batches(EvalActor, batch_size=ROWS_PER_BLOCK, batch_format="numpy",
+    out = ds.map_batches(EncodingActor, batch_size=ROWS_PER_BLOCK, batch_format="numpy",
                          compute=ray.data.ActorPoolStrategy(size=resources["size"]),
                          num_cpus=resources["num_cpus"], num_gpus=resources["num_gpus"] or None,
                          fn_constructor_kwargs={"model_path": model_path, "batch_size": batch_size, "device": device})

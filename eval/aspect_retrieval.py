@@ -25,9 +25,8 @@ aspects that have seeds (``P@10`` etc.: one number for model selection / Tune).
 :func:`compare_models_tsne` draws a generic and an aspect model side by side.
 
 The reader and the metrics (``read_aspect_docs``, ``AspectDocs``, ``embed_aspects``,
-``retrieval_metrics``, ``retrieval_by_aspect``, ...) live in ``train.dev_tasks``, since AspectCSE's dev
-metric ``aspect_p10`` (``train.dev_metrics``: this task's ``P@10``) scores with them too; they are
-re-exported here.
+``retrieval_metrics``, ``retrieval_by_aspect``, ...) live in ``score.aspects``: AspectCSE's dev
+metric ``aspect_p10`` (``score.dev_metrics``: this task's ``P@10``) scores with them too.
 """
 
 from __future__ import annotations
@@ -37,25 +36,14 @@ import time
 from pathlib import Path
 
 from eval.plots import label_tsne
-from train.dev_tasks import ASPECT_COLUMNS as COLUMNS
-from train.dev_tasks import (  # noqa: F401  (re-exported: this module's public names)
-    KS,
-    SEED_CHUNK,
-    AspectDocs,
-    embed_aspects,
-    label_matrix,
-    normalise,
-    read_aspect_docs,
-    retrieval_by_aspect,
-    retrieval_metrics,
-)
+from score.aspects import ASPECT_COLUMNS, KS, embed_aspects, read_aspect_docs, retrieval_by_aspect
 
 
 def check_aspect_data(data: str | Path, split: str = "test", **_) -> None:
     """Cheap check before a model loads: the folder exists and holds an ``aspect_docs`` set."""
     from ingest.sets import check_set_folder
 
-    check_set_folder(data, "aspect_docs", required=COLUMNS)
+    check_set_folder(data, "aspect_docs", required=ASPECT_COLUMNS)
 
 
 def _slug(text: str) -> str:

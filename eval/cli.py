@@ -110,8 +110,6 @@ def describe(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["report"]:  # python -m eval report MODEL_OR_RUN ... (eval.scoreboard)
-        from eval.scoreboard import main as report_main
-
         return report_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -142,16 +140,16 @@ def main(argv: list[str] | None = None) -> int:
             model = load_encoder(args.model, device=args.device)
     except FileNotFoundError as error:
         return usage_error(str(error))
-    if task.requires_method and model.method_name != task.requires_method:
-        return usage_error(f"task {task.name} needs a {task.requires_method} model; {args.model} is "
+    if task.requires and not model.has(task.requires):
+        return usage_error(f"task {task.name} needs a model whose method has {task.requires}; {args.model} is "
                            + (f"a {model.method_name} model" if model.method_name else "a plain encoder (no heads)"))
-    from train.model import MethodMismatchError
+    from score.model import MethodMismatchError
 
     try:
         outcome = task.run(model, args.data, args.split, batch_size=args.batch_size, **options)
     except (ValueError, MethodMismatchError) as error:
         return usage_error(str(error))
-    from ingest.secrets import redact
+    from infra.secrets import redact
 
     result = redact({"model": args.model, **outcome, "total_seconds": round(time.perf_counter() - started, 2)})
 
@@ -161,6 +159,20 @@ def main(argv: list[str] | None = None) -> int:
         output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(describe(result))
     print(json.dumps(result), flush=True)
+    return 0
+
+
+def report_main(argv: list[str]) -> int:
+    """``python -m eval report ...``: the report (markdown path first, then one JSON line), or a usage error."""
+    from eval.scoreboard import run_report
+
+    try:
+        md_path, json_path, charts, rows = run_report(argv, log=lambda m: print(m, file=sys.stderr, flush=True))
+    except (FileNotFoundError, ValueError) as error:
+        return usage_error(str(error))
+    print(md_path.read_text(encoding="utf-8"))
+    print(json.dumps({"report": str(md_path), "json": str(json_path), "charts": [str(c) for c in charts],
+                      "rows": rows}, default=str), flush=True)
     return 0
 
 

@@ -6,7 +6,7 @@ too (bilateral entailment) are excluded, as in the paper (pairs missing from
 the original SICK file are kept and counted).
 
 Reported side by side (fractions; a tie counts ½, see
-``eval.pair_metrics.direction_accuracy``):
+``score.metrics.direction_accuracy``):
 
 * ``length_baseline_acc``: the longer sentence (whitespace words) is the
   premise (the paper's length-baseline: 92.63 on SNLI, 69.14 on SICK);
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.nli_data import nli_split_files, read_nli
-from eval.pair_metrics import direction_accuracy, length_baseline_direction
+from score.nli_data import nli_split_files, read_nli
+from score.metrics import direction_accuracy, length_baseline_direction
 
 
 def check_direction_data(data: str, split: str, **_) -> None:
@@ -61,7 +61,7 @@ def evaluate_direction(model, data: str | Path, split: str, *, batch_size: int =
         "length_baseline_acc": length_baseline_direction(word_lengths(prem), word_lengths(hyp)),
         "sim_acc": None, "det_acc": None, "plots": [],
     }
-    if model.method_name == "gausscse":
+    if model.has("asymmetric_similarity"):
         forward = np.asarray(model.asymmetric_similarity(hyp, prem, batch_size=batch_size))
         backward = np.asarray(model.asymmetric_similarity(prem, hyp, batch_size=batch_size))
         ld_prem, ld_hyp = model.log_det(prem, batch_size), model.log_det(hyp, batch_size)
@@ -73,7 +73,7 @@ def evaluate_direction(model, data: str | Path, split: str, *, batch_size: int =
             path = variance_scatter(ld_prem, ld_hyp, Path(plots) / f"gausscse_variance_{split}.png",
                                     title=f"{model_label(model)}: entailment pairs of {split} (n={len(pairs)})")
             result["plots"].append(str(path))
-    elif model.method_name == "rse" and "entailment" in model.relation_names:
+    elif model.has("relation_scores") and "entailment" in model.relation_names:
         fwd = model.relation_scores(prem, hyp, "forward", batch_size)
         bwd = model.relation_scores(prem, hyp, "backward", batch_size)
         result["rse_acc"] = direction_accuracy([s["entailment"] for s in fwd], [s["entailment"] for s in bwd])

@@ -7,7 +7,7 @@ relation the model was trained on, every unique sentence of the split (both
 sides, every pair read) except sentence1 is a candidate, scored by
 cos(h_1 + r_k, h_j) (the reference code: cos(norm(h1 + r), norm(h_j)), the
 same ranking); the rank of sentence2 (1-based; ties count against it, see
-``eval.pair_metrics.rank_of_true``) gives MR, MRR and Hits@1/3/10, per
+``score.metrics.rank_of_true``) gives MR, MRR and Hits@1/3/10, per
 relation and overall (fractions). Pairs of relations the model does not know
 are skipped and counted per label.
 
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.nli_data import nli_split_files, read_nli
-from eval.pair_metrics import rank_of_true, ranking_metrics
+from score.nli_data import nli_split_files, read_nli
+from score.metrics import rank_of_true, ranking_metrics
 from eval.plots import rse_relation_plot
 
 QUERY_CHUNK = 512  # queries scored at once: (chunk × candidates) floats

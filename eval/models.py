@@ -10,7 +10,7 @@ Three kinds of input are accepted:
   ``SentenceTransformer`` (which downloads it, or reads its cache).
 
 A checkpoint folder whose ``model/`` subfolder holds the model is accepted too.
-``load_trained`` gives the same encoders as a ``train.model.TrainedModel``,
+``load_trained`` gives the same encoders as a ``score.model.TrainedModel``,
 with the method's heads when the folder has them (the pair tasks use it).
 """
 
@@ -20,7 +20,7 @@ import logging
 import os
 from pathlib import Path
 
-from train.model import ST_MARKER
+from score.model import ST_MARKER
 
 log = logging.getLogger(__name__)
 
@@ -89,20 +89,21 @@ def mean_pooled_encoder(folder: Path, device: str | None = None):
 
 
 def as_trained(model):
-    """``model`` as a :class:`train.model.TrainedModel`: as is, or a plain SentenceTransformer
+    """``model`` as a :class:`score.model.TrainedModel`: as is, or a plain SentenceTransformer
     wrapped without heads (the tasks that take either call this once)."""
-    from train.model import TrainedModel
+    from score.model import TrainedModel
 
     return model if isinstance(model, TrainedModel) else TrainedModel(model)
 
 
 def load_trained(path_or_name: str | os.PathLike, device: str | None = None):
-    """A :class:`train.model.TrainedModel`: a SentenceTransformer folder with its method heads
+    """A :class:`score.model.TrainedModel`: a SentenceTransformer folder with its method heads
     (``structcse_method.json``), or any encoder ``load_encoder`` accepts, without heads.
 
-    Raises ``FileNotFoundError`` (``train.model.ModelLoadError``) naming the folder and the file.
+    Raises ``FileNotFoundError`` (``score.model.ModelLoadError``) naming the folder and the file.
     """
-    from train.model import TrainedModel, load
+    from score.model import TrainedModel
+    from train.saved_models import load
 
     local = Path(os.fspath(path_or_name)).expanduser()
     if local.is_dir():

@@ -1,7 +1,7 @@
 """NLI as entailment vs. non-entailment (GaussCSE §3.1, App. C): a score per pair and a tuned threshold.
 
-Input: a model (:class:`train.model.TrainedModel`), a SentEval NLI or SICK
-folder (:mod:`eval.nli_data`) and its split, and the split the threshold is
+Input: a model (:class:`score.model.TrainedModel`), a SentEval NLI or SICK
+folder (:mod:`score.nli_data`) and its split, and the split the threshold is
 tuned on (``tune_data`` / ``tune_split``, default: the same folder's dev; SICK
 has only train/trial here, so pass a SNLI folder as ``tune_data``).
 
@@ -11,7 +11,7 @@ model (the paper's SimCSE baseline). Neutral and contradiction are both
 "non-entailment".
 
 Reported, all as fractions: ``accuracy`` on the evaluated split at the
-threshold of best accuracy on the tuning split (``eval.pair_metrics.tune_threshold``,
+threshold of best accuracy on the tuning split (``score.metrics.tune_threshold``,
 an exact search; the reference code searches 0..1 in steps of 0.001), the
 tuning split's own accuracy, ``auprc`` (step-wise average precision, as
 sklearn's ``average_precision_score``) and ``auprc_trapezoid`` (the
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.nli_data import NliPairs, nli_split_files, read_nli
-from eval.pair_metrics import (
+from score.nli_data import NliPairs, nli_split_files, read_nli
+from score.metrics import (
     accuracy_at,
     auprc_trapezoid,
     average_precision,
@@ -39,8 +39,9 @@ log = logging.getLogger(__name__)
 
 
 def entailment_scores(model, pairs: NliPairs, batch_size: int = 64) -> tuple[np.ndarray, str]:
-    """(scores, what the score is): sim(hyp‖prem) for GaussCSE, else cosine(prem, hyp)."""
-    if model.method_name == "gausscse":
+    """(scores, what the score is): sim(hyp‖prem) for a model with an asymmetric similarity (GaussCSE), else
+    cosine(prem, hyp)."""
+    if model.has("asymmetric_similarity"):
         return np.asarray(model.asymmetric_similarity(pairs.hypotheses, pairs.premises, batch_size=batch_size)), \
             "sim(hyp||prem)"
     return np.asarray(model.cosine(pairs.premises, pairs.hypotheses, batch_size=batch_size)), "cosine"

@@ -112,7 +112,7 @@ def model_label(model) -> str:
 
 
 def rse_relation_plot(model, folder: str | Path) -> Path:
-    """``folder/rse_relations.png``: the heatmap of an RSE model (a :class:`train.model.TrainedModel`)."""
+    """``folder/rse_relations.png``: the heatmap of an RSE model (a :class:`score.model.TrainedModel`)."""
     name = model_label(model)
     return relation_heatmap(model.relation_names, model.relation_table(), Path(folder) / "rse_relations.png",
                             title=f"{name}: RSE relations, cos(r_i, r_j)")

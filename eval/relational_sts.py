@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from eval.plots import rse_relation_plot
-from eval.sts import read_sts, sts_split_path
+from score.sts_data import read_sts, sts_split_path
 
 
 def parse_weights(weights) -> dict | None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -35,13 +34,14 @@ from eval.published import PUBLISHED, STS_KEYS
 
 MAIN_COLUMNS = [*((k, k) for k in STS_KEYS), ("sts_avg", "STS avg"), ("mrpc_accuracy", "MRPC acc"),
                 ("mrpc_f1", "MRPC F1"), ("stc_accuracy", "STC acc")]
-METHOD_TASKS = {  # method -> [(task, data flag, {result key: column header})]
-    "gausscse": [("nli", "nli", {"auprc": "NLI AUPRC", "accuracy": "NLI acc"}),
-                 ("direction", "nli", {"sim_acc": "direction (sim)", "det_acc": "direction (log-det)"})],
-    "rse": [("link_prediction", "nli", {"MRR": "MRR", "Hits@1": "Hits@1", "Hits@10": "Hits@10"})],
-    "aspectcse": [("aspect_retrieval", "aspects", {"P@10": "P@10", "MRR@10": "MRR@10"})],
-    "dsbats": [("srsd", "srsd", {"accuracy": "SRSD acc", "accuracy_reversed": "SRSD reversed"})],
-}
+
+
+def method_tasks(method: str | None) -> tuple:
+    """A method's own tasks, as its ``Method.eval_tasks`` declares them: ``(task, data flag, {result key:
+    column header})``; none for a plain encoder."""
+    from train.methods import get_method
+
+    return get_method(method).eval_tasks if method and method != "-" else ()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,7 +137,7 @@ def score_model(entry: dict, args, log=print) -> tuple[dict, dict]:
     if args.stc:
         row["stc_accuracy"] = run("stc", args.stc, "test")["accuracy"]
     data = _task_data(args)
-    for task, flag, _ in METHOD_TASKS.get(method, []):
+    for task, flag, _ in method_tasks(method):
         if data[flag]:
             run(task, data[flag], "test")
     return row, results
@@ -146,7 +146,8 @@ def score_model(entry: dict, args, log=print) -> tuple[dict, dict]:
 def method_tables(main_rows: list[dict], all_results: list[dict]) -> list[tuple[str, list[dict], list]]:
     """One ``(title, rows, columns)`` per method with scored method tasks (``main_rows``: each model's row)."""
     tables = []
-    for method, tasks in METHOD_TASKS.items():
+    for method in dict.fromkeys(row["method"] for row in main_rows):
+        tasks = method_tasks(method)
         rows = []
         for main_row, results in zip(main_rows, all_results):
             if main_row["method"] != method:
@@ -184,7 +185,7 @@ def bar_charts(rows: list[dict], columns: list[tuple[str, str]], stem: Path) -> 
 
 def write(args, entries: list[dict], rows: list[dict], all_results: list[dict]) -> tuple[Path, Path, list[Path]]:
     from eval.report import format_markdown
-    from ingest.secrets import redact
+    from infra.secrets import redact
 
     stem = Path(args.out)
     if stem.suffix in (".md", ".json"):
@@ -241,20 +242,3 @@ def run_report(argv: list[str], log=print) -> tuple[Path, Path, list[Path], list
     md_path, json_path, charts = write(args, entries, rows, all_results)
     return md_path, json_path, charts, rows
 
-
-def main(argv: list[str] | None = None) -> int:
-    from eval.cli import usage_error
-
-    try:
-        md_path, json_path, charts, rows = run_report(
-            list(sys.argv[1:] if argv is None else argv), log=lambda m: print(m, file=sys.stderr, flush=True))
-    except (FileNotFoundError, ValueError) as error:
-        return usage_error(str(error))
-    print(md_path.read_text(encoding="utf-8"))
-    print(json.dumps({"report": str(md_path), "json": str(json_path), "charts": [str(c) for c in charts],
-                      "rows": rows}, default=str), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,8 +10,8 @@ clusters: the slides' task) or ``reversed`` (the distractor is the answer pair
 reversed: does the model see the relationship's direction?).
 
 Protocol: every distinct sentence of the items is encoded once; a pair p is
-represented by r(p) (``train.methods.dsbats.pair_vectors``: the model's
-``pair_representation`` when it is a DSBATS model with heads, else the offset
+represented by r(p) (``TrainedModel.pair_vectors``: the model's own
+``pair_representation`` when its method trained a pair head, else the offset
 e(second) − e(first); ``representation`` overrides it); each candidate c is
 scored by cos(r(query), r(c)); an item is correct when the answer candidate
 scores strictly highest (a tie is wrong).
@@ -19,12 +19,12 @@ scores strictly highest (a tie is wrong).
 Result: ``accuracy`` (fraction) on the ``other_cluster`` items (the headline,
 None when there are none), ``accuracy_reversed`` on the ``reversed`` items,
 ``per_kind[kind]`` = ``{accuracy, n_items, per_cluster: {cluster: {accuracy,
-n_items}}}``, ``n_items``, ``representation``, ``method``, ``seconds``.
+n_items}}}``, ``n_items``, ``skipped_items`` and ``bad_items`` (malformed items skipped), ``representation``, ``method``, ``seconds``.
 ``limit``: the first N items of each kind (set order).
 
-The reader and the scoring (``read_srsd``, ``SrsdItem``, ``is_correct``, and ``score_items``'s
-``train.dev_tasks.score_srsd_items``) live in ``train.dev_tasks``, since DSBATS's dev metric ``srsd``
-(``train.dev_metrics``: this task's ``accuracy``) scores with them too; they are re-exported here.
+The reader and the scoring (``read_srsd``, ``SrsdItem``, ``is_correct``, ``score_srsd_items``) live in
+``score.srsd``: DSBATS's dev metric ``srsd`` (``score.dev_metrics``: this task's ``accuracy``) scores with
+them too.
 """
 
 from __future__ import annotations
@@ -33,15 +33,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from train.dev_tasks import (
-    HEADLINE_KIND,
-    REVERSED_KIND,
-    SrsdItem,
-    is_correct,
-    read_srsd,
-    score_srsd_items,
-)
-from train.dev_tasks import SRSD_COLUMNS as COLUMNS
+from score.srsd import HEADLINE_KIND, REVERSED_KIND, SRSD_COLUMNS, SrsdItem, is_correct, read_srsd, score_srsd_items
 
 
 def check_srsd_data(data: str | Path, split: str = "test", representation: str | None = None, **_) -> None:
@@ -54,12 +46,12 @@ def check_srsd_data(data: str | Path, split: str = "test", representation: str |
     if representation is not None and representation not in PAIR_REPRESENTATIONS:
         raise ValueError(f"unknown pair representation {representation!r}; choose from "
                          f"{', '.join(PAIR_REPRESENTATIONS)}")
-    check_set_folder(data, "srsd", required=COLUMNS)
+    check_set_folder(data, "srsd", required=SRSD_COLUMNS)
 
 
 def score_items(model, items: list[SrsdItem], *, batch_size: int = 64, representation: str | None = None):
     """(per item: the candidates' cosines to the query as a float64 array, the representation used);
-    ``model``: a ``TrainedModel`` or a SentenceTransformer (``train.dev_tasks.score_srsd_items``)."""
+    ``model``: a ``TrainedModel`` or a SentenceTransformer (``score.srsd.score_srsd_items``)."""
     from eval.models import as_trained
 
     return score_srsd_items(as_trained(model), items, batch_size=batch_size, representation=representation)
@@ -93,6 +85,6 @@ def evaluate_srsd(model, data: str | Path, split: str = "test", *, batch_size: i
         "method": getattr(model, "method_name", None),
         "accuracy": per_kind.get(HEADLINE_KIND, {}).get("accuracy"),
         "accuracy_reversed": per_kind.get(REVERSED_KIND, {}).get("accuracy"),
-        "n_items": len(items), "per_kind": per_kind,
+        "n_items": len(items), "skipped_items": items.skipped, "bad_items": items.bad_items, "per_kind": per_kind,
         "seconds": round(time.perf_counter() - started, 2),
     }

@@ -32,15 +32,15 @@ encoded once, sorted by length in batches (``SentenceTransformer.encode``), or, 
 ``actors`` N, by a pool of N Ray actors (``eval.actor_encode``: Ray Data ``map_batches``).
 
 Result: ``{"task": "sts_all", "split", "similarity", "sets": {name: {"spearman",
-"n_pairs", "skipped", "files", ["subsets"], ["cosine"]}}, "mean": mean over the
+"n_pairs", "skipped", "bad_rows", "files", ["subsets"], ["cosine"]}}, "mean": mean over the
 sets scored, "missing": the seven names not found, "STS12"…"SICK-R": each
-Spearman at top level}``; a gold score outside its scale or a line without two
-sentences is a ``ValueError`` naming the file and line.
+Spearman at top level}``. One rule for a bad row (as every reader in ``score``): a
+gold score outside its scale or not a number, or a line without two sentences, is
+skipped, counted in ``skipped`` and named in ``bad_rows`` (file:line: reason).
 """
 
 from __future__ import annotations
 
-import csv
 import logging
 import re
 import time
@@ -49,7 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.sts import SPLIT_FILES, parse_sts_row
+from score.metrics import spearman
+from score.sts_data import MAX_REPORTED_LINES, SPLIT_FILES, read_sts
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,14 @@ class ScoredPairs:
     scores: list[float] = field(default_factory=list)
     subset: list[str] = field(default_factory=list)  # the subset of each pair (STS12–16)
     files: list[str] = field(default_factory=list)
-    skipped: int = 0  # unscored pairs (blank gold lines)
+    skipped: int = 0  # unscored pairs (blank gold lines) and malformed rows
+    bad_rows: list[str] = field(default_factory=list)  # "file:line: reason" of the first malformed rows
+
+    def skip(self, where: str, reason: str | None = None) -> None:
+        """A pair not scored: unscored (no ``reason``) or malformed (counted and reported with its reason)."""
+        self.skipped += 1
+        if reason is not None and len(self.bad_rows) < MAX_REPORTED_LINES:
+            self.bad_rows.append(f"{where}: {reason}")
 
     def add(self, s1: str, s2: str, score: float, subset: str = "") -> None:
         self.sentences1.append(s1)
@@ -119,14 +127,20 @@ def check_sts_all_data(data: str | Path, split: str = "test", **_) -> None:
 
 # ---------------------------------------------------------------- readers
 
-def _check_scale(score: float, scale: tuple[float, float], where: str) -> float:
+def _gold(text: str, scale: tuple[float, float]) -> float | str:
+    """The gold score of ``text``, or why it is not one."""
+    try:
+        score = float(text)
+    except ValueError:
+        return f"gold score {text.strip()!r} is not a number"
     if not scale[0] <= score <= scale[1]:
-        raise ValueError(f"{where}: gold score {score} is outside the scale {scale[0]:g}–{scale[1]:g}")
+        return f"gold score {score:g} is outside the scale {scale[0]:g}–{scale[1]:g}"
     return score
 
 
 def read_year(folder: Path, name: str) -> ScoredPairs:
-    """One STS12–16 folder: every subset's input and gold files, pairs with a blank gold line skipped."""
+    """One STS12–16 folder: every subset's input and gold files; a blank gold line is an unscored pair, a
+    malformed line is counted and reported; both are skipped."""
     pairs = ScoredPairs(name)
     inputs = sorted(folder.glob("STS.input.*.txt"))
     for input_path in inputs:
@@ -142,34 +156,27 @@ def read_year(folder: Path, name: str) -> ScoredPairs:
             raise ValueError(f"{input_path} has {len(lines)} lines but {gold_path.name} has {len(golds)}")
         for number, (line, gold) in enumerate(zip(lines, golds), 1):
             if not gold.strip():
-                pairs.skipped += 1
+                pairs.skip(f"{gold_path}:{number}")
                 continue
             fields = line.split("\t")
             if len(fields) < 2 or not fields[0].strip() or not fields[1].strip():
-                raise ValueError(f"{input_path}:{number}: expected two tab-separated sentences")
-            try:
-                score = float(gold)
-            except ValueError:
-                raise ValueError(f"{gold_path}:{number}: gold score {gold.strip()!r} is not a number") from None
-            pairs.add(fields[0].strip(), fields[1].strip(), _check_scale(score, STS_SCALE, f"{gold_path}:{number}"),
-                      subset)
+                pairs.skip(f"{input_path}:{number}", "expected two tab-separated sentences")
+                continue
+            score = _gold(gold, STS_SCALE)
+            if isinstance(score, str):
+                pairs.skip(f"{gold_path}:{number}", score)
+                continue
+            pairs.add(fields[0].strip(), fields[1].strip(), score, subset)
         pairs.files += [str(input_path), str(gold_path)]
     return pairs
 
 
 def read_stsb(folder: Path, split: str) -> ScoredPairs:
-    path = folder / SPLIT_FILES[split]
-    pairs = ScoredPairs("STSBenchmark", files=[str(path)])
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            parsed = parse_sts_row(row)
-            reason = parsed if isinstance(parsed, str) else None
-            if reason:
-                raise ValueError(f"{path}:{reader.line_num}: {reason}")
-            pairs.add(parsed[0], parsed[1], _check_scale(parsed[2], STS_SCALE, f"{path}:{reader.line_num}"))
+    """STS-B's file of ``split``, through ``score.sts_data`` (the reader the dev metrics use)."""
+    stsb = read_sts(folder, split)
+    pairs = ScoredPairs("STSBenchmark", stsb.sentences1, stsb.sentences2, stsb.scores, [""] * len(stsb),
+                        files=[stsb.path], skipped=stsb.skipped_rows)
+    pairs.bad_rows = [f"{stsb.path}:{line}" for line in stsb.skipped_lines]
     return pairs
 
 
@@ -205,16 +212,15 @@ def read_sick(folder: Path, split: str) -> ScoredPairs:
                 continue
             fields = line.rstrip("\n").split("\t")
             if len(fields) < len(header):
-                raise ValueError(f"{path}:{number}: {len(fields)} fields, the header has {len(header)}")
+                pairs.skip(f"{path}:{number}", f"{len(fields)} fields, the header has {len(header)}")
+                continue
             if wanted and fields[col["SemEval_set"]] != wanted:
                 continue
-            try:
-                score = float(fields[col["relatedness_score"]])
-            except ValueError:
-                raise ValueError(f"{path}:{number}: relatedness_score {fields[col['relatedness_score']]!r} is "
-                                 "not a number") from None
-            pairs.add(fields[col["sentence_A"]].strip(), fields[col["sentence_B"]].strip(),
-                      _check_scale(score, SICK_SCALE, f"{path}:{number}"))
+            score = _gold(fields[col["relatedness_score"]], SICK_SCALE)
+            if isinstance(score, str):
+                pairs.skip(f"{path}:{number}", score)
+                continue
+            pairs.add(fields[col["sentence_A"]].strip(), fields[col["sentence_B"]].strip(), score)
     return pairs
 
 
@@ -227,22 +233,15 @@ def read_sets(data: str | Path, split: str = "test") -> dict[str, ScoredPairs]:
             out[name] = read_sick(folder, split)
         else:
             out[name] = read_year(folder, name)
+        if out[name].bad_rows:
+            log.warning("%s: skipped %d malformed rows (first: %s)", name, len(out[name].bad_rows),
+                        "; ".join(out[name].bad_rows[:3]))
         if len(out[name]) < 2:
             raise ValueError(f"{name} at {folder}: fewer than 2 scored pairs")
     return out
 
 
 # ---------------------------------------------------------------- scoring
-
-def similarity_name(model) -> str:
-    return {"gausscse": "gausscse_symmetric_kl", "rse": "rse_relational"}.get(model.method_name, "cosine")
-
-
-def _spearman(predicted, gold) -> float:
-    from scipy.stats import spearmanr
-
-    return float(spearmanr(predicted, gold).statistic)
-
 
 def evaluate_sts_all(model, data: str | Path, split: str = "test", *, batch_size: int = 64, limit: int | None = None,
                      actors: int | None = None, **_) -> dict:
@@ -263,21 +262,21 @@ def evaluate_sts_all(model, data: str | Path, split: str = "test", *, batch_size
 
         fill_cache(model, sentences, actors=actors, batch_size=batch_size)
     model.encode(sentences, batch_size)
-    name = similarity_name(model)
+    name = model.similarity_name
     out_sets = {}
     for set_name, pairs in sets.items():
         predicted = np.asarray(model.similarity(pairs.sentences1, pairs.sentences2, batch_size), dtype=np.float64)
         gold = np.asarray(pairs.scores, dtype=np.float64)
-        entry = {"spearman": _spearman(predicted, gold), "n_pairs": len(pairs), "skipped": pairs.skipped,
-                 "files": pairs.files}
+        entry = {"spearman": spearman(predicted, gold), "n_pairs": len(pairs), "skipped": pairs.skipped,
+                 "bad_rows": pairs.bad_rows, "files": pairs.files}
         if name != "cosine":
             cosine = np.asarray(model.cosine(pairs.sentences1, pairs.sentences2, batch_size), dtype=np.float64)
-            entry["cosine"] = _spearman(cosine, gold)
+            entry["cosine"] = spearman(cosine, gold)
         subset = np.asarray(pairs.subset)
         masks = {s: subset == s for s in sorted(set(pairs.subset) - {""})}
         masks = {s: m for s, m in masks.items() if m.sum() > 1}
         if masks:
-            per = {s: _spearman(predicted[m], gold[m]) for s, m in masks.items()}
+            per = {s: spearman(predicted[m], gold[m]) for s, m in masks.items()}
             sizes = {s: int(m.sum()) for s, m in masks.items()}
             entry["subsets"] = {**per, "mean": float(np.mean(list(per.values()))),
                                 "wmean": float(sum(per[s] * sizes[s] for s in per) / sum(sizes.values()))}

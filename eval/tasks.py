@@ -4,9 +4,9 @@ A task is a name, the splits it knows, a cheap ``check_data(data, split,
 **options)`` that raises a clear ``FileNotFoundError``/``ValueError`` before
 any model is loaded, and ``run(model, data, split, batch_size=, **options) -> dict``.
 ``model_kind`` says what ``run`` takes: ``"encoder"`` a SentenceTransformer
-(``eval.models.load_encoder``), ``"trained"`` a :class:`train.model.TrainedModel`
-with the method's heads (``eval.models.load_trained``); ``requires_method``
-names the method the model must have been trained with (None: any);
+(``eval.models.load_encoder``), ``"trained"`` a :class:`score.model.TrainedModel`
+with the method's heads (``eval.models.load_trained``); ``requires`` names
+the capability the model's method must have (``TrainedModel.has``; None: any);
 ``options`` are the extra CLI options the task accepts (``tune_data``,
 ``tune_split``, ``plots``, ``limit``, ``weights``). Adding a task (retrieval,
 srsd, ...) is one module plus one ``register`` call here.
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from eval import aspect_retrieval, direction, link_prediction, mrpc, nli, relational_sts, srsd, stc, sts, sts_all
+from score.sts_data import sts_split_path
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,8 @@ class EvalTask:
     splits: tuple[str, ...]
     check_data: Callable[..., object]
     run: Callable[..., dict]
-    model_kind: str = "encoder"  # encoder (SentenceTransformer) | trained (train.model.TrainedModel)
-    requires_method: str | None = None
+    model_kind: str = "encoder"  # encoder (SentenceTransformer) | trained (score.model.TrainedModel)
+    requires: str | None = None  # e.g. relation_scores: an RSE model
     options: tuple[str, ...] = ()
 
 
@@ -56,7 +57,7 @@ register(EvalTask(
     name="sts",
     description="STS Benchmark (SentEval layout): Spearman of cosine similarity vs gold scores",
     splits=("dev", "test", "train"),
-    check_data=lambda data, split, **_: sts.sts_split_path(data, split),
+    check_data=lambda data, split, **_: sts_split_path(data, split),
     run=lambda model, data, split, batch_size=64, plots=None: sts.evaluate_sts(model, data, split,
                                                                                batch_size=batch_size, plots=plots),
     options=("plots",),
@@ -104,7 +105,7 @@ register(EvalTask(
     check_data=relational_sts.check_relational_sts_data,
     run=relational_sts.evaluate_relational_sts,
     model_kind="trained",
-    requires_method="rse",
+    requires="relation_scores",
     options=("weights", "limit", "plots"),
 ))
 
@@ -115,7 +116,7 @@ register(EvalTask(
     check_data=link_prediction.check_link_data,
     run=link_prediction.evaluate_link_prediction,
     model_kind="trained",
-    requires_method="rse",
+    requires="relation_scores",
     options=("limit", "plots"),
 ))
 

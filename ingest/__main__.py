@@ -4,7 +4,7 @@ import argparse
 import sys
 
 from ingest import wikidata
-from ingest.losses import losses
+from ingest.lost_input import lost_input
 from ingest.multistream import DumpFormatError
 from ingest.pipeline import IngestConfig, run_ingest
 from ingest.schemas import SchemaError
@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     if args.num_cpus:
         import ray
 
-        from ingest.ray_local import local_init_kwargs
+        from infra.ray_local import local_init_kwargs
 
         ray.init(**local_init_kwargs({"num_cpus": args.num_cpus, "include_dashboard": not args.no_dashboard}))
     try:
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     except (FileNotFoundError, DumpFormatError, SchemaError) as e:
         print(f"ingest: error: {e}", file=sys.stderr)
         return 2
-    lost = losses(manifest)
+    lost = lost_input(manifest)
     if lost:
         where = f"{cfg.out.rstrip('/')}/manifest.json"
         print(f"ingest: {'warning' if args.allow_loss else 'error'}: data lost ({len(lost)}): " + "; ".join(lost)

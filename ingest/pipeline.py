@@ -172,7 +172,7 @@ def _check_distinct(paths: list[str]) -> None:
 
 def run_ingest(cfg: IngestConfig, log=print) -> dict:
     """Run the whole job; returns the top-level manifest."""
-    from ingest.secrets import check_no_secrets
+    from infra.secrets import check_no_secrets
 
     check_no_secrets(asdict(cfg), "ingest config")
     started = time.time()
@@ -190,7 +190,7 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     # how pass 1 runs does not shape any output: the top-level manifest records it beside the timings
     task_cfg = {k: v for k, v in asdict(cfg).items() if k != "pass1"} | {"wikis": wikis}
     if not ray.is_initialized():
-        from ingest.ray_local import local_init_kwargs
+        from infra.ray_local import local_init_kwargs
 
         ray.init(**local_init_kwargs({}))
 

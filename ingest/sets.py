@@ -331,8 +331,8 @@ def table_writer(path: str, schema: pa.Schema):
 
 
 def write_json(obj: dict, path: str) -> None:
-    """Write ``obj`` as indented JSON with sorted keys, atomically (keys and tokens redacted: ``ingest.secrets``)."""
-    from ingest.secrets import redact
+    """Write ``obj`` as indented JSON with sorted keys, atomically (keys and tokens redacted: ``infra.secrets``)."""
+    from infra.secrets import redact
 
     obj = redact(obj)
     fs, local = fsspec.core.url_to_fs(path)

@@ -40,7 +40,7 @@ DEMO_TUNE_TRAINING = ["max_steps=45", "checkpoint_every_steps=15", "epochs=1"]
 # the pair methods' own settings, with the demo's mean pooling (the paper poolings need a trained CLS)
 DEMO_PAIR_METHODS = {
     "simcse_sup": ["max_len=32", "chunk_size=null", "epochs=2"],
-    "gausscse": ["max_len=32", "weight_decay=0.0", "epochs=2", "dev_data={nli}"],  # SNLI-dev-style AUPRC
+    "gausscse": ["max_len=32", "weight_decay=0.0", "epochs=2"],
     "rse": ["max_len=32", "chunk_size=null", "epochs=2"],
 }
 
@@ -58,7 +58,9 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     from ingest.pipeline import IngestConfig, run_ingest
     from ingest.sets import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
-    from train.run import ensure_ray
+    from train.ray_env import ensure_ray
+    from score.dev_metrics import DEV_METRICS
+    from train.methods import get_method
     from train.run import run as train_run
     from train.tiny_bert import build_tiny_bert
 
@@ -80,7 +82,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     base_model = build_tiny_bert(sentences["sentence"].to_pylist(), out / "models" / "base", seed=seed)
 
     common = [f"model={base_model}", f"data={out / 'sets'}", f"storage_path={out / 'runs'}", f"seed={seed}",
-              f"dev_data={world.sts_dir}"]  # each method's dev metric (train/dev_metrics.py) picks its checkpoint
+              f"dev_data={world.sts_dir}"]  # each method's dev metric (score/dev_metrics.py) picks its checkpoint
     models = {"base encoder (mean pooling)": str(base_model)}
     for i, method in enumerate(("simcse_unsup", "ease")):
         log(f"[{time.time() - started:4.0f} s] [{4 + i}/{steps}] train {method} with Ray Train -> {out / 'runs' / method}")
@@ -119,10 +121,11 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         f"(Ray Data) -> {out / 'pairs'}; train each with Ray Train")
     run_pair_ingest(PairIngestConfig(sources=[PairSource("senteval", str(world.nli_dir), split="train")],
                                      out=str(out / "pairs")), log=log)
+    dev_data = {"sts": world.sts_dir, "nli": world.nli_dir}  # each method's dev metric reads one of these
     for method, extra in DEMO_PAIR_METHODS.items():
-        extra = [e.format(nli=world.nli_dir) for e in extra]
-        outcome = train_run(training_config(method, [*DEMO_TRAINING, *common, f"data={out / 'pairs'}",
-                                                     *extra, f"run_name={method}"]))
+        metric = DEV_METRICS[get_method(method).dev_metric]
+        outcome = train_run(training_config(method, [*DEMO_TRAINING, *common, f"data={out / 'pairs'}", *extra,
+                                                     f"dev_data={dev_data[metric.data_format]}", f"run_name={method}"]))
         models[method] = outcome.model_path
 
     if not skip_tune:
@@ -204,7 +207,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.command in ("aspects", "dsbats"):
-        from train.run import ensure_ray
+        from train.ray_env import ensure_ray
 
         ensure_ray(log, configure_logging=False)
         if args.command == "dsbats":

@@ -125,7 +125,7 @@ def test_triplets_and_docs(tmp_path):
 def test_docs_work_with_aspect_retrieval(tmp_path):
     import numpy as np
 
-    from eval.aspect_retrieval import read_aspect_docs, retrieval_metrics
+    from score.aspects import read_aspect_docs, retrieval_metrics
 
     out = tmp_path / "out"
     build_pwc_sets(write_folder(tmp_path / "pwc"), str(out), aspects=["task"], log=lambda *_: None)

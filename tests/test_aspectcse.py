@@ -50,7 +50,7 @@ def test_retrieval_metrics_hand_worked():
     k=3: P (2/3+2/3+1/3+1)/4, R 1, MRR (1+1+1/3+1)/4
     k=5: P (2/5+2/5+1/5+3/5)/4, R 1, MRR (1+1+1/3+1)/4
     """
-    from eval.aspect_retrieval import retrieval_metrics
+    from score.aspects import retrieval_metrics
 
     emb = np.array([_unit(a) for a in (0, 15, 35, 90, 200)]) * np.array([[1], [3], [0.5], [2], [1]])  # norms ignored
     labels = [frozenset("A"), frozenset("A"), frozenset("B"), frozenset("AB"), frozenset("C")]
@@ -67,7 +67,7 @@ def test_retrieval_metrics_hand_worked():
 
 
 def test_retrieval_metrics_without_seeds_and_duplicate_rows_in_the_set(tmp_path):
-    from eval.aspect_retrieval import read_aspect_docs, retrieval_metrics
+    from score.aspects import read_aspect_docs, retrieval_metrics
 
     got = retrieval_metrics(np.eye(3), [frozenset("A"), frozenset("B"), frozenset()], ks=(1,))
     assert got == {"n_docs": 3, "n_seeds": 0, "P@1": 0.0, "R@1": 0.0, "MRR@1": 0.0}
@@ -132,7 +132,7 @@ def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
 
 
 def test_cli_aspect_retrieval_json_and_plots(st_model, docs, tmp_path, capsys):
-    from eval.aspect_retrieval import embed_aspects, read_aspect_docs, retrieval_metrics
+    from score.aspects import embed_aspects, read_aspect_docs, retrieval_metrics
     from eval.models import load_encoder
 
     code, out, err = run_cli(["--task", "aspect-retrieval", "--data", str(docs), "--model", str(st_model),
@@ -213,7 +213,7 @@ def _cfg(config: str, **kw) -> TrainConfig:
 
 @pytest.mark.parametrize("config", ["aspectcse", "aspectcse_mnrl"])
 def test_train_a_few_steps(config, ray_session, triplets, tiny, tmp_path):
-    from train.model import load
+    from train.saved_models import load
     from train.run import run
 
     cfg = _cfg(config, model=tiny, data=triplets, batch_size=8, max_len=32, max_steps=3, num_workers=0,

@@ -4,11 +4,12 @@
   denominator; the offset representation makes the reversed pair exactly −r(p);
 * the method's loss from a tiny BERT equals the formula computed here in numpy; concat_mlp heads
   are saved and rebuilt (``load_method_heads``); a short ``train.run.run`` with GradCache and a
-  checkpoint saves a model that ``train.model.load`` reloads with its head;
+  checkpoint saves a model that ``train.saved_models.load`` reloads with its head;
   (cross-worker equivalence and GradCache: ``tests/test_train_scale.py``, METHODS);
 * SRSD on a hand-written srsd set whose answers are known for any encoder (the answer pair is the
   query itself; a tie is wrong; one item's answer is the reversed query), both representations;
-* MRPC on the shared sample (skipped when absent) and on a file with malformed rows.
+* MRPC on the shared sample against scikit-learn's own nested CV (``tests/mrpc_oracle.py``; skipped when
+  absent) and on a file with malformed rows.
 """
 
 from __future__ import annotations
@@ -105,20 +106,26 @@ def test_other_clusters_positives_join_the_denominator_own_cluster_masked():
 
 
 def test_offset_reversal_identity_and_pair_vectors():
-    from train.methods.dsbats import DSBATS, pair_vectors
+    from score.model import TrainedModel
+    from train.methods.dsbats import DSBATS
 
     method = DSBATS(DSBATS.Options(), hidden_size=4, temperature=0.05)
     e1, e2 = torch.randn(3, 4), torch.randn(3, 4)
     assert torch.equal(method.pair(e1, e2), e2 - e1)
     assert torch.equal(method.pair(e2, e1), -method.pair(e1, e2))
     assert not list(method.parameters())  # offset: no heads
-    assert torch.equal(pair_vectors(e1.numpy(), e2.numpy(), None), e2 - e1)  # a model without heads
-    with pytest.raises(ValueError, match="concat_mlp needs a dsbats model"):
-        pair_vectors(e1, e2, method, "concat_mlp")
+    plain = TrainedModel(encoder=None)  # a model without heads: the offset, computed by hand
+    assert torch.equal(plain.pair_vectors(e1.numpy(), e2.numpy()), e2 - e1)
+    with pytest.raises(ValueError, match="concat_mlp needs a model trained with it"):
+        TrainedModel(None, method).pair_vectors(e1, e2, "concat_mlp")
     mlp = DSBATS(DSBATS.Options(pair_representation="concat_mlp"), hidden_size=4, temperature=0.05)
     assert not torch.allclose(mlp.pair(e2, e1), -mlp.pair(e1, e2))
-    assert torch.allclose(pair_vectors(e1, e2, mlp), mlp.pair(e1, e2))
-    assert torch.equal(pair_vectors(e1, e2, mlp, "offset"), e2 - e1)
+    with_head = TrainedModel(None, mlp)
+    first = torch.cat([e1, e2], -1)
+    by_hand = mlp.pair_head.mlp[2](torch.tanh(mlp.pair_head.mlp[0](first)))  # Linear -> tanh -> Linear
+    assert torch.allclose(with_head.pair_vectors(e1, e2), by_hand.detach())
+    assert not torch.allclose(with_head.pair_vectors(e2, e1), by_hand.detach())
+    assert torch.equal(with_head.pair_vectors(e1, e2, "offset"), e2 - e1)
 
 
 # ---------------------------------------------------------------- the method on a tiny BERT
@@ -183,7 +190,7 @@ def dsbats4cl(tmp_path_factory):
 
 def test_train_a_few_steps_with_grad_cache_and_heads(ray_session, dsbats4cl, tiny, tmp_path):
     """concat_mlp through ``train.run.run`` (GradCache chunks, a checkpoint): the head is saved and reloads."""
-    from train.model import load
+    from train.saved_models import load
     from train.run import run
 
     cfg = _cfg(model=tiny, data=dsbats4cl, batch_size=8, max_len=32, max_steps=2, num_workers=0, chunk_size=4,
@@ -302,7 +309,7 @@ def test_srsd_accuracy_known_answers(st_model, srsd_set, tmp_path):
     assert (mlp["representation"], mlp["method"], mlp["accuracy"], mlp["accuracy_reversed"]) == (
         "concat_mlp", "dsbats", 0.5, 1.0)
     assert evaluate_srsd(model, srsd_set, representation="offset")["representation"] == "offset"
-    with pytest.raises(ValueError, match="concat_mlp needs a dsbats model"):
+    with pytest.raises(ValueError, match="concat_mlp needs a model trained with it"):
         evaluate_srsd(load_trained(str(st_model)), srsd_set, representation="concat_mlp")
 
 
@@ -327,17 +334,25 @@ def test_srsd_cli_and_bad_folders(st_model, srsd_set, tmp_path, capsys):
 
 
 def test_mrpc_cross_validated_on_the_shared_sample(st_model):
+    """The first 80 pairs, 3 outer folds: every fold's chosen C, accuracy and F1 are those of scikit-learn's
+    GridSearchCV inside cross_validate on features computed here (tests/mrpc_oracle.py)."""
+    from sentence_transformers import SentenceTransformer
+
     from eval.models import load_encoder
     from eval.mrpc import evaluate_mrpc, read_mrpc
+    from tests.mrpc_oracle import nested_cv
 
     folder = shared_data("mrpc")
     full = read_mrpc(folder / "msr_paraphrase_train.txt")
     assert len(full) + full.skipped_rows == 4076 and full.skipped_rows == 0
     result = evaluate_mrpc(load_encoder(str(st_model)), folder, "train", limit=80, kfold=3)
-    assert result["n_train"] == 80 and result["skipped_rows"] == 0 and result["skipped_lines"] == {}
-    assert 0 <= result["accuracy"] <= 1 and 0 <= result["f1"] <= 1 and len(result["fold_C"]) == 3
-    again = evaluate_mrpc(load_encoder(str(st_model)), folder, "train", limit=80, kfold=3)
-    assert again["accuracy"] == result["accuracy"] and again["fold_C"] == result["fold_C"]  # seeded
+    want = nested_cv(SentenceTransformer(str(st_model), device="cpu"), folder / "msr_paraphrase_train.txt",
+                     limit=80, kfold=3)
+    assert (result["n_train"], result["n_test"], result["skipped_rows"], result["skipped_lines"]) == (80, 0, 0, {})
+    assert result["fold_C"] == want["fold_C"]
+    assert result["fold_accuracy"] == pytest.approx(want["fold_accuracy"], abs=1e-12)
+    assert result["accuracy"] == pytest.approx(want["accuracy"], abs=1e-12)
+    assert result["f1"] == pytest.approx(want["f1"], abs=1e-12)
     with pytest.raises(FileNotFoundError, match="msr_paraphrase_test.txt is missing"):
         evaluate_mrpc(load_encoder(str(st_model)), folder, "test")
 

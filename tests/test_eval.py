@@ -1,4 +1,5 @@
-"""eval/: STS-B reader on the real files, MiniLM quality, CLI, the Tune evaluation pool, reports."""
+"""eval/: STS-B reader on the real files, MiniLM's figures against sentence-transformers + scipy (its quality on
+the whole dev set: ``python bench/eval.py``), CLI, the Tune evaluation pool, reports."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from eval.report import format_table, write_report
-from eval.sts import StsPairs, read_sts, score_pairs
+from eval.sts import score_pairs
+from score.sts_data import read_sts
 from tests.conftest import REPO, shared_data
 
 MINILM_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
@@ -95,14 +98,35 @@ def test_missing_split_lists_present_splits(tmp_path):
 # --- models -----------------------------------------------------------------------------------
 
 
-def test_minilm_sts_dev_spearman(minilm):
-    """Every 3rd dev pair (500, all genres); the full dev set measures 0.8672 (published test: 0.8203)."""
-    pairs = read_sts(shared_data("stsb", "raw"), "dev")
-    third = StsPairs(pairs.sentences1[::3], pairs.sentences2[::3], pairs.scores[::3], pairs.path)
-    result = score_pairs(minilm, third)
-    assert result["n_pairs"] == 500
-    assert result["spearman"] > 0.83, result
-    assert 0.8 < result["pearson"] < 1.0
+def direct_sts_figures(encoder, sts_file: Path) -> dict:
+    """The STS figures computed without eval/ or score/: the file read with csv (sentences in columns 6 and 7,
+    SentEval's layout), each distinct sentence encoded once by ``encoder`` (a SentenceTransformer), cosine in
+    numpy, Spearman and Pearson by scipy."""
+    import csv
+
+    import numpy as np
+    from scipy.stats import pearsonr, spearmanr
+
+    with sts_file.open(encoding="utf-8", newline="") as f:
+        rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
+    sentences = list(dict.fromkeys(row[col] for row in rows for col in (5, 6)))
+    vectors = encoder.encode(sentences).astype(np.float64)
+    h = dict(zip(sentences, vectors))
+    u, v = (np.array([h[row[col]] for row in rows]) for col in (5, 6))
+    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    gold = np.array([float(row[4]) for row in rows])
+    return {"n_pairs": len(rows), "spearman": spearmanr(cosine, gold).statistic,
+            "pearson": pearsonr(cosine, gold).statistic}
+
+
+def test_score_pairs_is_scipys_figures_of_sentence_transformers_cosines(minilm, tmp_path):
+    """60 dev pairs of every genre (MiniLM on the whole dev set, 0.8672, is ``bench/eval.py``'s stsb_dev_ours)."""
+    data = write_small_sts(tmp_path / "sts", n_pairs=60)
+    result = score_pairs(minilm, read_sts(data, "dev"))
+    want = direct_sts_figures(minilm, data / "sts-dev.csv")
+    assert result["n_pairs"] == want["n_pairs"] == 60
+    assert result["spearman"] == pytest.approx(want["spearman"], abs=1e-6)
+    assert result["pearson"] == pytest.approx(want["pearson"], abs=1e-6)
 
 
 def test_plain_hf_folder_gets_mean_pooling(tmp_path, minilm, caplog):
@@ -115,12 +139,11 @@ def test_plain_hf_folder_gets_mean_pooling(tmp_path, minilm, caplog):
     with caplog.at_level("INFO"):
         encoder = load_encoder(plain, device="cpu")
     assert "mean pooling" in caplog.text
-    pairs = StsPairs(["A man is playing a guitar.", "A dog runs."], ["Someone plays guitar.", "A cat sleeps."],
-                     [4.0, 0.5])
-    from eval.sts import cosine_scores
-
-    # MiniLM's own pipeline is mean pooling + normalisation, so cosines agree
-    assert cosine_scores(encoder, pairs) == pytest.approx(cosine_scores(minilm, pairs), abs=1e-5)
+    texts = ["A man is playing a guitar.", "A dog runs.", "Someone plays guitar.", "A cat sleeps."]
+    ours, theirs = encoder.encode(texts), minilm.encode(texts)
+    # MiniLM's own pipeline is mean pooling + normalisation: the same directions
+    ours = ours / np.linalg.norm(ours, axis=1, keepdims=True)
+    assert ours == pytest.approx(theirs / np.linalg.norm(theirs, axis=1, keepdims=True), abs=1e-5)
 
 
 def test_missing_model_path_is_a_clear_error(tmp_path):
@@ -168,9 +191,8 @@ def test_cli_user_errors_exit_2_without_traceback(tmp_path):
 # --- Tune's evaluation pool ------------------------------------------------------------------
 
 
-def test_evaluation_pool_scores_a_checkpoint_like_the_training_metric(ray_session, tmp_path):
-    from eval.pool import start_pool, stop_pool
-    from train.dev_metrics import DEV_METRICS, score_model_dir
+def test_evaluation_pool_scores_a_checkpoint_by_its_sts_dev_spearman(ray_session, minilm, tmp_path):
+    from tune.scorers import start_pool, stop_pool
 
     data = write_small_sts(tmp_path / "sts", n_pairs=60)
     checkpoint = tmp_path / "step-0000001"
@@ -184,9 +206,8 @@ def test_evaluation_pool_scores_a_checkpoint_like_the_training_metric(ray_sessio
     finally:
         assert stop_pool("test-pool", "test-eval")
     assert not stop_pool("test-pool", "test-eval")
-    metric = DEV_METRICS["sts_spearman"]
-    assert 0.7 < scored["dev_spearman"] < 1.0
-    assert scored["dev_spearman"] == score_model_dir(metric, minilm_folder(), metric.read(data))  # one definition
+    want = direct_sts_figures(minilm, data / "sts-dev.csv")  # minilm: sentence-transformers' own loader
+    assert scored["dev_spearman"] == pytest.approx(want["spearman"], abs=1e-6)
     assert scored["score_finished_at"] >= scored["score_started_at"]
 
 

@@ -52,19 +52,19 @@ def test_a_missing_input_is_named_before_ray_starts(tmp_path, capsys, monkeypatc
     assert "nowhere.xml.bz2" in capsys.readouterr().err
 
 
-def test_losses_read_from_a_manifest():
-    from ingest.losses import losses
+def test_lost_input_read_from_a_manifest():
+    from ingest.lost_input import lost_input
 
     fine = {"sources": [{"path": "a", "accounted": True}], "wikidata": [], "pages": {"in_input": 3},
             "sets": {"sentences": {"rows": 5}, "entity_pairs": {"rows": 2}}, "links_accounted": True}
-    assert losses(fine) == []
+    assert lost_input(fine) == []
     empty = {**fine, "sets": {"sentences": {"rows": 0}}}
-    assert losses(empty)[0].startswith("sentences: 0 rows from 3 pages")
+    assert lost_input(empty)[0].startswith("sentences: 0 rows from 3 pages")
     no_pairs = {**fine, "sets": {"sentences": {"rows": 5}, "entity_pairs": {"rows": 0}}}
-    assert losses(no_pairs)[0].startswith("entity_pairs: 0 rows")
+    assert lost_input(no_pairs)[0].startswith("entity_pairs: 0 rows")
     lines = {**fine, "wikidata": [{"path": "w.json", "lines": 10, "written": 7, "skipped": {"bad_json": 1},
                                    "accounted": False}]}
-    assert losses(lines) == ["w.json: 10 lines, 7 written + 1 skipped"]
+    assert lost_input(lines) == ["w.json: 10 lines, 7 written + 1 skipped"]
 
 
 def test_the_same_dump_given_twice_is_an_error_before_ray(demo_world, tmp_path, capsys, monkeypatch):

@@ -52,7 +52,7 @@ def test_gausscse_job_with_grad_cache_in_bf16(ray_session, demo_pair_sets, pair_
 def test_simcse_sup_job_with_hard_negatives(ray_session, demo_pair_sets, pair_bert, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from train.model import load
+    from train.saved_models import load
     from train.run import run
 
     sets, _ = demo_pair_sets

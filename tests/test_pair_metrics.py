@@ -1,11 +1,11 @@
-"""eval/pair_metrics.py: worked examples for every metric (pure numpy)."""
+"""score/metrics.py: worked examples for every metric, and a hand-written PR curve as the oracle of sklearn's."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from eval.pair_metrics import (
+from score.metrics import (
     accuracy_at,
     auprc_trapezoid,
     average_precision,
@@ -13,6 +13,8 @@ from eval.pair_metrics import (
     length_baseline_direction,
     rank_of_true,
     ranking_metrics,
+    pearson,
+    spearman,
     tune_threshold,
 )
 
@@ -66,16 +68,26 @@ def test_auprc_trapezoid_worked_example():
     assert auprc_trapezoid([0.9, 0.8, 0.1], [1, 1, 0]) == 1.0
 
 
-def test_pr_metrics_agree_with_sklearn_when_installed():
-    sk = pytest.importorskip("sklearn.metrics")
+def _pr_points_by_hand(s, y):
+    """(precision, recall) at each distinct score threshold, highest first: a second implementation, in plain
+    numpy, of what sklearn's precision_recall_curve gives score.metrics."""
+    order = np.argsort(-s, kind="stable")
+    s_desc, y_desc = s[order], y[order]
+    last = np.r_[np.flatnonzero(np.diff(s_desc)), s.size - 1]  # the last index of each run of equal scores
+    tps = np.cumsum(y_desc)[last]
+    return tps / (last + 1), tps / y.sum()
+
+
+def test_pr_metrics_agree_with_a_hand_written_pr_curve():
     rng = np.random.default_rng(0)
     for _ in range(5):
-        y = rng.integers(0, 2, 40)
-        y[0] = 1
+        y = rng.integers(0, 2, 40).astype(bool)
+        y[0] = True
         s = np.round(rng.random(40), 1)  # many ties
-        assert average_precision(s, y) == pytest.approx(sk.average_precision_score(y, s))
-        p, r, _ = sk.precision_recall_curve(y, s)
-        assert auprc_trapezoid(s, y) == pytest.approx(sk.auc(r, p))
+        precision, recall = _pr_points_by_hand(s, y)
+        assert average_precision(s, y) == pytest.approx(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+        p, r = np.r_[1.0, precision], np.r_[0.0, recall]  # the curve starts at (R 0, P 1)
+        assert auprc_trapezoid(s, y) == pytest.approx(np.sum(np.diff(r) * (p[1:] + p[:-1]) / 2))
 
 
 def test_direction_accuracy_ties():
@@ -124,3 +136,16 @@ def test_rank_of_true_ties_and_exclusion():
     assert ranking_metrics(rank_of_true(scores, true))["MRR"] == pytest.approx((1 / 4 + 1 + 1 / 5) / 3)
     with pytest.raises(ValueError):
         rank_of_true(scores, [0, 1])
+
+
+def test_spearman_worked_examples_and_the_one_rule_for_constant_scores():
+    # ranks of predicted 1 2 3 4 vs gold 1 3 2 4: d² = 0+1+1+0 = 2 -> 1 - 6·2/(4·15) = 0.8
+    assert spearman([0.1, 0.2, 0.3, 0.4], [1.0, 3.0, 2.0, 4.0]) == pytest.approx(0.8)
+    assert spearman([0.4, 0.3, 0.2, 0.1], [1.0, 2.0, 3.0, 4.0]) == pytest.approx(-1.0)
+    # a collapsed model: every pair the same score -> 0.0 (no ranking), for Spearman and Pearson alike
+    assert spearman([0.5, 0.5, 0.5], [1.0, 2.0, 3.0]) == 0.0
+    assert pearson([0.5, 0.5, 0.5], [1.0, 2.0, 3.0]) == 0.0
+    # Pearson of (1, 2, 3) vs (1, 2, 4): cov 1.5 / (1 · sqrt(7/3)) = 0.98198...
+    assert pearson([1.0, 2.0, 3.0], [1.0, 2.0, 4.0]) == pytest.approx(1.5 / np.sqrt(7 / 3))
+    with pytest.raises(ValueError, match="differ in length"):
+        spearman([0.1, 0.2], [1.0])

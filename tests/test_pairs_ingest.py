@@ -229,7 +229,7 @@ def test_label_maps_import_without_ray():
     import subprocess
     import sys
 
-    code = ("import sys, eval.nli_data, ingest.pairs.labels; from ingest.pairs import PairSource, NLI_TEXT_LABELS; "
+    code = ("import sys, score.nli_data, ingest.pairs.labels; from ingest.pairs import PairSource, NLI_TEXT_LABELS; "
             "print('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"

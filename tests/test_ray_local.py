@@ -21,7 +21,7 @@ def cluster_file(tmp_path, monkeypatch):
 def test_a_dead_head_is_named_and_a_local_ray_is_asked_for(cluster_file):
     from ray._private.services import get_ray_address_from_environment
 
-    from ingest.ray_local import local_init_kwargs
+    from infra.ray_local import local_init_kwargs
 
     address = f"127.0.0.1:{closed_port()}"
     cluster_file.write_text(address)
@@ -36,7 +36,7 @@ def test_a_dead_head_is_named_and_a_local_ray_is_asked_for(cluster_file):
 
 
 def test_a_live_head_an_explicit_address_or_no_file_is_left_to_ray(cluster_file, monkeypatch):
-    from ingest.ray_local import local_init_kwargs
+    from infra.ray_local import local_init_kwargs
 
     temp = {"_temp_dir": str(cluster_file.parent)}
     said = []

@@ -14,9 +14,9 @@ from train.run_key import RUN_KEY, check_run_key
 
 
 def _sets(cfg):
-    from train.run import preflight
+    from train.plan import make_plan
 
-    return preflight(cfg)[0]
+    return make_plan(cfg).set_paths
 
 
 def _started(cfg, run_dir):

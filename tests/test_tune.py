@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from train.config import ConfigError, TrainConfig
 from tune.search import TuneSettings, build_search_space, load_tune_settings, run_search
@@ -24,60 +23,38 @@ def _base(model, data, dev, method="simcse_unsup", **extra) -> TrainConfig:
     ).validate()
 
 
-def test_asha_stops_bad_trials_at_equal_data(
-        demo_world, demo_sets, demo_tiny_bert, tmp_path):
-    out, _ = demo_sets
-    # 1536 examples, a report every 256: long enough that a bad trial's first rung score (it comes
-    # seconds after its checkpoint, from the pool) arrives while the trial still trains
-    base = _base(demo_tiny_bert, out, demo_world.sts_dir, lr=3e-4, max_steps=96, checkpoint_every_steps=16)
-    settings = TuneSettings(
-        search_space={"lr": {"choice": [3e-4, 10.0]}, "batch_size": {"choice": [16, 32]}},
-        searcher="grid", max_concurrent_trials=2, reduction_factor=2, grace_period=256,
-        name="asha", storage_path=str(tmp_path / "runs"),
-    )
-    outcome = run_search(base, settings, log=lambda *a: None)
-    rows = {(r["values"]["lr"], r["values"]["batch_size"]): r for r in outcome.trials}
-    assert len(rows) == 4 and not outcome.results.errors
-    # equal data: a batch-32 trial takes half the steps of a batch-16 one for the same examples
-    for result in outcome.results:
-        frame = result.metrics_dataframe
-        trained = frame[frame["loss"].notna()]
-        assert (trained["examples_trained"] == trained["step"] * result.config["batch_size"]).all()
-        assert set(trained["examples_trained"]) <= set(range(256, 1537, 256))  # every 256 examples, whatever the batch
-    good = [rows[(3e-4, 16)], rows[(3e-4, 32)]]
-    bad = [rows[(10.0, 16)], rows[(10.0, 32)]]
-    assert all(r["best"] is not None for r in good + bad)
-    assert min(r["best"] for r in good) > max(r["best"] for r in bad)
-    # ASHA stopped at least one lr=10 trial at a rung, and it trained no further; a good trial ran to the end
-    assert any(r["examples_seen"] < 1536 and r["ended"].startswith("stopped") for r in bad), \
-        [(r["values"], r["examples_seen"], r["curve"]) for r in bad]
-    assert max(r["examples_seen"] for r in good) == 1536
-    assert max(len(r["curve"]) for r in good) == 6, [r["curve"] for r in good]  # each of its checkpoints scored
-    for result in outcome.results:  # each score is tagged with the step (and examples) of its checkpoint
-        frame = result.metrics_dataframe
-        scored = frame[frame["dev_spearman"].notna()]
-        assert (scored["validated_step"] * result.config["batch_size"] == scored["examples_seen"]).all()
-        # a score starts only after its checkpoint was reported (whether it lands while the trial still
-        # trains depends on the machine's speed; the stopped bad trial above shows that it can)
-        reported = frame[frame["loss"].notna()].set_index("step")["reported_at"]
-        assert (scored["score_started_at"].to_numpy() >= reported.loc[scored["validated_step"]].to_numpy()).all(), \
-            frame[["step", "reported_at", "score_started_at", "score_finished_at"]]
-    # what the user reads
-    folder = tmp_path / "runs" / "asha"
-    report = (folder / "search_report.md").read_text()
-    assert "| trial | lr | batch_size | best dev_spearman |" in report and "stopped at" in report
-    assert (folder / "learning_curves.png").stat().st_size > 1000 and (folder / "search_space.png").is_file()
-    best_cfg = yaml.safe_load((folder / "best_config.yaml").read_text())
-    assert best_cfg["lr"] == pytest.approx(3e-4) and best_cfg["batch_size"] == outcome.best_config["batch_size"]
-    assert best_cfg["max_steps"] * best_cfg["batch_size"] == 1536
-    TrainConfig.from_dict(best_cfg).validate()  # python -m train --config best_config.yaml runs it as is
-    from train.dev_metrics import DEV_METRICS, score_model_dir
+# The search end to end (4 trials, ASHA stopping the bad ones, the report, best config and best model, a
+# finished search refused): python bench/tune.py --parts e (its last line says which checks held).
 
-    metric = DEV_METRICS["sts_spearman"]
-    rescored = score_model_dir(metric, folder / "best_model", metric.read(str(demo_world.sts_dir)))
-    assert rescored == pytest.approx(outcome.best_metrics["dev_spearman"], abs=1e-6)
-    # a finished search is not silently rerun, a different one in its folder is refused
-    with pytest.raises(ConfigError, match="has finished"):
+
+@pytest.mark.parametrize("batch_size", [16, 32, 48])
+def test_a_trial_reports_and_ends_at_the_same_examples_whatever_its_batch(batch_size, tmp_path):
+    """ASHA compares trials at equal examples seen: a trial of any batch size checkpoints (and so is scored)
+    every ``report_every_examples`` examples and trains on ``max_examples`` in all."""
+    from tune.trials import resolved_trial_config
+
+    (tmp_path / "sts-dev.csv").write_text("g\tf\t2012\t1\t5.0\ta\tb\n")
+    base = _base("m", "x", tmp_path, max_steps=96, checkpoint_every_steps=16)
+    private = {"base": base.to_dict(), "storage_path": str(tmp_path / "trials"), "report_every_examples": 256,
+               "max_examples": 1536, "max_failures": None}
+    cfg = resolved_trial_config({"lr": 1e-4, "batch_size": batch_size}, private, "train-t1")
+    assert (cfg.checkpoint_every_steps, cfg.max_steps) == (256 // batch_size, 1536 // batch_size)
+    assert (cfg.lr, cfg.run_name, cfg.storage_path) == (1e-4, "train-t1", str(tmp_path / "trials"))
+
+
+def test_a_finished_search_and_another_search_in_its_folder_are_refused(demo_world, demo_sets, demo_tiny_bert,
+                                                                         tmp_path):
+    """Before Ray starts: the state a finished search leaves in its folder stops a rerun, and a search with
+    another base config is not run in that folder."""
+    from train.plan import make_plan
+    from tune.search import _write_state, validate_settings
+
+    base = _base(demo_tiny_bert, demo_sets[0], demo_world.sts_dir)
+    settings = TuneSettings(search_space={"lr": {"choice": [3e-4]}}, searcher="grid", name="done",
+                            storage_path=str(tmp_path / "runs"))
+    validate_settings(settings)  # as run_search does first (it fills in num_samples)
+    _write_state(str(tmp_path / "runs" / "done"), make_plan(base).worker_config, settings, done=True)
+    with pytest.raises(ConfigError, match=r"has finished \(its report: .*done/search_report\.md\)"):
         run_search(base, settings, log=lambda *a: None)
     with pytest.raises(ConfigError, match="another base config"):
         run_search(base.with_overrides(["seed=7"]), settings, log=lambda *a: None)
@@ -85,14 +62,19 @@ def test_asha_stops_bad_trials_at_equal_data(
 
 def test_a_gausscse_checkpoint_is_scored_by_snli_dev_auprc(demo_world, demo_tiny_bert, ray_session, tmp_path):
     """What a GaussCSE trial's checkpoints are scored by: the pool reads the SNLI-dev folder once and
-    scores the asymmetric-similarity AUPRC (methods.md §4), not cosine; the search ranks on it."""
+    scores the asymmetric-similarity AUPRC (methods.md §4), not cosine; the search ranks on it. The
+    figure against one computed here: the dev files read line by line, sim(h‖p) = 1 / (1 + KL(N_h ‖ N_p))
+    in numpy from the model's μ and σ² (GaussCSE Eq. 1-2, diagonal), the reference's
+    ``auc(recall, precision)`` from scikit-learn."""
+    import numpy as np
     import torch
+    from sklearn.metrics import auc, precision_recall_curve
 
-    from eval.pool import start_pool, stop_pool
-    from train.dev_metrics import auprc_trapezoid, metric_for, read_nli_dev
+    from train.config import metric_for
     from train.encoder import Encoder
     from train.methods.gausscse import GaussCSE
-    from train.model import load
+    from train.saved_models import load
+    from tune.scorers import start_pool, stop_pool
 
     base = _base(demo_tiny_bert, "x", demo_world.nli_dir, method="gausscse")
     assert metric_for(base).key == "dev_auprc"  # run_search's metric: the method's own
@@ -108,17 +90,28 @@ def test_a_gausscse_checkpoint_is_scored_by_snli_dev_auprc(demo_world, demo_tiny
     finally:
         stop_pool("gauss-pool", "structcse-test")
     assert "dev_spearman" not in scored and scored["score_finished_at"] >= scored["score_started_at"]
-    premises, hypotheses, y = read_nli_dev(demo_world.nli_dir)
+    premises, hypotheses, labels = (Path(demo_world.nli_dir, f"{part}.dev").read_text(encoding="utf-8").splitlines()
+                                    for part in ("s1", "s2", "labels"))
+    y = np.array([label.strip() == "entailment" for label in labels])
     model = load(checkpoint / "model")
-    expected = auprc_trapezoid(model.asymmetric_similarity(hypotheses, premises), y)
-    cosine = auprc_trapezoid(model.cosine(premises, hypotheses), y)
-    assert scored["dev_auprc"] == pytest.approx(expected, abs=1e-6)
-    assert abs(expected - cosine) > 1e-6
+    assert model.method.options.similarity == "kl_sum"
+    (mu_h, var_h), (mu_p, var_p) = ((np.asarray(x, dtype=np.float64) for x in model.gaussian(texts))
+                                    for texts in (hypotheses, premises))
+    kl = 0.5 * (np.log(var_p) - np.log(var_h) + var_h / var_p + (mu_h - mu_p) ** 2 / var_p - 1).sum(axis=1)
+
+    def trapezoid_auprc(scores):
+        precision, recall, _ = precision_recall_curve(y, scores)
+        return auc(recall, precision)
+
+    e_p, e_h = model.encode(premises).astype(np.float64), model.encode(hypotheses).astype(np.float64)
+    cosine = (e_p * e_h).sum(1) / np.linalg.norm(e_p, axis=1) / np.linalg.norm(e_h, axis=1)
+    assert scored["dev_auprc"] == pytest.approx(trapezoid_auprc(1 / (1 + kl)), abs=1e-6)
+    assert abs(scored["dev_auprc"] - trapezoid_auprc(cosine)) > 1e-3  # not the cosine's figure
 
 
 def test_a_dead_scorer_is_replaced_and_the_checkpoint_rescored(demo_world, demo_tiny_bert, ray_session, tmp_path):
-    from eval.pool import start_pool, stop_pool
     from train.encoder import Encoder
+    from tune.scorers import start_pool, stop_pool
 
     checkpoint = tmp_path / "step-0000001"
     Encoder(str(demo_tiny_bert), "mean", 32, None).save_sentence_transformer(checkpoint / "model")

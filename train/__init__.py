@@ -3,9 +3,12 @@
 Public API::
 
     from train import TrainConfig, load_config, ConfigError
-    from train.run import build_trainer, run, TrainOutcome
+    from train.run import build_trainer, run        # the driver: plan -> Ray -> TorchTrainer -> finish
+    from train.plan import make_plan, RunPlan       # the preflight, on its own
+    from train.finish import TrainOutcome
+    from train.saved_models import load             # a saved model folder -> score.model.TrainedModel
     from train.encoder import Encoder
-    from train.loop import train_loop_per_worker
+    from train.loop import train_loop_per_worker, LoopInputs
     from train.methods import METHODS, load_method_heads
 
 (``train.run`` is the module; import the function from it.) ``python -m train

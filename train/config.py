@@ -30,13 +30,11 @@ from typing import Any
 
 import yaml
 
+from train.errors import ConfigError
+
 RUN_NAME = re.compile(r"(?!\.\.?$)[A-Za-z0-9._-]{1,128}")
 POOLINGS = ("cls", "cls_mlp", "cls_raw", "mean")
 MIXED_PRECISION = ("none", "bf16", "fp16")
-
-
-class ConfigError(ValueError):
-    """A training config is invalid: unknown key, wrong type or bad value."""
 
 
 @dataclass
@@ -87,7 +85,7 @@ class TrainConfig:
     checkpoint_metric: str | None = None  # default: the dev metric's key (dev_spearman, dev_auprc, ...) with dev_data
     max_failures: int = 0
     log_every_steps: int = 50  # rank-0 progress line between reports; 0 = reports only
-    # model selection (train.dev_metrics): scored at every checkpoint, in the loop or by Tune's evaluation pool
+    # model selection (score.dev_metrics): scored at every checkpoint, in the loop or by Tune's evaluation pool
     # dev_data: what the dev metric reads: sts-dev.csv's folder; GaussCSE: a SentEval NLI folder;
     # AspectCSE: an aspect_docs set folder; DSBATS: an srsd set folder
     dev_data: str | None = None
@@ -189,7 +187,7 @@ class TrainConfig:
             raise bad(f"mixed_precision {self.mixed_precision!r} is not one of {list(MIXED_PRECISION)}")
         if self.mixed_precision == "fp16" and not self.use_gpu:
             raise bad("mixed_precision=fp16 needs use_gpu=true (use bf16 on CPU)")
-        from ingest.secrets import SecretInConfigError, check_no_secrets
+        from infra.secrets import SecretInConfigError, check_no_secrets
 
         try:
             check_no_secrets(self.to_dict(), "config")
@@ -233,13 +231,23 @@ class TrainConfig:
         if not self.validation_timeout_s > 0:
             raise bad("validation_timeout_s must be > 0")
         if self.dev_data is not None or self.dev_metric is not None:
-            from train.dev_metrics import metric_for
-
             metric = metric_for(self)
             if self.dev_data is not None and "://" not in self.dev_data and not Path(self.dev_data).exists():
                 raise bad(f"dev_data {self.dev_data!r} does not exist (the {metric.name} metric reads {metric.data})")
         METHODS[self.method].validate_options(self.options, self)
         return self
+
+
+def metric_for(cfg: TrainConfig):
+    """The dev metric (``score.dev_metrics.DevMetric``) of a config: ``cfg.dev_metric``, else the method's own."""
+    from score.dev_metrics import DEV_METRICS
+    from train.methods import get_method
+
+    name = cfg.dev_metric or get_method(cfg.method).dev_metric
+    if name not in DEV_METRICS:
+        declared = "" if cfg.dev_metric else f" (declared by method {cfg.method!r})"
+        raise ConfigError(f"dev_metric {name!r}{declared} is not one of {sorted(DEV_METRICS)}")
+    return DEV_METRICS[name]
 
 
 def load_config(yaml_path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:

@@ -2,9 +2,8 @@
 
 Read top to bottom, a worker:
 
-1. rebuilds the ``TrainConfig`` from ``config`` (``TrainConfig.to_dict()``
-   plus the driver's private keys ``_num_rows``, ``_data_info``, ``_set_paths``,
-   ``_local_checkpoint_root``);
+1. takes what the driver decided (``config["inputs"]``, a :class:`LoopInputs`: the ``TrainConfig``,
+   the rows of the training set, the sets, the dev metric, where to write);
 2. builds encoder + method heads (``Trainee``); restores them from
    ``ray.train.get_checkpoint()`` if there is one, else rank 0 loads
    pretrained heads (e.g. EASE's Wikipedia2Vec vectors);
@@ -21,11 +20,11 @@ Read top to bottom, a worker:
 5. every ``checkpoint_every_steps`` steps, at the end of each epoch and at the
    last step: rank 0 writes ``state.pt``, ``metrics.json`` and the model as a SentenceTransformer
    folder (``model/``, with the method's extra heads beside it), scores it on
-   ``dev_data`` with the method's dev metric (``train.dev_metrics``: ``dev_spearman``,
+   ``dev_data`` with the method's dev metric (``score.dev_metrics``: ``dev_spearman``,
    ``dev_auprc``, ...), and every rank calls ``ray.train.report(metrics, checkpoint,
-   checkpoint_dir_name="step-0000125")``. Under Tune (``_async_validation``) rank 0 does not
+   checkpoint_dir_name="step-0000125")``. Under Tune (``async_validation``) rank 0 does not
    score: the report asks Ray Train's asynchronous validation to, and Tune's evaluation pool
-   (``eval.pool``) scores the checkpoint while training goes on.
+   (``tune.scorers``) scores the checkpoint while training goes on.
 
 Resume (decision): a checkpoint stores the epoch to resume and how many batches
 of it were done. A resumed worker restarts that epoch's iterator and discards
@@ -38,14 +37,6 @@ streaming split hands blocks to whichever worker asks first, so the skipped
 rows are the same *number*, not necessarily the same rows. SimCSE/EASE train
 one epoch, where restarting the epoch would repeat everything. The RNG needs no
 saving: it is a function of (seed, rank, step).
-
-Config keys (``train_loop_config``): every ``TrainConfig`` field at top level
-(``lr``, ``batch_size``, ``temperature``, ``dev_data``, ...), one dict per method
-section (``ease: {...}``), and ``_num_rows`` (rows of the training set),
-``_data_info`` (``Method.data_info``), ``_set_paths``
-({set kind: folder}), ``_local_checkpoint_root`` (local mode only: where checkpoints are
-written, since Ray does not copy them there), ``_async_validation`` (the trainer has a
-``ValidationConfig``: rank 0 leaves dev scoring to it).
 """
 
 from __future__ import annotations
@@ -57,7 +48,9 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -74,6 +67,22 @@ STATE_FILE = "state.pt"
 METRICS_FILE = "metrics.json"
 MODEL_DIR = "model"
 _NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
+
+
+@dataclass(frozen=True)
+class LoopInputs:
+    """What the driver hands every worker (``train_loop_config={"inputs": LoopInputs(...)}``), as
+    ``train.plan`` decided it."""
+
+    config: TrainConfig  # local paths absolute, the pooling the plan chose
+    num_rows: int  # rows of the training set
+    data_info: dict  # Method.data_info
+    set_paths: dict[str, str]  # {set kind: folder}
+    run_folder: str  # {storage}/{name}: TensorBoard events (train.tracking)
+    dev_metric: Any = None  # the DevMetric rank 0 scores checkpoints with; None: no dev data
+    progress_file: str | None = None  # rank 0 feeds the driver's progress bar (train.progress)
+    local_checkpoint_root: str | None = None  # local mode: checkpoints are written here, Ray does not copy them
+    async_validation: bool = False  # the trainer's ValidationConfig scores checkpoints (Tune's pool), not rank 0
 
 
 class Trainee(nn.Module):
@@ -131,10 +140,8 @@ def train_loop_per_worker(config: dict) -> dict:
     from train.logs import quiet_worker
 
     quiet_worker()
-    cfg = TrainConfig.from_dict({k: v for k, v in config.items() if not k.startswith("_")}, "train_loop_config")
-    num_rows = int(config["_num_rows"])
-    data_info = config.get("_data_info", {})
-    set_paths = config.get("_set_paths", {})
+    inputs: LoopInputs = config["inputs"]
+    cfg, num_rows = inputs.config, inputs.num_rows
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     device = ray.train.torch.get_device()
@@ -148,7 +155,7 @@ def train_loop_per_worker(config: dict) -> dict:
 
     # 2. model, restored or freshly initialised ----------------------------
     torch.manual_seed(cfg.seed)
-    trainee = build_trainee(cfg, data_info)
+    trainee = build_trainee(cfg, inputs.data_info)
     state = None
     checkpoint = ray.train.get_checkpoint()
     if checkpoint:
@@ -156,7 +163,7 @@ def train_loop_per_worker(config: dict) -> dict:
             state = load_tensors(Path(d) / STATE_FILE)
         trainee.load_state_dict(state["model"])
     elif rank == 0:
-        trainee.method.init_pretrained(set_paths)  # DDP broadcasts rank 0's parameters
+        trainee.method.init_pretrained(inputs.set_paths)  # DDP broadcasts rank 0's parameters
     model = ray.train.torch.prepare_model(trainee)
     if cfg.compile:  # compiles the stock forward, so the unpadded path is off
         trainee.encoder.unpad = False
@@ -192,13 +199,9 @@ def train_loop_per_worker(config: dict) -> dict:
             f"[train] {cfg.method} on {world} worker(s): global batch {cfg.batch_size} ({local_bs}/worker), "
             f"{steps_per_epoch} steps/epoch, {total_steps} steps in all, {torch.get_num_threads()} torch threads; {where}"
         )
-    async_validation = bool(config.get("_async_validation"))  # scored by Tune's evaluation pool, not here
     dev = None
-    if cfg.dev_data and rank == 0 and not async_validation:
-        from train.dev_metrics import metric_for
-
-        metric = metric_for(cfg)
-        dev = (metric, metric.read(cfg.dev_data))
+    if inputs.dev_metric is not None and rank == 0 and not inputs.async_validation:  # else Tune's pool scores
+        dev = (inputs.dev_metric, inputs.dev_metric.read(cfg.dev_data))
     meter = Meter(examples_per_step=local_bs * world)
     reporter = Reporter(
         cfg,
@@ -209,9 +212,9 @@ def train_loop_per_worker(config: dict) -> dict:
         scaler,
         dev,
         start_step,
-        local_root=config.get("_local_checkpoint_root"),
-        async_validation=async_validation,
-        run_folder=config.get("_run_folder"),
+        local_root=inputs.local_checkpoint_root,
+        async_validation=inputs.async_validation,
+        run_folder=inputs.run_folder,
     )
 
     # 4. the loop -----------------------------------------------------------
@@ -219,8 +222,8 @@ def train_loop_per_worker(config: dict) -> dict:
     last_reported = step
     eta = Eta(start_step, total_steps)
     # a terminal on the driver: rank 0 feeds its progress bar (train.progress) instead of printing lines
-    progress = (ProgressWriter(config["_progress_file"], total_steps, step)
-                if rank == 0 and config.get("_progress_file") else None)
+    progress = (ProgressWriter(inputs.progress_file, total_steps, step)
+                if rank == 0 and inputs.progress_file else None)
     while epoch < cfg.epochs and step < total_steps:
         batches = shard.iter_batches(
             batch_size=local_bs,
@@ -380,7 +383,7 @@ class Reporter:
     def _staging(self, step: int):
         """Where rank 0 writes the checkpoint before ``report`` uploads it: a temporary folder,
         except in local mode (num_workers=0), where Ray keeps the checkpoint where it is, so it
-        is written straight to ``{storage}/{name}/step-…`` (``_local_checkpoint_root``)."""
+        is written straight to ``{storage}/{name}/step-…`` (``LoopInputs.local_checkpoint_root``)."""
         root = self.local_root
         if not root:
             return tempfile.TemporaryDirectory(prefix="structcse-ckpt-")
@@ -423,7 +426,7 @@ class Reporter:
                 self.trainee.encoder.save_sentence_transformer(model_dir)
                 self.trainee.method.save_heads(model_dir)
                 if self.dev is not None:
-                    from train.dev_metrics import score_model_dir
+                    from train.saved_models import score_model_dir
 
                     metric, data = self.dev
                     metrics[metric.key] = score_model_dir(metric, model_dir, data)

@@ -46,7 +46,7 @@ class MLflowLog:
     def __init__(self, run_folder: str, run_name: str, config: dict):
         import mlflow
 
-        from ingest.secrets import redact
+        from infra.secrets import redact
 
         self.mlflow = mlflow
         mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME", "structcse"))

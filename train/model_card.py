@@ -1,6 +1,6 @@
 """The trained model's card: sentence-transformers writes a generic README.md into the model folder
 ("Base model: Unknown"); this section says what the model is — the base it started from, the method
-and its paper, the sets it trained on (rows and the sha256 of each set's manifest, so a reader can
+and its paper (``Method.citation``), the sets it trained on (rows and the sha256 of each set's manifest, so a reader can
 tell which build of a set it was), and the dev metric it was selected by."""
 
 from __future__ import annotations
@@ -10,16 +10,8 @@ import json
 from pathlib import Path
 
 from ingest.sets import manifest_path
+from train.methods import get_method
 
-PAPERS = {
-    "simcse_unsup": "SimCSE, unsupervised (Gao et al., 2021)",
-    "simcse_sup": "SimCSE, supervised (Gao et al., 2021)",
-    "ease": "EASE (Nishikawa et al., 2022)",
-    "gausscse": "GaussCSE (Yoda et al., 2024)",
-    "rse": "RSE (Miao et al., 2023)",
-    "aspectcse": "AspectCSE (Schopf et al., 2023)",
-    "dsbats": "DSBATS-sn (Zhang, Waseda, 2023)",
-}
 
 
 def set_facts(kind: str, folder: Path) -> dict:
@@ -39,7 +31,7 @@ def set_facts(kind: str, folder: Path) -> dict:
 def card_section(cfg, sets: list[dict], selected_by: str, metrics: dict) -> str:
     lines = ["", "## Training (structcse)", "",
              f"- **Base model:** `{cfg.model}` (pooling `{cfg.pooling}`, max length {cfg.max_len})",
-             f"- **Method:** `{cfg.method}` — {PAPERS.get(cfg.method, cfg.method)}",
+             f"- **Method:** `{cfg.method}` — {get_method(cfg.method).citation or cfg.method}",
              f"- **Steps:** {metrics.get('step', '?')} at global batch {cfg.batch_size}, lr {cfg.lr:g}, "
              f"temperature {cfg.temperature:g}, seed {cfg.seed}"]
     for s in sets:

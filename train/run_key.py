@@ -59,7 +59,7 @@ def run_key(cfg: TrainConfig, set_paths: dict) -> dict:
     config = {k: v for k, v in cfg.to_dict().items()
               if k not in RESUME_FREE and k != "model" and (k not in METHODS or k == cfg.method)}
     sets = {kind: _sha256(manifest_path(path)) for kind, path in sorted(set_paths.items())}
-    from ingest.secrets import redact  # a key in the environment never reaches a file, here as anywhere
+    from infra.secrets import redact  # a key in the environment never reaches a file, here as anywhere
 
     return redact(json.loads(json.dumps({"config": config, "sets": sets, "model": model_key(cfg.model)}, default=str)))
 

@@ -17,11 +17,25 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from train.config import TrainConfig
+from tune.trials import base_values, resolved_trial_config
+
+
+@dataclass
+class SearchOutcome:
+    best_config: dict  # the searched keys' values of the best trial
+    best_metrics: dict  # the best trial's best-scored report (metric, step, examples_seen, ...)
+    metric: str
+    results: Any  # Tune's ResultGrid
+    folder: str  # {storage}/{name}
+    files: dict = field(default_factory=dict)  # what tune.report wrote: report, plots, best config, best model
+    trials: list = field(default_factory=list)  # tune.report.trial_rows
 
 
 def trial_rows(results, settings, metric: str, max_t: int | None) -> list[dict]:
@@ -59,8 +73,6 @@ def _better(a, b, mode) -> bool:
 
 def write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict, log=print,
                         max_t: int | None = None):
-    from tune.search import SearchOutcome, base_values, resolved_trial_config
-
     folder_path = Path(folder)
     rows = trial_rows(results, settings, metric, max_t)
     best = None

@@ -3,9 +3,9 @@
 Each trial is a driver function that builds the method's ``TorchTrainer`` (the Train V2 + Tune
 pattern) and fits it; ``TuneReportCallback`` forwards rank 0's training reports to Tune. Scoring is
 asynchronous: every checkpoint is reported with ``validation=...``, Ray Train's validation task hands
-it to the search's evaluation pool (``eval.pool``: actors holding the dev data, shared by all trials),
+it to the search's evaluation pool (``tune.scorers``: actors holding the dev data, shared by all trials),
 and the score reaches Tune tagged with the step and the examples seen it belongs to, while the
-trial trains on. The metric is the method's own (``train.dev_metrics``: STS Spearman, RSE's
+trial trains on. The metric is the method's own (``score.dev_metrics``: STS Spearman, RSE's
 relational score, GaussCSE's SNLI-dev AUPRC), the one ``python -m train`` selects checkpoints on.
 
 Fair comparison across batch sizes: ASHA's time attribute is ``examples_seen``, a trial reports
@@ -40,7 +40,10 @@ import yaml
 from ray import tune
 
 from train.config import ConfigError, TrainConfig
-from train.run import build_trainer, ensure_ray
+from train.ray_env import ensure_ray
+from train.run import build_trainer
+from tune.report import SearchOutcome, write_search_report
+from tune.trials import base_values, resolved_trial_config
 
 # A trial's driver only builds and waits on its TorchTrainer: it reserves no CPU (the Train workers
 # and Ray Data's tasks need them), only a little memory, so a bundle exists for Tune to place. On a
@@ -81,7 +84,7 @@ class TuneSettings:
     reduction_factor: int = 2
     max_t: int | None = None  # examples; default: what the base config trains on
     report_every_examples: int | None = None  # default: base checkpoint_every_steps x batch_size
-    eval_actors: int | None = None  # evaluation pool size; default from the cluster (eval.pool)
+    eval_actors: int | None = None  # evaluation pool size; default from the cluster (tune.scorers)
     eval_actor_cpus: float | None = None
     eval_actor_gpus: float | None = None  # fractions share a GPU (0.25: four scorers a GPU)
     trial_max_failures: int | None = None  # Train retries of a trial (spot nodes); default the base config's
@@ -107,7 +110,7 @@ def load_tune_settings(path: str | Path | None, overrides: dict | None = None) -
     if unknown:
         raise ConfigError(f"{path}: unknown tune key(s) {unknown}; valid keys: {sorted(valid)}")
     settings = TuneSettings(**data)
-    from ingest.secrets import SecretInConfigError, check_no_secrets
+    from infra.secrets import SecretInConfigError, check_no_secrets
 
     try:
         check_no_secrets(dataclasses.asdict(settings), f"{path or 'tune settings'}")
@@ -188,23 +191,6 @@ def grid_size(settings: TuneSettings) -> int:
 # ---------------------------------------------------------------- one trial
 
 
-def resolved_trial_config(config: dict, private: dict, run_name: str) -> TrainConfig:
-    """The training config of one trial (``config``: Tune's, the sampled values; ``private``: what every
-    trial of the search shares, given through ``tune.with_parameters`` so that Tune's status lines show
-    only the sampled values): the base with the trial's values, reporting every
-    ``report_every_examples`` examples and training on at most ``max_examples`` examples in all,
-    whatever its batch size."""
-    searched_pooling = {"base_pooling": False} if "pooling" in config else {}  # a searched pooling is used as sampled
-    cfg = TrainConfig.from_dict({**private["base"], **config, **searched_pooling, "run_name": run_name,
-                                 "storage_path": private["storage_path"]}, source="tune trial")
-    cfg.checkpoint_every_steps = max(1, private["report_every_examples"] // cfg.batch_size)
-    if private.get("max_examples"):
-        cfg.max_steps = max(1, private["max_examples"] // cfg.batch_size)
-    if private.get("max_failures") is not None:
-        cfg.max_failures = private["max_failures"]
-    return cfg.validate()
-
-
 def trial_config(config: dict, private: dict) -> TrainConfig:
     """The running trial's training config; its Train run is ``train-<trial id>``, so a restored
     trial resumes its run."""
@@ -220,7 +206,7 @@ def trial_driver(config: dict, private: dict) -> None:
     )
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from eval.pool import PoolValidation
+    from tune.scorers import PoolValidation
 
     class TrainingReports(TuneReportCallback):
         """Training reports reach Tune with ``examples_seen`` renamed ``examples_trained``: ASHA's time
@@ -245,10 +231,6 @@ def trial_driver(config: dict, private: dict) -> None:
 
 
 # ---------------------------------------------------------------- the search
-
-
-def base_values(base: TrainConfig, settings: TuneSettings) -> dict:
-    return {k: getattr(base, k) for k in settings.search_space}
 
 
 def build_tuner(trainable, param_space: dict, settings: TuneSettings, storage: str, base: TrainConfig,
@@ -336,17 +318,6 @@ def _scores_arrive_apart_from_training_reports():
             os.environ[key] = before
 
 
-@dataclass
-class SearchOutcome:
-    best_config: dict  # the searched keys' values of the best trial
-    best_metrics: dict  # the best trial's best-scored report (metric, step, examples_seen, ...)
-    metric: str
-    results: Any  # Tune's ResultGrid
-    folder: str  # {storage}/{name}
-    files: dict = field(default_factory=dict)  # what tune.report wrote: report, plots, best config, best model
-    trials: list = field(default_factory=list)  # tune.report.trial_rows
-
-
 def search_fingerprint(base: TrainConfig, settings: TuneSettings) -> str:
     data = {"base": base.to_dict(), "settings": {k: v for k, v in dataclasses.asdict(settings).items()
                                                  if k not in ("max_concurrent_trials",)}}
@@ -355,9 +326,9 @@ def search_fingerprint(base: TrainConfig, settings: TuneSettings) -> str:
 
 def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOutcome:
     """Run (or continue) the search; write its report; return the best trial's config and metrics."""
-    from ingest.secrets import SecretInConfigError, check_no_secrets
-    from train.dev_metrics import metric_for
-    from train.run import absolute_paths, preflight
+    from infra.secrets import SecretInConfigError, check_no_secrets
+    from train.config import metric_for
+    from train.plan import make_plan
 
     try:  # Tune saves every trial's config (params.json) before a trial validates it
         check_no_secrets({"base": base.to_dict()}, "tune base config")
@@ -366,13 +337,14 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     validate_settings(settings)
     if not base.dev_data:
         raise ConfigError("a search needs dev data to score trials: set dev_data (--dev-data PATH)")
-    base = absolute_paths(base)  # trials run in their own folders: relative --data/--dev-data/--model would miss
+    plan = make_plan(base)
+    base = plan.worker_config  # trials run in their own folders: relative --data/--dev-data/--model would miss
     dev_metric = metric_for(base)
     metric = settings.metric or dev_metric.key
     if metric != dev_metric.key:
         raise ConfigError(f"tune metric {metric!r}: the pool reports {dev_metric.key!r} ({dev_metric.name}, "
                           f"method {base.method}); leave metric unset or set dev_metric in the training config")
-    _, _, num_rows = preflight(base)
+    num_rows = plan.num_rows
     base_examples = (base.max_steps * base.batch_size if base.max_steps
                      else base.epochs * (num_rows // base.batch_size) * base.batch_size)
     max_t = settings.max_t or base_examples
@@ -389,7 +361,7 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
 
     namespace = f"structcse-tune-{settings.name}"
     pool_name = "eval-pool"
-    from eval.pool import start_pool, stop_pool
+    from tune.scorers import start_pool, stop_pool
 
     started = time.time()
     # the handle is held until the search ends: a named actor that is not detached dies with its last handle
@@ -421,8 +393,6 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
             log(f"[tune] evaluation pool: {ray.get(pool.stats.remote(), timeout=60)}")
         stop_pool(pool_name, namespace)
     _write_state(folder, base, settings, done=True)
-    from tune.report import write_search_report
-
     outcome = write_search_report(results, base, settings, metric, folder, private, log=log, max_t=max_t)
     log(f"[tune] {len(results)} trials in {time.time() - started:.0f} s; best {metric}="
         f"{outcome.best_metrics.get(metric, float('nan')):.4f} with {outcome.best_config}")

@@ -86,7 +86,7 @@ class AspectSetConfig:
         from dataclasses import asdict
 
         from ingest.aspects.validate import check_pid, check_wiki
-        from ingest.secrets import check_no_secrets
+        from infra.secrets import check_no_secrets
 
         check_no_secrets(asdict(self), "aspect config")
         if not self.aspects:

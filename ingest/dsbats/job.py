@@ -38,7 +38,7 @@ class DsbatsConfig:
     def validate(self) -> "DsbatsConfig":
         from dataclasses import asdict
 
-        from ingest.secrets import check_no_secrets
+        from infra.secrets import check_no_secrets
 
         check_no_secrets(asdict(self), "dsbats config")
         self.categories = check_categories(self.categories)

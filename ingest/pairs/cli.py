@@ -149,7 +149,7 @@ def main(argv=None) -> int:
     if args.num_cpus:
         import ray
 
-        from ingest.ray_local import local_init_kwargs
+        from infra.ray_local import local_init_kwargs
 
         ray.init(**local_init_kwargs({"num_cpus": args.num_cpus}))
     try:

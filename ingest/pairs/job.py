@@ -48,7 +48,7 @@ def _caps(cfg: PairIngestConfig) -> dict[str, int]:
 
 def _start_ray() -> None:
     if not ray.is_initialized():
-        from ingest.ray_local import local_init_kwargs
+        from infra.ray_local import local_init_kwargs
 
         ray.init(**local_init_kwargs({}))
     ctx = ray.data.DataContext.get_current()
@@ -146,7 +146,7 @@ def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
     """Run the job; returns the top-level manifest (also written as ``<out>/pairs_manifest.json``)."""
     from dataclasses import asdict
 
-    from ingest.secrets import check_no_secrets
+    from infra.secrets import check_no_secrets
 
     check_no_secrets(asdict(cfg), "pair ingest config")
     started = time.time()

@@ -39,7 +39,7 @@ from urllib.parse import urlencode, urlparse
 
 import requests
 
-from ingest.semnet import RELATIONS, Sense
+from ingest.semnet.network import RELATIONS, Sense
 
 POS = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
 SYMBOLS = {  # WordNet pointer symbols, as BabelNet carries them on WordNet-derived edges

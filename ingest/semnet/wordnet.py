@@ -42,7 +42,7 @@ from pathlib import Path
 import nltk
 from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
-from ingest.semnet import RELATIONS, Sense
+from ingest.semnet.network import RELATIONS, Sense
 
 # The lexicographer files of WordNet 3.0 (lexnames(5WN)); the third column of NLTK's
 # ``lexnames`` is the syntactic category (1 noun, 2 verb, 3 adjective, 4 adverb).

@@ -44,6 +44,8 @@ _AS_SIMCSE = {"anchor": "premise", "positive": "entailment", "negative": "contra
 
 @register("aspectcse")
 class AspectCSE(SimCSESup):
+    citation = "AspectCSE (Schopf et al., RANLP 2023)"
+    eval_tasks = (("aspect_retrieval", "aspects", {"P@10": "P@10", "MRR@10": "MRR@10"}),)
     dev_metric = "aspect_p10"
     train_set = "aspect_triplets"
     sets = {"aspect_triplets": ["anchor", "positive", "negative"]}

@@ -7,7 +7,7 @@ method = one file here + one YAML in ``configs/``.
 
 Life cycle:
 
-* driver (``train.run``), before any worker starts: ``validate_options``,
+* driver (``train.plan``, the run's preflight), before any worker starts: ``validate_options``,
   ``check_set`` of every set in ``sets`` (only the listed columns),
   ``data_info(cfg, set_paths)`` (small facts such as an entity vocabulary size);
   the Ray dataset is ``read_parquet(set_paths[train_set], columns=sets[train_set])``,
@@ -40,11 +40,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-
-HEADS_FILE = "structcse_heads.pt"
-METHOD_FILE = "structcse_method.json"
+from score.model import HEADS_FILE, METHOD_FILE
 
 
 class Method(nn.Module):
@@ -52,7 +51,11 @@ class Method(nn.Module):
     train_set: ClassVar[str] = ""
     sets: ClassVar[dict[str, list[str]]] = {}
     text_columns: ClassVar[tuple[str, ...]] = ()  # columns of the train set that are tokenized
-    dev_metric: ClassVar[str] = "sts_spearman"  # what checkpoints and Tune trials are selected on (train.dev_metrics)
+    citation: ClassVar[str] = ""  # the paper, as the model card and the report cite it
+    dev_metric: ClassVar[str] = "sts_spearman"  # what checkpoints and Tune trials are selected on (score.dev_metrics)
+    pair_score_name: ClassVar[str] = "cosine"  # what pair_score computes (reports name it)
+    # the method's own evaluation tasks (python -m eval report's method tables): (task, data flag, {key: header})
+    eval_tasks: ClassVar[tuple[tuple[str, str, dict[str, str]], ...]] = ()
 
     @dataclasses.dataclass
     class Options:
@@ -114,6 +117,17 @@ class Method(nn.Module):
         """Parameter groups with their own settings (e.g. RSE's relation table at lr 1e-2); every
         parameter not listed here gets the run's lr and weight decay."""
         return []
+
+    # ---------------------------------------------------------- inference (score.model.TrainedModel)
+    def pair_score(self, h_a: torch.Tensor, h_b: torch.Tensor) -> torch.Tensor:
+        """The method's natural score of pairs (h_a[k], h_b[k]) of inference embeddings, (N,): cosine unless a
+        method scores pairs its own way (GaussCSE's KL similarity, RSE's relational score)."""
+        return F.cosine_similarity(h_a.float(), h_b.float(), dim=-1)
+
+    def pair_representation(self) -> str:
+        """The representation r(p) of a sentence pair this model was trained with (SRSD scores with it):
+        ``offset`` = e(second) − e(first) unless the method trains a pair head (DSBATS's ``concat_mlp``)."""
+        return "offset"
 
     # ---------------------------------------------------------- saving
     def describe(self) -> dict:

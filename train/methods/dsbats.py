@@ -56,9 +56,9 @@ uses only row i's). τ: the slides give none; 0.05 (SimCSE's) is our choice.
   0.684 -> 0.759 (the slides' loss alone: 0.725 at step 40, then falling);
   on held-out words (no test word trained on) neither lifts it (0.68 -> 0.65).
 
-After training, :func:`pair_vectors` gives r(p) for a model's representation
-(``offset`` for any model without DSBATS heads); ``train.dev_tasks.score_srsd_items`` uses it (the
-``srsd`` dev metric and ``eval.srsd``).
+After training, ``score.model.TrainedModel.pair_vectors`` gives r(p) under the model's representation
+(``pair_representation``; ``offset`` for any model without a pair head); ``score.srsd.score_srsd_items``
+uses it (the ``srsd`` dev metric and ``eval.srsd``).
 
 Siblings: ``simcse_sup.py`` (InfoNCE over all positives and hard negatives of
 the batch), ``rse.py`` (relations as learned vectors added to a sentence,
@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -128,6 +127,8 @@ def dsbats_loss(
 
 @register("dsbats")
 class DSBATS(Method):
+    citation = "DSBATS-sn (Zhang, Waseda, 2023)"
+    eval_tasks = (("srsd", "srsd", {"accuracy": "SRSD acc", "accuracy_reversed": "SRSD reversed"}),)
     dev_metric = "srsd"
     train_set = "dsbats4cl"
     sets = {"dsbats4cl": [*COLUMNS, "cluster"]}
@@ -141,7 +142,7 @@ class DSBATS(Method):
 
     @classmethod
     def validate_options(cls, options, cfg):
-        from train.config import ConfigError
+        from train.errors import ConfigError
 
         if options.pair_representation not in PAIR_REPRESENTATIONS:
             raise ConfigError(
@@ -155,6 +156,9 @@ class DSBATS(Method):
         if options.pair_representation not in PAIR_REPRESENTATIONS:
             raise ValueError(f"unknown pair_representation {options.pair_representation!r} {PAIR_REPRESENTATIONS}")
         self.pair_head = ConcatPairHead(hidden_size) if options.pair_representation == "concat_mlp" else None
+
+    def pair_representation(self) -> str:
+        return self.options.pair_representation
 
     def pair(self, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
         """r(p) of pairs (first[k], second[k]) under this model's representation."""
@@ -181,38 +185,3 @@ class DSBATS(Method):
         loss = dsbats_loss(anchor, positive, negatives, self.temperature, self.options.positive_in_denominator,
                            other, mask)
         return loss, {"loss_dsbats": loss.detach()}
-
-
-def representation_of(method=None, override: str | None = None) -> str:
-    """The pair representation to score with: ``override``, else a DSBATS model's own, else ``offset``.
-
-    ``concat_mlp`` needs a DSBATS method trained with it (its head); anything else is a ``ValueError``.
-    """
-    own = method.options.pair_representation if isinstance(method, DSBATS) else "offset"
-    chosen = override or own
-    if chosen not in PAIR_REPRESENTATIONS:
-        raise ValueError(f"unknown pair representation {chosen!r}; choose from {', '.join(PAIR_REPRESENTATIONS)}")
-    if chosen == "concat_mlp" and own != "concat_mlp":
-        what = f"a {method.name} model" if method is not None else "a model without method heads"
-        raise ValueError(f"pair representation concat_mlp needs a dsbats model trained with it; this is {what}"
-                         + (" (pair_representation: offset)" if isinstance(method, DSBATS) else ""))
-    return chosen
-
-
-def pair_vectors(first_emb, second_emb, method=None, representation: str | None = None) -> torch.Tensor:
-    """r(p) for pairs (first_emb[k], second_emb[k]) ((N, h) tensors or arrays) -> (N, h) tensor, no gradient.
-
-    ``method``: the model's method module (``TrainedModel.method``) or None;
-    ``representation``: override (see :func:`representation_of`). ``offset``
-    gives e(second) − e(first) for any model; ``concat_mlp`` runs the DSBATS head
-    on its device and dtype.
-    """
-    chosen = representation_of(method, representation)
-    first = torch.as_tensor(np.asarray(first_emb) if not torch.is_tensor(first_emb) else first_emb)
-    second = torch.as_tensor(np.asarray(second_emb) if not torch.is_tensor(second_emb) else second_emb)
-    if chosen == "offset":
-        return full(second) - full(first)
-    param = next(method.pair_head.parameters())
-    with torch.no_grad():
-        out = method.pair_head(first.to(param.device, param.dtype), second.to(param.device, param.dtype))
-    return full(out).cpu()

@@ -126,6 +126,7 @@ def entity_loss(z, pos_emb, neg_emb, pos_ids, neg_ids, **kw) -> torch.Tensor:
 
 @register("ease")
 class EASE(Method):
+    citation = "EASE (Nishikawa et al., NAACL 2022)"
     train_set = "entity_pairs"
     sets = {
         "entity_pairs": ["sentence", "positive_entity", "negative_entity"],
@@ -143,7 +144,7 @@ class EASE(Method):
 
     @classmethod
     def validate_options(cls, options, cfg):
-        from train.config import ConfigError
+        from train.errors import ConfigError
 
         if not options.entity_temperature > 0:
             raise ConfigError(f"ease.entity_temperature must be > 0, got {options.entity_temperature}")

@@ -16,7 +16,7 @@ the row of premise s_i: positives sim(s_j⁺‖s_i), contradictions sim(s_j⁻�
 ent+rev | ent+con+rev (default, the reference code's ``pos+rev+neg``).
 μ and σ² of every row are all-gathered with gradient across workers.
 
-After training (``train.model.load``): ``gaussian(texts)`` gives μ/σ²,
+After training (``train.saved_models.load``): ``gaussian(texts)`` gives μ/σ²,
 ``asymmetric_similarity(a, b)`` = sim(a‖b); for NLI the entailment score is
 sim(hypothesis‖premise); the premise gets the broader Gaussian.
 
@@ -40,11 +40,16 @@ from train.methods.pair_losses import (
     asymmetric_similarity,
     gausscse_loss,
     parse_gausscse_variant,
+    symmetric_similarity,
 )
 
 
 @register("gausscse")
 class GaussCSE(Method):
+    citation = "GaussCSE (Yoda et al., 2023)"
+    pair_score_name = "gausscse_symmetric_kl"
+    eval_tasks = (("nli", "nli", {"auprc": "NLI AUPRC", "accuracy": "NLI acc"}),
+                  ("direction", "nli", {"sim_acc": "direction (sim)", "det_acc": "direction (log-det)"}))
     dev_metric = "nli_auprc"
     train_set = "nli_triplets"
     sets = {"nli_triplets": ["premise", "entailment", "contradiction"]}
@@ -62,7 +67,7 @@ class GaussCSE(Method):
 
     @classmethod
     def validate_options(cls, options, cfg):
-        from train.config import ConfigError
+        from train.errors import ConfigError
 
         try:
             parse_gausscse_variant(options.variant)
@@ -128,3 +133,7 @@ class GaussCSE(Method):
     def asymmetric_similarity(self, a: Gaussian, b: Gaussian) -> torch.Tensor:
         """sim(a‖b) with this model's similarity form."""
         return asymmetric_similarity(a, b, self.options.similarity)
+
+    def pair_score(self, h_a: torch.Tensor, h_b: torch.Tensor) -> torch.Tensor:
+        """1/(1+(KL(a‖b)+KL(b‖a))/2) of the two Gaussians (the reference code's STS score)."""
+        return symmetric_similarity(self.gaussian(h_a), self.gaussian(h_b), self.options.similarity)

@@ -418,6 +418,6 @@ def link_prediction_scores(h_head: torch.Tensor, r: torch.Tensor, candidates: to
 
     ``h_head``, ``r``: (Q, d) query sentences and their relation vectors;
     ``candidates``: (C, d) every unique sentence of the split. Rank with
-    ``eval.pair_metrics.rank_of_true`` (excluding the query sentence itself).
+    ``score.metrics.rank_of_true`` (excluding the query sentence itself).
     """
     return cos_logits(full(h_head) + full(r), candidates, 1.0)

@@ -22,7 +22,7 @@ Relations: the sorted distinct values of the set's ``relation`` column
 (``data_info``), saved with the model, so inference needs no ``--rel_types``
 in training order (a reference-code pitfall).
 
-After training (``train.model.load``): ``relation_scores(a, b)`` ->
+After training (``train.saved_models.load``): ``relation_scores(a, b)`` ->
 {relation: cos(h_a + r_k, h_b)}; ``similarity(a, b)`` the weighted relational
 score, max over both directions, with ``sts_weights`` (paper: entailment 1.0,
 duplicate_question 0.5).
@@ -52,6 +52,9 @@ def _default_sts_weights() -> dict:
 
 @register("rse")
 class RSE(Method):
+    citation = "RSE (Wang & Li, 2022)"
+    pair_score_name = "rse_relational"
+    eval_tasks = (("link_prediction", "nli", {"MRR": "MRR", "Hits@1": "Hits@1", "Hits@10": "Hits@10"}),)
     dev_metric = "relational_spearman"
     train_set = "relation_triples"
     sets = {"relation_triples": ["sentence1", "relation", "sentence2", "hard_negative", "weight"]}
@@ -67,7 +70,7 @@ class RSE(Method):
 
     @classmethod
     def validate_options(cls, options, cfg):
-        from train.config import ConfigError
+        from train.errors import ConfigError
 
         if not options.relation_lr > 0:
             raise ConfigError(f"rse.relation_lr must be > 0, got {options.relation_lr}")
@@ -134,3 +137,7 @@ class RSE(Method):
         if not sum(vec):
             raise ValueError(f"no weight for any trained relation {self.relation_names} in {w}")
         return relational_similarity(h_a, h_b, self.relations.table.detach(), vec, "max")
+
+    def pair_score(self, h_a: torch.Tensor, h_b: torch.Tensor) -> torch.Tensor:
+        """The relational score with the trained ``sts_weights``."""
+        return self.similarity(h_a, h_b)

@@ -37,6 +37,7 @@ from train.methods.pair_losses import simcse_supervised_loss
 
 @register("simcse_sup")
 class SimCSESup(Method):
+    citation = "SimCSE, supervised (Gao, Yao & Chen, EMNLP 2021)"
     train_set = "nli_triplets"
     sets = {"nli_triplets": ["premise", "entailment", "contradiction"]}
     text_columns = ("premise", "entailment", "contradiction")

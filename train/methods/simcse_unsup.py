@@ -37,6 +37,7 @@ def simcse_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch
 
 @register("simcse_unsup")
 class SimCSEUnsup(Method):
+    citation = "SimCSE, unsupervised (Gao, Yao & Chen, EMNLP 2021)"
     train_set = "sentences"
     sets = {"sentences": ["sentence"]}
 

@@ -4,13 +4,13 @@ A job that cannot account for its input (pages or Wikidata lines written + dropp
 what the input held; a source cut short), or that wrote an empty set from input that was not empty,
 has lost data somewhere; its command exits 1 with these lines and the manifest's path, unless the
 user accepts the loss (``--allow-loss``). Counted drops (redirects, bad JSON lines, corrupt streams
-quarantined with their offsets) are not losses: the manifest says where each went.
+quarantined with their offsets) are not lost: the manifest says where each went.
 """
 
 from __future__ import annotations
 
 
-def wikipedia_losses(manifest: dict) -> list[str]:
+def lost_wikipedia_pages(manifest: dict) -> list[str]:
     lost = []
     for s in manifest.get("sources", []):
         if not s.get("accounted", True):
@@ -24,7 +24,7 @@ def wikipedia_losses(manifest: dict) -> list[str]:
     return lost
 
 
-def wikidata_losses(manifest: dict) -> list[str]:
+def lost_wikidata_lines(manifest: dict) -> list[str]:
     lost = []
     for s in manifest.get("wikidata", []):
         if s.get("truncated"):
@@ -54,5 +54,6 @@ def empty_sets(manifest: dict) -> list[str]:
     return lost
 
 
-def losses(manifest: dict) -> list[str]:
-    return wikipedia_losses(manifest) + wikidata_losses(manifest) + empty_sets(manifest)
+def lost_input(manifest: dict) -> list[str]:
+    """One line per loss (empty when the job accounted for all its input): what ``python -m ingest`` exits 1 on."""
+    return lost_wikipedia_pages(manifest) + lost_wikidata_lines(manifest) + empty_sets(manifest)

@@ -1,18 +1,12 @@
-"""The pure pieces of two evaluation tasks that a dev metric (``train.dev_metrics``) scores with too.
+"""AspectCSE's retrieval evaluation (§6.1, after Ostendorff et al. 2022): the ``aspect_docs`` reader and the
+retrieval metrics, once — the ``aspect_p10`` dev metric (``score.dev_metrics``) and ``python -m eval --task
+aspect_retrieval`` (``eval.aspect_retrieval``, which describes the protocol) both score with these.
 
-Stage dependencies point one way (ingest ← train ← eval ← tune): ``train`` never imports ``eval``, so
-what checkpoint selection and ``python -m eval`` share lives here, once, and ``eval.aspect_retrieval``
-and ``eval.srsd`` import it (and re-export its names). The protocols are described there.
-
-* aspect retrieval (AspectCSE §6.1): :class:`AspectDocs`, :func:`read_aspect_docs` (an ``aspect_docs``
-  set), :func:`normalise`, :func:`label_matrix`, :func:`retrieval_metrics` (P@k / R@k / MRR@k of one
-  aspect), :func:`embed_aspects` (each distinct qid encoded once), :func:`retrieval_by_aspect` (per
-  aspect, and each metric's mean over the aspects that have seeds);
-* SRSD (methods.md §6): :class:`SrsdItem`, :func:`read_srsd` (an ``srsd`` set), :func:`score_srsd_items`
-  (candidates' cosines to the query under the model's pair representation; takes a loaded
-  ``train.model.TrainedModel``), :func:`is_correct` (the answer scores strictly highest).
-
-``model`` in :func:`embed_aspects` is anything with ``encode(texts, batch_size=...)``.
+:class:`AspectDocs`, :func:`read_aspect_docs` (an ``aspect_docs`` set), :func:`normalise`,
+:func:`label_matrix`, :func:`retrieval_metrics` (P@k / R@k / MRR@k of one aspect), :func:`embed_aspects`
+(each distinct qid encoded once; ``model``: anything with ``encode(texts, batch_size=...)``),
+:func:`retrieval_by_aspect` (per aspect, and each metric's mean over the aspects that have seeds),
+:func:`has_seeds`.
 """
 
 from __future__ import annotations
@@ -22,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-# ---------------------------------------------------------------- aspect retrieval
 
 KS = (5, 10, 25, 50)
 ASPECT_COLUMNS = ["qid", "title", "text", "aspect", "labels"]
@@ -150,75 +142,3 @@ def has_seeds(aspects: dict[str, AspectDocs]) -> bool:
                 if counts[lab] > 1:
                     return True
     return False
-
-
-# ---------------------------------------------------------------- SRSD
-
-SRSD_COLUMNS = ["item_id", "cluster", "kind", "query_first", "query_second", "candidates_first",
-                "candidates_second", "answer"]
-HEADLINE_KIND, REVERSED_KIND = "other_cluster", "reversed"
-
-
-@dataclass
-class SrsdItem:
-    item_id: str
-    cluster: str
-    kind: str
-    query: tuple[str, str]
-    candidates: list[tuple[str, str]]
-    answer: int
-
-
-def read_srsd(data: str | Path, limit: int | None = None) -> list[SrsdItem]:
-    """The items in set order (the first ``limit`` of each kind); a malformed item is a ValueError naming it."""
-    from ingest.sets import read_table
-
-    table = read_table(data, SRSD_COLUMNS, kind="srsd").to_pydict()
-    items, per_kind = [], defaultdict(int)
-    for row in zip(*(table[c] for c in SRSD_COLUMNS)):
-        item_id, cluster, kind, q1, q2, firsts, seconds, answer = row
-        if limit is not None and per_kind[kind] >= limit:
-            continue
-        firsts, seconds = list(firsts or ()), list(seconds or ())
-        if len(firsts) != len(seconds) or len(firsts) < 2:
-            raise ValueError(f"{data}: item {item_id!r} has {len(firsts)} candidates_first and {len(seconds)} "
-                             "candidates_second; need two equally long lists of at least 2")
-        if answer is None or not 0 <= answer < len(firsts):
-            raise ValueError(f"{data}: item {item_id!r} answer {answer} is not an index into its "
-                             f"{len(firsts)} candidates")
-        per_kind[kind] += 1
-        items.append(SrsdItem(item_id, cluster, kind, (q1, q2), list(zip(firsts, seconds)), int(answer)))
-    if not items:
-        raise ValueError(f"srsd set at {data} has no items")
-    return items
-
-
-def score_srsd_items(model, items: list[SrsdItem], *, batch_size: int = 64, representation: str | None = None):
-    """(per item: the candidates' cosines to the query as a float64 array, the representation used).
-
-    ``model``: a ``train.model.TrainedModel`` (its ``method`` picks the pair representation,
-    ``train.methods.dsbats.representation_of``; ``representation`` overrides it)."""
-    from train.methods.dsbats import pair_vectors, representation_of
-
-    method = model.method
-    chosen = representation_of(method, representation)
-    pairs = [p for item in items for p in [item.query, *item.candidates]]
-    sentences = list(dict.fromkeys(s for pair in pairs for s in pair))
-    index = {s: i for i, s in enumerate(sentences)}
-    emb = model.encode(sentences, batch_size=batch_size)
-    firsts = emb[[index[a] for a, _ in pairs]]
-    seconds = emb[[index[b] for _, b in pairs]]
-    vectors = pair_vectors(firsts, seconds, method, chosen).double().numpy()
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    scores, start = [], 0
-    for item in items:
-        query, candidates = vectors[start], vectors[start + 1: start + 1 + len(item.candidates)]
-        scores.append(candidates @ query)
-        start += 1 + len(item.candidates)
-    return scores, chosen
-
-
-def is_correct(scores: np.ndarray, answer: int) -> bool:
-    """The answer scores strictly higher than every other candidate."""
-    others = np.delete(scores, answer)
-    return bool(scores[answer] > others.max())

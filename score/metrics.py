@@ -1,10 +1,12 @@
-"""Metrics of the sentence-pair evaluations (GaussCSE NLI / direction, RSE relation prediction); pure numpy.
+"""Every metric of the evaluations and dev metrics, once: correlation, thresholded accuracy, PR curves,
+entailment direction, ranking.
 
+* STS: :func:`spearman` (the one rule for constant predictions: 0.0), :func:`pearson`.
 * NLI as binary entailment-vs-rest (GaussCSE §3.1): score = sim(hyp ‖ prem);
   :func:`tune_threshold` on a dev set, :func:`accuracy_at` on test sets,
-  :func:`average_precision` (AUPRC, step-wise as sklearn's
-  ``average_precision_score``) and :func:`auprc_trapezoid` (the reference
-  code's ``auc(recall, precision)``, for comparing with its numbers).
+  :func:`average_precision` (AUPRC, sklearn's ``average_precision_score``) and
+  :func:`auprc_trapezoid` (the reference code's ``auc(recall, precision)``,
+  sklearn's curve: GaussCSE's dev metric).
 * Entailment direction (GaussCSE §3.2): :func:`direction_accuracy`,
   :func:`length_baseline_direction`.
 * Relation prediction / link prediction (RSE App. B): :func:`rank_of_true`,
@@ -28,6 +30,39 @@ def _scores_labels(scores, labels) -> tuple[np.ndarray, np.ndarray]:
     if np.isnan(s).any():
         raise ValueError("scores contain NaN")
     return s, y
+
+
+# ---------------------------------------------------------------- correlation
+
+
+def spearman(predicted, gold) -> float:
+    """Spearman's rho of a model's pair scores against gold scores (a fraction, not ×100).
+
+    The one rule for a model that gives every pair the same score (a collapsed encoder, e.g. a
+    diverged trial): 0.0 — no ranking information, and a figure a scheduler can compare (NaN is
+    never below an ASHA rung's cutoff, so the trial would be kept) and a report can print.
+    """
+    from scipy.stats import spearmanr
+
+    x = np.asarray(predicted, dtype=np.float64).ravel()
+    g = np.asarray(gold, dtype=np.float64).ravel()
+    if x.shape != g.shape:
+        raise ValueError(f"predicted ({x.size}) and gold ({g.size}) scores differ in length")
+    if x.size < 2:
+        raise ValueError(f"need at least 2 scored pairs, got {x.size}")
+    if np.ptp(x) == 0:
+        return 0.0
+    return float(spearmanr(x, g).statistic)
+
+
+def pearson(predicted, gold) -> float:
+    """Pearson's r, under :func:`spearman`'s rule (0.0 for constant predictions)."""
+    from scipy.stats import pearsonr
+
+    x = np.asarray(predicted, dtype=np.float64).ravel()
+    if x.size < 2 or np.ptp(x) == 0:
+        return 0.0
+    return float(pearsonr(x, np.asarray(gold, dtype=np.float64).ravel()).statistic)
 
 
 # ---------------------------------------------------------------- thresholded accuracy
@@ -81,44 +116,35 @@ def tune_threshold(scores, labels, grid=None) -> tuple[float, float]:
 # ---------------------------------------------------------------- precision-recall
 
 
-def _pr_points(s: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(precision, recall) at each distinct score threshold, from the highest score down."""
-    order = np.argsort(-s, kind="stable")
-    s_desc, y_desc = s[order], y[order]
-    last = np.r_[np.flatnonzero(np.diff(s_desc)), s.size - 1]  # last index of each run of equal scores
-    tps = np.cumsum(y_desc)[last]
-    fps = (last + 1) - tps
-    return tps / (tps + fps), tps / y.sum()
-
-
 def average_precision(scores, labels) -> float:
-    """AUPRC as step-wise average precision: AP = Σ_k (R_k - R_{k-1}) · P_k (R_0 = 0).
-
-    One (P_k, R_k) point per distinct score (tied scores enter together), as
-    sklearn's ``average_precision_score``. NaN when there is no positive.
+    """AUPRC as step-wise average precision, sklearn's ``average_precision_score``:
+    AP = Σ_k (R_k - R_{k-1}) · P_k (R_0 = 0), one (P_k, R_k) point per distinct score (tied scores
+    enter together). NaN when there is no positive.
     Example: scores [.9, .8, .7, .6], labels [1, 0, 1, 0] -> ½·1 + ½·⅔ = 5/6.
     """
+    from sklearn.metrics import average_precision_score
+
     s, y = _scores_labels(scores, labels)
     if not y.any():
         return float("nan")
-    precision, recall = _pr_points(s, y)
-    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+    return float(average_precision_score(y, s))
 
 
 def auprc_trapezoid(scores, labels) -> float:
-    """AUPRC by the trapezoidal rule over the PR curve with the (R=0, P=1) end point.
+    """AUPRC by the trapezoidal rule over sklearn's PR curve (which ends at R=0, P=1).
 
     The GaussCSE reference code's ``auc(recall, precision)`` on sklearn's
-    ``precision_recall_curve`` (methods.md §4e): use it only to compare with
-    numbers produced that way; it is optimistic against :func:`average_precision`.
-    NaN when there is no positive.
+    ``precision_recall_curve`` (methods.md §4e): GaussCSE's dev metric, and for
+    comparing with numbers produced that way; it is optimistic against
+    :func:`average_precision`. NaN when there is no positive.
     """
+    from sklearn.metrics import auc, precision_recall_curve
+
     s, y = _scores_labels(scores, labels)
     if not y.any():
         return float("nan")
-    precision, recall = _pr_points(s, y)
-    p, r = np.r_[1.0, precision], np.r_[0.0, recall]
-    return float(np.sum(np.diff(r) * (p[1:] + p[:-1]) / 2))
+    precision, recall, _ = precision_recall_curve(y.astype(int), s)
+    return float(auc(recall, precision))
 
 
 # ---------------------------------------------------------------- entailment direction

@@ -1,12 +1,11 @@
-"""A pool of evaluation actors that score checkpoints with their method's dev metric, for every trial of
-a search, while training goes on.
+"""Tune's dev scorers: a pool of Ray actors that score every trial's checkpoints with their method's dev metric
+while training goes on.
 
 Pieces:
 
-* :class:`EvalActor` — one Ray actor holding the dev data (read once, by ``train.dev_metrics``) that
+* :class:`DevScorer` — one Ray actor holding the dev data (read once, by ``score.dev_metrics``) that
   scores a checkpoint's ``model/`` folder; its CPU/GPU share is the pool's setting (fractional GPUs
-  on a GPU cluster, so several scorers share one). ``eval --actors`` encodes large sets on a Ray Data
-  pool of the same actors, each holding a model (``eval.actor_encode``).
+  on a GPU cluster, so several scorers share one).
 * :class:`EvalPool` — a named async actor (no resources) in front of the scorers: it sends each
   request to the least busy scorer; when a scorer dies it starts a replacement, which reads the dev
   data again, and scores the pending checkpoint on it (``max_attempts`` tries in all).
@@ -32,37 +31,20 @@ from pathlib import Path
 RESULT_KEYS = ("scorer", "score_started_at", "score_finished_at", "score_s")
 
 
-class EvalActor:
-    """One evaluation actor: a dev set, or a model, loaded once.
+class DevScorer:
+    """One scoring actor: a dev set read once; ``score`` scores a checkpoint with its method's dev metric."""
 
-    Tune's pool (:class:`EvalPool`) runs them with ``metric_name`` and ``dev_data``: ``score`` scores a
-    checkpoint with its method's dev metric. ``eval``'s large sets run them through Ray Data's
-    ``map_batches`` (``eval.actor_encode``) with ``model_path``: called on a block of texts, an actor
-    encodes it with the model it holds. The same class, resources and quiet start-up either way.
-    """
+    def __init__(self, metric_name: str, dev_data: str, device: str | None = None):
+        from score.dev_metrics import DEV_METRICS
 
-    def __init__(self, metric_name: str | None = None, dev_data: str | None = None, device: str | None = None,
-                 model_path: str | None = None, batch_size: int = 64):
-        from train.dev_metrics import DEV_METRICS
-
-        self.metric = DEV_METRICS[metric_name] if metric_name else None
+        self.metric = DEV_METRICS[metric_name]
         self.device = device
-        self.data = self.metric.read(dev_data) if self.metric else None
+        self.data = self.metric.read(dev_data)
         self.scored = 0
-        import train.model  # noqa: F401 - transformers' import (seconds) is paid here, not by the first score
+        import score.model  # noqa: F401 - transformers' import (seconds) is paid here, not by the first score
         from train.logs import quiet_worker
 
         quiet_worker()
-        self.model, self.batch_size = None, batch_size
-        if model_path is not None:
-            from eval.models import load_trained
-
-            self.model = load_trained(model_path, device=device)
-
-    def __call__(self, batch: dict) -> dict:
-        """Ray Data ``map_batches``: ``{"index", "text"}`` -> ``{"index", "embedding"}`` (the model's ``encode``)."""
-        texts = [str(t) for t in batch["text"]]
-        return {"index": batch["index"], "embedding": self.model.encode(texts, self.batch_size)}
 
     def ready(self) -> int:
         return os.getpid()
@@ -70,7 +52,7 @@ class EvalActor:
     def score(self, checkpoint) -> dict:
         """``{<metric key>: value, score_started_at, score_finished_at, score_s}`` of ``checkpoint``'s
         ``model/`` (a ``ray.train.Checkpoint``, local or remote, or a local folder path)."""
-        from train.dev_metrics import score_model_dir
+        from train.saved_models import score_model_dir
 
         started = time.time()
         if isinstance(checkpoint, (str, Path)):
@@ -85,7 +67,7 @@ class EvalActor:
 
 
 class EvalPool:
-    """Least-busy dispatch over ``size`` :class:`EvalActor` actors; a dead one is replaced."""
+    """Least-busy dispatch over ``size`` :class:`DevScorer` actors; a dead one is replaced."""
 
     def __init__(self, metric_name: str, dev_data: str, size: int, scorer_options: dict, max_attempts: int = 3):
         self.args = (metric_name, dev_data)
@@ -99,7 +81,7 @@ class EvalPool:
     def _start(self):
         import ray
 
-        return ray.remote(EvalActor).options(**self.scorer_options).remote(*self.args)
+        return ray.remote(DevScorer).options(**self.scorer_options).remote(*self.args)
 
     async def ready(self) -> list[int]:
         return [await s.ready.remote() for s in self.scorers]

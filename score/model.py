@@ -1,13 +1,16 @@
-"""A trained model in one call: ``load(model_dir)`` -> :class:`TrainedModel`.
+"""The inference API of a trained model: :class:`TrainedModel`, an encoder and its method's heads.
 
-Input: a model folder written by ``python -m train`` (a SentenceTransformer
-folder + ``structcse_method.json`` + ``structcse_heads.pt``) or any plain
-SentenceTransformer folder (no heads: cosine only). The encoder is
-``SentenceTransformer(model_dir)``, whose ``encode`` gives the inference
-pooled vector that the method's heads take; the heads are rebuilt by
-``train.methods.load_method_heads`` in eval mode.
+``train.saved_models.load(model_dir)`` builds one from a folder written by
+``python -m train`` (a SentenceTransformer folder + ``structcse_method.json`` +
+``structcse_heads.pt``) or any plain SentenceTransformer folder (no heads:
+cosine only); ``TrainedModel(encoder)`` wraps any SentenceTransformer. The
+encoder's ``encode`` gives the inference pooled vector that the heads take.
 
-What each method adds beyond ``encode`` / cosine:
+Nothing here is keyed by a method's name: what a method adds is what its
+``Method`` object (``train/methods/``) has, asked for by capability —
+``pair_score`` (the natural pair score, cosine by default), ``gaussian`` and
+``asymmetric_similarity`` (GaussCSE), ``relation_scores`` (RSE), ``pair``
+(a trained pair representation, DSBATS's ``concat_mlp``). Today:
 
 * GaussCSE (Yoda et al. 2023): ``gaussian(texts)`` -> (μ, σ²);
   ``asymmetric_similarity(a, b)`` = sim(a‖b) = 1/(1+KL(N_a‖N_b)) (the
@@ -17,7 +20,7 @@ What each method adds beyond ``encode`` / cosine:
   ``relational_similarity(a, b)`` = max over both directions of Σ_k w_k cos(h_a + r_k, h_b)
   with the trained ``sts_weights`` (paper: entailment 1.0, duplicate_question 0.5);
   ``similarity`` is that score.
-* every other model (SimCSE, EASE, a plain SentenceTransformer): ``similarity`` = cosine.
+* every other model (SimCSE, EASE, AspectCSE, DSBATS, a plain SentenceTransformer): ``similarity`` = cosine.
 
 Pairs: ``a`` and ``b`` are two equally long lists of texts (pair i is
 (a[i], b[i])) and the result is a numpy array (``relation_scores``: a list of
@@ -27,16 +30,16 @@ text is encoded once per call.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from train.methods.base import HEADS_FILE, METHOD_FILE
-
 ST_MARKER = "modules.json"
+METHOD_FILE = "structcse_method.json"  # beside a trained model: which method, its options (``Method.describe``)
+HEADS_FILE = "structcse_heads.pt"  # the method's extra parameters, when it has any
+OFFSET = "offset"  # the pair representation every model has: e(second) − e(first)
 
 
 class ModelLoadError(FileNotFoundError):
@@ -71,7 +74,7 @@ class TrainedModel:
     # ------------------------------------------------------------ facts
     @property
     def method_name(self) -> str | None:
-        """``gausscse``, ``rse``, ``simcse_sup``, ... or None for a folder without ``structcse_method.json``."""
+        """The method's registered name, or None for a folder without ``structcse_method.json``."""
         return self.method.name if self.method is not None else None
 
     @property
@@ -79,18 +82,29 @@ class TrainedModel:
         """RSE: the trained relations, in the column order of the relation table (else [])."""
         return list(getattr(self.method, "relation_names", []) or [])
 
+    @property
+    def similarity_name(self) -> str:
+        """What :meth:`similarity` computes: ``cosine`` or the method's ``pair_score_name``."""
+        return self.method.pair_score_name if self.method is not None else "cosine"
+
+    def has(self, capability: str) -> bool:
+        """Whether the model's method offers ``capability`` (``gaussian``, ``relation_scores``, ``pair``, ...)."""
+        return self.method is not None and callable(getattr(self.method, capability, None))
+
     def relation_table(self) -> np.ndarray:
         """RSE: (R, d) the relation vectors r_k, rows in ``relation_names`` order."""
-        self._require("rse", "relation_table")
+        self._require("relation_scores", "relation_table")
         return self.method.relations.table.detach().float().cpu().numpy()
 
     def __repr__(self) -> str:
         return f"TrainedModel({self.path!r}, method={self.method_name!r})"
 
-    def _require(self, method: str, what: str) -> None:
-        if self.method_name != method:
+    def _require(self, capability: str, what: str) -> None:
+        if not self.has(capability):
             raise MethodMismatchError(
-                f"{what} needs a {method} model; {self.path or 'this model'} is "
+                f"{what} needs a model whose method has {capability} (the method's file in train/methods/ "
+                f"says what it has); "
+                f"{self.path or 'this model'} is "
                 + (f"a {self.method_name} model" if self.method_name else f"a plain encoder (no {METHOD_FILE})")
             )
 
@@ -114,7 +128,7 @@ class TrainedModel:
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         if not texts:
-            return np.zeros((0, _embedding_dimension(self.encoder)), dtype=np.float32)
+            return np.zeros((0, embedding_dimension(self.encoder)), dtype=np.float32)
         out = self.encoder.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(out, dtype=np.float32)
 
@@ -137,23 +151,52 @@ class TrainedModel:
 
     # ------------------------------------------------------------ every model
     def cosine(self, a, b, batch_size: int = 64):
-        """cos(h_a, h_b) of the inference embeddings."""
-        ha, hb, single = self._pair_vectors(a, b, batch_size)
-        return self._out(torch.nn.functional.cosine_similarity(ha.float(), hb.float(), dim=-1), single)
+        """cos(h_a, h_b) of the inference embeddings, in float64 (the one cosine of every STS figure)."""
+        ta, tb, single = _pairs(a, b)
+        unique = list(dict.fromkeys(ta + tb))
+        index = {t: i for i, t in enumerate(unique)}
+        h = self.encode(unique, batch_size).astype(np.float64)
+        h /= np.maximum(np.linalg.norm(h, axis=1, keepdims=True), 1e-12)
+        values = np.sum(h[[index[t] for t in ta]] * h[[index[t] for t in tb]], axis=1)
+        return float(values[0]) if single else values
 
     def similarity(self, a, b, batch_size: int = 64):
-        """The method's natural pair score: GaussCSE symmetric KL similarity, RSE weighted relational
-        score, cosine for every other model."""
-        if self.method_name == "gausscse":
-            return self.symmetric_similarity(a, b, batch_size)
-        if self.method_name == "rse":
-            return self.relational_similarity(a, b, batch_size=batch_size)
-        return self.cosine(a, b, batch_size)
+        """The method's natural pair score (``Method.pair_score``: GaussCSE's symmetric KL similarity, RSE's
+        weighted relational score); cosine for every other model."""
+        if self.method is None or self.similarity_name == "cosine":
+            return self.cosine(a, b, batch_size)
+        ha, hb, single = self._pair_vectors(a, b, batch_size)
+        with torch.no_grad():
+            return self._out(self.method.pair_score(ha, hb), single)
+
+    # ------------------------------------------------------------ pair representations (SRSD)
+    def pair_representation(self, override: str | None = None) -> str:
+        """The representation r(p) of a sentence pair to score with: ``override``, else the method's own
+        trained one (``Method.pair_representation``), else ``offset``; one the model lacks is a ValueError."""
+        own = self.method.pair_representation() if self.method is not None else OFFSET
+        chosen = override or own
+        if chosen not in (OFFSET, own):
+            what = f"a {self.method_name} model" if self.method_name else "a model without method heads"
+            raise ValueError(f"pair representation {chosen} needs a model trained with it; this is {what} "
+                             f"(pair representation: {own})")
+        return chosen
+
+    def pair_vectors(self, first_emb, second_emb, representation: str | None = None) -> torch.Tensor:
+        """r(p) for pairs (first_emb[k], second_emb[k]) ((N, h) tensors or arrays) -> (N, h) tensor, no gradient:
+        ``offset`` e(second) − e(first) for any model, else the method's trained pair head on its device."""
+        chosen = self.pair_representation(representation)
+        first, second = (x if torch.is_tensor(x) else torch.as_tensor(np.asarray(x)) for x in (first_emb, second_emb))
+        if chosen == OFFSET:
+            return _at_least_float32(second) - _at_least_float32(first)
+        param = next(self.method.parameters())
+        with torch.no_grad():
+            out = self.method.pair(first.to(param.device, param.dtype), second.to(param.device, param.dtype))
+        return _at_least_float32(out).cpu()
 
     # ------------------------------------------------------------ GaussCSE
     def gaussian(self, texts: Sequence[str], batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
         """GaussCSE: (μ, σ²), each (N, d) float32 numpy."""
-        self._require("gausscse", "gaussian()")
+        self._require("gaussian", "gaussian()")
         texts = [texts] if isinstance(texts, str) else list(texts)
         with torch.no_grad():
             g = self.method.gaussian(self._pooled(texts, batch_size))
@@ -171,25 +214,21 @@ class TrainedModel:
     def asymmetric_similarity(self, a, b, batch_size: int = 64):
         """GaussCSE: sim(a_i‖b_i) = 1/(1+KL(N_a‖N_b)) in the model's similarity form; entailment
         score of (premise, hypothesis) = ``asymmetric_similarity(hypothesis, premise)``."""
-        self._require("gausscse", "asymmetric_similarity()")
+        self._require("asymmetric_similarity", "asymmetric_similarity()")
         with torch.no_grad():
             ga, gb, single = self._gaussians(a, b, batch_size)
             return self._out(self.method.asymmetric_similarity(ga, gb), single)
 
     def symmetric_similarity(self, a, b, batch_size: int = 64):
-        """GaussCSE: 1/(1+(KL(a‖b)+KL(b‖a))/2) (the reference code's STS score)."""
-        from train.methods.pair_losses import symmetric_similarity
-
-        self._require("gausscse", "symmetric_similarity()")
-        with torch.no_grad():
-            ga, gb, single = self._gaussians(a, b, batch_size)
-            return self._out(symmetric_similarity(ga, gb, self.method.options.similarity), single)
+        """GaussCSE: 1/(1+(KL(a‖b)+KL(b‖a))/2) (the reference code's STS score: its ``pair_score``)."""
+        self._require("gaussian", "symmetric_similarity()")
+        return self.similarity(a, b, batch_size)
 
     # ------------------------------------------------------------ RSE
     def relation_scores(self, a, b, direction: str = "forward", batch_size: int = 64):
         """RSE: {relation: cos(h_a + r_k, h_b)} per pair (a list of dicts; one dict for two strings).
         ``direction``: forward (a→b), backward (b→a) or max."""
-        self._require("rse", "relation_scores()")
+        self._require("relation_scores", "relation_scores()")
         ha, hb, single = self._pair_vectors(a, b, batch_size)
         with torch.no_grad():
             scores = self.method.relation_scores(ha, hb, direction).float().cpu().numpy()
@@ -200,70 +239,18 @@ class TrainedModel:
     def relational_similarity(self, a, b, weights: dict | None = None, batch_size: int = 64):
         """RSE: max over directions of Σ_k w̃_k cos(h_a + r_k, h_b); ``weights`` {relation: w}
         (default: the trained ``sts_weights``; relations without a weight count 0)."""
-        self._require("rse", "relational_similarity()")
+        self._require("relation_scores", "relational_similarity()")
         ha, hb, single = self._pair_vectors(a, b, batch_size)
         with torch.no_grad():
             return self._out(self.method.similarity(ha, hb, weights), single)
 
 
-# ---------------------------------------------------------------- loading
+def _at_least_float32(x: torch.Tensor) -> torch.Tensor:
+    return x if x.dtype == torch.float64 else x.float()
 
 
-def _embedding_dimension(encoder) -> int | None:
+def embedding_dimension(encoder) -> int | None:
     getter = getattr(encoder, "get_embedding_dimension", None) or encoder.get_sentence_embedding_dimension
     return getter()
 
 
-def _read_method_file(folder: Path) -> dict:
-    path = folder / METHOD_FILE
-    try:
-        info = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ModelLoadError(f"{path}: not valid JSON ({e})") from None
-    for key in ("method", "options", "hidden_size", "temperature"):
-        if key not in info:
-            raise ModelLoadError(f"{path}: field {key!r} is missing")
-    if info.get("heads_file") and not (folder / info["heads_file"]).is_file():
-        raise ModelLoadError(f"{folder}: {info['heads_file']} is missing ({METHOD_FILE} says the "
-                             f"{info['method']} heads are saved there)")
-    return info
-
-
-def load(model_dir: str | Path, device: str | None = None) -> TrainedModel:
-    """Load a structcse model folder (or a plain SentenceTransformer folder) in eval mode.
-
-    Raises :class:`ModelLoadError` naming the folder and the file when the
-    folder, ``modules.json``, the heads file or a method field is missing, and
-    when the heads do not fit the encoder's embedding size.
-    """
-    from sentence_transformers import SentenceTransformer
-
-    from train.methods import get_method, load_method_heads
-
-    folder = Path(model_dir).expanduser()
-    if not folder.is_dir():
-        raise ModelLoadError(f"model folder does not exist: {folder}")
-    if not (folder / ST_MARKER).is_file():
-        raise ModelLoadError(f"{folder} is not a SentenceTransformer folder: {ST_MARKER} is missing")
-    method = None
-    if (folder / METHOD_FILE).is_file():
-        info = _read_method_file(folder)
-        try:
-            get_method(info["method"])
-        except KeyError as e:
-            raise ModelLoadError(f"{folder / METHOD_FILE}: {e.args[0]}") from None
-        try:
-            method = load_method_heads(folder, info=info)
-        except (RuntimeError, TypeError) as e:
-            raise ModelLoadError(f"{folder}: cannot rebuild the {info['method']} heads from "
-                                 f"{HEADS_FILE} and {METHOD_FILE}: {e}") from None
-    elif (folder / HEADS_FILE).is_file():
-        raise ModelLoadError(f"{folder}: {HEADS_FILE} is there but {METHOD_FILE} is missing")
-    encoder = SentenceTransformer(str(folder), device=device, local_files_only=True)
-    if method is not None:
-        dim = _embedding_dimension(encoder)
-        if dim is not None and method.hidden_size != dim:
-            raise ModelLoadError(f"{folder}: the {method.name} heads expect {method.hidden_size}-d embeddings, "
-                                 f"the encoder gives {dim}-d")
-        method = method.to(encoder.device).eval()
-    return TrainedModel(encoder, method, folder)

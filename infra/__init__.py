@@ -1,0 +1,5 @@
+"""Infrastructure every stage shares: keys and tokens kept out of what is written (``infra.secrets``),
+starting a local Ray without walking into a dead cluster (``infra.ray_local``).
+
+It imports nothing of the stages (ingest, score, train, eval, tune): they all import it.
+"""

@@ -1,0 +1,129 @@
+"""The STS Benchmark's files (SentEval layout) and SICK's relatedness files: the one reader of each.
+
+A folder holds ``sts-train.csv``, ``sts-dev.csv`` and ``sts-test.csv``:
+UTF-8, tab-separated, no header, columns ``genre filename year id score
+sentence1 sentence2``; raw release lines may carry extra trailing
+source/license fields, which are ignored. Sentences contain ``"``, so the
+files are read with ``csv.QUOTE_NONE``.
+
+One rule for a bad row, in every reader here: it is skipped, counted
+(``skipped_rows``, the first line numbers in ``skipped_lines``) and logged with
+its reason; checkpoint selection (``score.dev_metrics``) and ``python -m eval``
+read through these functions, so they score the same pairs. A blank line is not
+a row.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SPLIT_FILES = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"}
+STS_COLUMNS = 7  # genre, filename, year, id, score, sentence1, sentence2
+SCORE_COLUMN, SENTENCE1_COLUMN, SENTENCE2_COLUMN = 4, 5, 6
+MAX_REPORTED_LINES = 10
+
+
+@dataclass
+class StsPairs:
+    """Sentence pairs with gold scores, and the rows that could not be read."""
+
+    sentences1: list[str]
+    sentences2: list[str]
+    scores: list[float]
+    path: str = ""
+    skipped_rows: int = 0
+    skipped_lines: list[int] = field(default_factory=list)  # first few, 1-based
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def head(self, n: int) -> "StsPairs":
+        """The first ``n`` pairs (same skip report)."""
+        return StsPairs(self.sentences1[:n], self.sentences2[:n], self.scores[:n],
+                        self.path, self.skipped_rows, list(self.skipped_lines))
+
+
+def splits_present(folder: Path) -> list[str]:
+    return [split for split, name in SPLIT_FILES.items() if (folder / name).is_file()]
+
+
+def sts_split_path(folder: str | Path, split: str) -> Path:
+    """The file of ``split`` in ``folder``; a clear error when it is not there."""
+    if split not in SPLIT_FILES:
+        raise ValueError(f"unknown STS split {split!r}; expected one of {sorted(SPLIT_FILES)}")
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"STS data folder does not exist: {folder}")
+    path = folder / SPLIT_FILES[split]
+    if not path.is_file():
+        present = splits_present(folder)
+        raise FileNotFoundError(
+            f"no {split} split in {folder}: {SPLIT_FILES[split]} is missing; "
+            f"splits present: {', '.join(present) if present else 'none'}"
+        )
+    return path
+
+
+def parse_sts_row(row: list[str]) -> tuple[str, str, float] | str:
+    """(sentence1, sentence2, score) or the reason the row is malformed."""
+    if len(row) < STS_COLUMNS:
+        return f"{len(row)} fields, need {STS_COLUMNS}"
+    try:
+        score = float(row[SCORE_COLUMN])
+    except ValueError:
+        return f"score {row[SCORE_COLUMN]!r} is not a number"
+    if not math.isfinite(score):
+        return f"score {row[SCORE_COLUMN]!r} is not finite"
+    if not 0.0 <= score <= 5.0:
+        return f"score {row[SCORE_COLUMN]!r} is outside the STS scale 0-5"
+    sentence1, sentence2 = row[SENTENCE1_COLUMN].strip(), row[SENTENCE2_COLUMN].strip()
+    if not sentence1 or not sentence2:
+        return "empty sentence"
+    return sentence1, sentence2, score
+
+
+def read_sts(folder: str | Path, split: str) -> StsPairs:
+    """Read one split of an STS-B folder; malformed rows are skipped, counted and logged."""
+    return read_sts_file(sts_split_path(folder, split))
+
+
+def read_dev_file(path: str | Path) -> StsPairs:
+    """STS-B dev pairs of ``path``: an ``sts-dev.csv`` file, or a folder that has one (the dev metrics' data)."""
+    path = Path(path).expanduser()
+    return read_sts(path, "dev") if path.is_dir() else read_sts_file(path)
+
+
+def read_sts_file(path: str | Path) -> StsPairs:
+    """Every row of one STS-B file; malformed rows are skipped, counted and logged."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"STS file does not exist: {path}")
+    pairs = StsPairs([], [], [], path=str(path))
+    first_reason = ""
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # blank line, not a row
+            parsed = parse_sts_row(row)
+            if isinstance(parsed, str):
+                pairs.skipped_rows += 1
+                if len(pairs.skipped_lines) < MAX_REPORTED_LINES:
+                    pairs.skipped_lines.append(reader.line_num)
+                first_reason = first_reason or f"line {reader.line_num}: {parsed}"
+                continue
+            pairs.sentences1.append(parsed[0])
+            pairs.sentences2.append(parsed[1])
+            pairs.scores.append(parsed[2])
+    if pairs.skipped_rows:
+        log.warning("%s: skipped %d malformed rows (lines %s; first: %s)", path,
+                    pairs.skipped_rows, pairs.skipped_lines, first_reason)
+    return pairs
+
+
