@@ -211,7 +211,7 @@ def test_every_secret_variable_is_known():
     assert set(SECRETS) <= set(SECRET_ENV_VARS)
 
 
-def _files_holding(root: Path, values) -> list[str]:
+def files_holding(root: Path, values) -> list[str]:
     found = []
     for path in root.rglob("*"):
         if path.is_file() and not path.is_symlink():
@@ -231,7 +231,7 @@ def test_a_manifest_field_holding_a_secret_is_redacted(tmp_path, monkeypatch):
         monkeypatch.setenv(var, value)
     write_manifest(str(tmp_path / "extra"), "extra", 0, note=f"token {SECRETS['HF_TOKEN']}",
                    config={"url": f"https://x/?key={SECRETS['GOOGLE_API_KEY']}"})
-    assert _files_holding(tmp_path, SECRETS.values()) == []
+    assert files_holding(tmp_path, SECRETS.values()) == []
     text = (tmp_path / "extra" / "_manifest.json").read_text()
     assert "token ***HF_TOKEN***" in text and "***GOOGLE_API_KEY***" in text
 
