@@ -69,7 +69,8 @@ def main() -> None:
 
     from eval.models import load_encoder, load_trained
     from score.sts_data import read_sts
-    from eval.sts_all import evaluate_sts_all, read_sets
+    from eval.sts_all import evaluate_sts_all
+    from score.sts_sets import read_sets
 
     torch.set_num_threads(os.cpu_count() or 1)
     data = Path(args.data) if args.data else default_tree(Path(tempfile.mkdtemp(prefix="bench_eval_")))

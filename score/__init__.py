@@ -3,9 +3,9 @@ report the same number for the same model and file.
 
     ingest  <-  score  <-  train  <-  eval  <-  tune
 
-* ``score.sts_data``, ``score.nli_data``, ``score.aspects``, ``score.srsd``: one reader per evaluation format
-  (STS-B and SICK relatedness; SentEval NLI and SICK entailment; ``aspect_docs`` and ``srsd`` sets), one
-  rule for a bad row: skipped, counted and reported;
+* ``score.sts_data``, ``score.sts_sets``, ``score.nli_data``, ``score.aspects``, ``score.srsd``: one reader
+  per evaluation format (STS-B; STS12–16 and SICK relatedness; SentEval NLI and SICK entailment;
+  ``aspect_docs`` and ``srsd`` sets), one rule for a bad row: skipped, counted and reported;
 * ``score.metrics``: Spearman/Pearson (one rule for constant predictions), thresholded accuracy, AP and
   AUPRC (sklearn), entailment direction, ranking metrics; ``score.aspects`` holds the retrieval metrics;
 * ``score.model``: :class:`~score.model.TrainedModel`, the inference API over an encoder and its method's

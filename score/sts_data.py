@@ -1,4 +1,5 @@
-"""The STS Benchmark's files (SentEval layout) and SICK's relatedness files: the one reader of each.
+"""The STS Benchmark's files (SentEval layout): the one reader of them (``score.sts_sets`` reads the rest of
+the papers' STS table with the same rule).
 
 A folder holds ``sts-train.csv``, ``sts-dev.csv`` and ``sts-test.csv``:
 UTF-8, tab-separated, no header, columns ``genre filename year id score

@@ -54,7 +54,7 @@ def minilm():
 
 
 def test_finds_every_layout(downstream):
-    from eval.sts_all import find_sets
+    from score.sts_sets import find_sets
 
     assert list(find_sets(downstream)) == ["STS12", "STS13", "STSBenchmark", "SICK-R"]
     assert list(find_sets(downstream / "STS")) == ["STS12", "STS13", "STSBenchmark"]
@@ -86,7 +86,7 @@ def test_all_setting_is_one_spearman_over_the_concatenation(downstream, minilm):
 def test_malformed_rows_are_skipped_counted_and_named(tmp_path):
     """One rule for a bad row in every STS reader: skipped, counted, named with file:line and reason;
     a file-level fault (gold and input of different lengths) is still an error."""
-    from eval.sts_all import read_sets
+    from score.sts_sets import read_sets
 
     folder = _year(tmp_path, 14, [("news", PAIRS[:3], ["4.8", "7.5", "1.0"])])
     sts14 = read_sets(folder)["STS14"]
@@ -115,7 +115,7 @@ def test_shared_samples_dev_split(minilm):
     the single-set eval reads, the same Spearman to 1e-4."""
     from eval.sts import score_pairs
     from score.sts_data import read_sts
-    from eval.sts_all import read_sick, read_stsb
+    from score.sts_sets import read_sick, read_stsb
 
     stsb_dir = shared_data("stsb", "raw")
     sick_senteval, sick_original = shared_data("sick", "senteval"), shared_data("sick", "original")
