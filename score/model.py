@@ -62,6 +62,14 @@ def _pairs(a, b) -> tuple[list[str], list[str], bool]:
     return a, b, False
 
 
+def _distinct_texts(a, b) -> tuple[list[str], list[int], list[int], bool]:
+    """(each distinct text once, the rows of a's texts in it, the rows of b's, single): every text is encoded once."""
+    ta, tb, single = _pairs(a, b)
+    unique = list(dict.fromkeys(ta + tb))
+    index = {t: i for i, t in enumerate(unique)}
+    return unique, [index[t] for t in ta], [index[t] for t in tb], single
+
+
 class TrainedModel:
     """A SentenceTransformer encoder and, when the folder has them, the method heads it was trained with."""
 
@@ -138,11 +146,9 @@ class TrainedModel:
         return h if param is None else h.to(device=param.device, dtype=param.dtype)
 
     def _pair_vectors(self, a, b, batch_size: int):
-        ta, tb, single = _pairs(a, b)
-        unique = list(dict.fromkeys(ta + tb))
-        index = {t: i for i, t in enumerate(unique)}
+        unique, rows_a, rows_b, single = _distinct_texts(a, b)
         h = self._pooled(unique, batch_size)
-        return h[[index[t] for t in ta]], h[[index[t] for t in tb]], single
+        return h[rows_a], h[rows_b], single
 
     @staticmethod
     def _out(values: torch.Tensor, single: bool):
@@ -152,12 +158,10 @@ class TrainedModel:
     # ------------------------------------------------------------ every model
     def cosine(self, a, b, batch_size: int = 64):
         """cos(h_a, h_b) of the inference embeddings, in float64 (the one cosine of every STS figure)."""
-        ta, tb, single = _pairs(a, b)
-        unique = list(dict.fromkeys(ta + tb))
-        index = {t: i for i, t in enumerate(unique)}
+        unique, rows_a, rows_b, single = _distinct_texts(a, b)
         h = self.encode(unique, batch_size).astype(np.float64)
         h /= np.maximum(np.linalg.norm(h, axis=1, keepdims=True), 1e-12)
-        values = np.sum(h[[index[t] for t in ta]] * h[[index[t] for t in tb]], axis=1)
+        values = np.sum(h[rows_a] * h[rows_b], axis=1)
         return float(values[0]) if single else values
 
     def similarity(self, a, b, batch_size: int = 64):

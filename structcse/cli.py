@@ -57,10 +57,10 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     from eval.sts import evaluate_sts
     from ingest.pipeline import IngestConfig, run_ingest
     from ingest.sets import read_table
-    from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
-    from train.ray_env import ensure_ray
     from score.dev_metrics import DEV_METRICS
+    from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
     from train.methods import get_method
+    from train.ray_env import ensure_ray
     from train.run import run as train_run
     from train.tiny_bert import build_tiny_bert
 

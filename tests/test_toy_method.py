@@ -116,3 +116,12 @@ def test_a_method_in_one_file_trains_evaluates_and_reports(toy_run, demo_world, 
     cos = (p * h).sum(1) / np.linalg.norm(p, axis=1) / np.linalg.norm(h, axis=1)
     y = [label.strip() == "entailment" for label in labels]
     assert scored["nli"]["auprc"] == pytest.approx(average_precision_score(y, cos), abs=1e-6)
+
+
+def test_an_own_pair_score_needs_its_own_name():
+    """TrainedModel.similarity uses the method's pair_score only when pair_score_name is not "cosine": a
+    method that overrides pair_score without naming it is refused when its class is defined."""
+    with pytest.raises(TypeError, match="Unnamed overrides pair_score: give it a pair_score_name"):
+        class Unnamed(Method):
+            def pair_score(self, h_a, h_b):
+                return -(h_a - h_b).norm(dim=-1)

@@ -61,6 +61,13 @@ class Method(nn.Module):
     class Options:
         pass
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # TrainedModel.similarity scores by cosine while pair_score_name says "cosine": an own pair score
+        # needs its own name, or it would never be used
+        if cls.pair_score is not Method.pair_score and cls.pair_score_name == "cosine":
+            raise TypeError(f"{cls.__qualname__} overrides pair_score: give it a pair_score_name other than 'cosine'")
+
     def __init__(self, options: Any, *, hidden_size: int, temperature: float, data_info: dict | None = None):
         super().__init__()
         self.options = options
