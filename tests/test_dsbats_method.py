@@ -96,12 +96,13 @@ def test_other_clusters_positives_join_the_denominator_own_cluster_masked():
     anchor = torch.tensor([_unit(0), _unit(90)], dtype=torch.float64)
     positive = torch.tensor([_unit(60), _unit(90)], dtype=torch.float64)
     clusters = torch.tensor([7, 9])
-    mask = clusters[:, None] == clusters[None, :]
     want = ((-1 + math.log(math.exp(-2) + 1 + 1)) + (-2 + math.log(1 + math.exp(-2) + math.exp(2 * math.cos(math.radians(30)))))) / 2
-    got = dsbats_loss(anchor, positive, -anchor, tau, other_negatives=positive, other_mask=mask)
+    got = dsbats_loss(anchor, positive, -anchor, tau, other_negatives=positive, anchor_clusters=clusters,
+                      other_clusters=clusters)
     assert float(got) == pytest.approx(want, abs=1e-12)
-    same = torch.ones(2, 2, dtype=torch.bool)
-    assert float(dsbats_loss(anchor, positive, -anchor, tau, other_negatives=positive, other_mask=same)) == \
+    same = torch.tensor([3, 3])
+    assert float(dsbats_loss(anchor, positive, -anchor, tau, other_negatives=positive, anchor_clusters=same,
+                             other_clusters=same)) == \
         pytest.approx(float(dsbats_loss(anchor, positive, -anchor, tau)), abs=1e-12)
 
 

@@ -14,7 +14,7 @@ import pkgutil
 from pathlib import Path
 
 METHODS: dict = {}
-_HELPERS = {"base", "contrastive", "pair_losses"}
+_HELPERS = {"base", "contrastive", "pair_losses", "tiled"}
 
 
 def register(name: str):

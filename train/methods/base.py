@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from score.model import HEADS_FILE, METHOD_FILE
+from train.methods.tiled import DEFAULT_LOSS_TILE
 
 
 class Method(nn.Module):
@@ -56,6 +57,8 @@ class Method(nn.Module):
     pair_score_name: ClassVar[str] = "cosine"  # what pair_score computes (reports name it)
     # the method's own evaluation tasks (python -m eval report's method tables): (task, data flag, {key: header})
     eval_tasks: ClassVar[tuple[tuple[str, str, dict[str, str]], ...]] = ()
+    # rows and columns per tile of the loss's log-sum-exp (train.methods.tiled); the run sets its config's
+    loss_tile: int = DEFAULT_LOSS_TILE
 
     @dataclasses.dataclass
     class Options:

@@ -1,9 +1,10 @@
 """The InfoNCE primitive every method's loss is built from (sentence-transformers' ``util`` role).
 
-``info_nce(anchors, candidates, labels, temperature, logit_bias, mask)``:
-logits_ij = cos(anchor_i, candidate_j) / temperature + logit_bias_ij, with
-masked entries set to -inf, then cross-entropy with target ``labels[i]``.
-Cosines are computed in (at least) float32 even under autocast.
+``info_nce(anchors, candidates, labels, temperature, tile=)``: the mean over anchors of
+-log softmax_j(cos(anchor_i, candidate_j) / τ)[labels_i], computed without the (A x C) matrix
+(``train.methods.tiled``). ``cosine_blocks`` / ``label_logits`` are its two halves, which the other
+losses combine with their own blocks (hard negatives, entities, masks). Cosines are computed in (at
+least) float32.
 """
 
 from __future__ import annotations
@@ -11,17 +12,27 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from train.methods.tiled import DEFAULT_LOSS_TILE, Block, cross_entropy_blocks, full, logsumexp_blocks
 
-def full(x: torch.Tensor) -> torch.Tensor:
-    """``x`` in at least float32: half types (autocast) are upcast, float64 is kept (exactness tests)."""
-    return x if x.dtype == torch.float64 else x.float()
+__all__ = ["full", "cos_logits", "unit", "label_logits", "info_nce", "Block", "cross_entropy_blocks",
+           "logsumexp_blocks"]
+
+
+def unit(x: torch.Tensor) -> torch.Tensor:
+    """Rows of ``x`` L2-normalised, in at least float32."""
+    return F.normalize(full(x), dim=-1)
 
 
 def cos_logits(anchors: torch.Tensor, candidates: torch.Tensor, temperature: float) -> torch.Tensor:
-    """(A, d) x (C, d) -> (A, C) cosine similarities divided by the temperature."""
-    a = F.normalize(full(anchors), dim=-1)
-    c = F.normalize(full(candidates), dim=-1)
-    return a @ c.T / temperature
+    """(A, d) x (C, d) -> (A, C) cosine similarities divided by the temperature (dense: for scoring and
+    small matrices; losses go through ``logsumexp_blocks``)."""
+    return unit(anchors) @ unit(candidates).T / temperature
+
+
+def label_logits(anchors_unit: torch.Tensor, candidates_unit: torch.Tensor, labels: torch.Tensor,
+                 temperature: float) -> torch.Tensor:
+    """(A,) cos(anchor_i, candidate_{labels_i}) / τ of unit rows: each anchor's positive logit, row-wise."""
+    return (anchors_unit * candidates_unit[labels]).sum(-1) / temperature
 
 
 def info_nce(
@@ -29,19 +40,10 @@ def info_nce(
     candidates: torch.Tensor,
     labels: torch.Tensor,
     temperature: float,
-    logit_bias: torch.Tensor | None = None,
-    mask: torch.Tensor | None = None,
+    *,
+    tile: int = DEFAULT_LOSS_TILE,
 ) -> torch.Tensor:
-    """Mean over anchors of -log softmax(logits)[label].
-
-    ``logit_bias`` (A, C) is added after the temperature (a log-weight, as
-    SimCSE's ``hard_negative_weight``); ``mask`` (A, C) bool marks entries
-    removed from the denominator (false negatives). Label entries must not be
-    masked.
-    """
-    logits = cos_logits(anchors, candidates, temperature)
-    if logit_bias is not None:
-        logits = logits + logit_bias
-    if mask is not None:
-        logits = logits.masked_fill(mask, float("-inf"))
-    return F.cross_entropy(logits, labels)
+    """Mean over anchors of -log softmax(cos / τ)[label] (cross-entropy over all candidates)."""
+    a, c, labels = unit(anchors), unit(candidates), labels.to(anchors.device)
+    block = Block(a, c, scale=1.0 / temperature, label_column=labels)
+    return cross_entropy_blocks([block], label_logits(a, c, labels, temperature), tile).mean()

@@ -70,14 +70,14 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ingest.sets import stable_hash
 from train.distributed import gather_nograd, gather_with_grad
 from train.methods import register
 from train.methods.base import Method
-from train.methods.contrastive import cos_logits, full
+from train.methods.contrastive import Block, full, logsumexp_blocks, unit
+from train.methods.tiled import DEFAULT_LOSS_TILE
 
 PAIR_REPRESENTATIONS = ("offset", "concat_mlp")
 NEGATIVES = ("reversed", "reversed+other_clusters")
@@ -102,27 +102,32 @@ def dsbats_loss(
     temperature: float = 0.05,
     positive_in_denominator: bool = False,
     other_negatives: torch.Tensor | None = None,
-    other_mask: torch.Tensor | None = None,
+    anchor_clusters: torch.Tensor | None = None,
+    other_clusters: torch.Tensor | None = None,
+    *,
+    tile: int = DEFAULT_LOSS_TILE,
 ) -> torch.Tensor:
     """Mean over anchors i of −sim(p_i,p_i⁺)/τ + log Σ_j e^{sim(p_i,p_j⁻)/τ} (the slides' loss, literally).
 
     ``anchor``, ``positive``: (B, d) r(p_i), r(p_i⁺) of the rows whose loss is
     averaged; ``negatives``: (S, d) r(p_j⁻) of the whole (global) batch.
     ``positive_in_denominator``: add e^{sim(p_i,p_i⁺)/τ} to the denominator
-    (InfoNCE's form; not the slides). ``other_negatives`` (S, d) with
-    ``other_mask`` (B, S) bool (True = left out): further denominator terms
-    (``negatives: reversed+other_clusters``: the batch's p_j⁺, own cluster
-    masked). Cosines in float32 (float64 kept).
+    (InfoNCE's form; not the slides). ``other_negatives`` (S, d): further denominator terms
+    (``negatives: reversed+other_clusters``: the batch's p_j⁺), each left out of anchor i's
+    denominator where ``other_clusters[j] == anchor_clusters[i]`` (the same relationship).
+    Cosines in float32 (float64 kept); the denominator in tiles (``train.methods.tiled``).
     """
-    a, p = F.normalize(full(anchor), dim=-1), F.normalize(full(positive), dim=-1)
+    a, p = unit(anchor), unit(positive)
     numerator = (a * p).sum(-1) / temperature
-    logits = cos_logits(a, negatives, temperature)
+    shift = numerator.detach()  # rows shifted by their numerator, as cross-entropy computes (tiled.cross_entropy_blocks)
+    blocks = [Block(a, unit(negatives), scale=1.0 / temperature, row_shift=shift)]
     if other_negatives is not None:
-        others = cos_logits(a, other_negatives, temperature).masked_fill(other_mask, float("-inf"))
-        logits = torch.cat([logits, others], dim=1)
+        blocks.append(Block(a, unit(other_negatives), scale=1.0 / temperature, row_keys=anchor_clusters,
+                            column_keys=other_clusters, row_shift=shift))
+    denominator = logsumexp_blocks(blocks, tile)
     if positive_in_denominator:
-        logits = torch.cat([numerator[:, None], logits], dim=1)
-    return (torch.logsumexp(logits, dim=1) - numerator).mean()
+        denominator = torch.logaddexp(denominator, numerator - shift)  # the numerator's own term: 0, with its gradient
+    return (denominator - (numerator - shift)).mean()
 
 
 @register("dsbats")
@@ -177,11 +182,11 @@ class DSBATS(Method):
         anchor = self.pair(a1, a2)
         positive = self.pair(emb["positive_first"], emb["positive_second"])
         negatives = gather_with_grad(self.pair(a2, a1))  # p_j⁻ = p_j reversed, every worker's rows
-        other, mask = None, None
+        other = clusters = other_clusters = None
         if self.options.negatives == "reversed+other_clusters":
             other = gather_with_grad(positive)
-            cluster = batch["cluster"].to(anchor.device)
-            mask = cluster[:, None] == gather_nograd(cluster)[None, :]  # same relationship: not a negative
+            clusters = batch["cluster"].to(anchor.device)
+            other_clusters = gather_nograd(clusters)  # same relationship as the anchor: not a negative
         loss = dsbats_loss(anchor, positive, negatives, self.temperature, self.options.positive_in_denominator,
-                           other, mask)
+                           other, clusters, other_clusters, tile=self.loss_tile)
         return loss, {"loss_dsbats": loss.detach()}

@@ -56,15 +56,15 @@ from pathlib import Path
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ingest.sets import read_table
 from train.distributed import gather_nograd, gather_with_grad, local_labels
 from train.methods import register
 from train.methods.base import Method, double
-from train.methods.contrastive import cos_logits
+from train.methods.contrastive import Block, cos_logits, cross_entropy_blocks, label_logits, unit
 from train.methods.simcse_unsup import simcse_loss
+from train.methods.tiled import DEFAULT_LOSS_TILE
 
 INIT_RANGE = 0.05
 
@@ -97,7 +97,8 @@ def entity_logits(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits (B, 2N) of local anchors against the gathered [positives | hard negatives], and labels.
 
-    N = global batch. Masked (false-negative) entries are -inf.
+    N = global batch. Masked (false-negative) entries are -inf. The dense form of :func:`entity_loss`
+    (which never builds it): for inspection and as its oracle.
     """
     b = z.shape[0]
     pos_all = gather_with_grad(pos_emb)
@@ -119,9 +120,32 @@ def entity_logits(
     return logits, labels
 
 
-def entity_loss(z, pos_emb, neg_emb, pos_ids, neg_ids, **kw) -> torch.Tensor:
-    logits, labels = entity_logits(z, pos_emb, neg_emb, pos_ids, neg_ids, **kw)
-    return F.cross_entropy(logits, labels)
+def entity_loss(
+    z: torch.Tensor,
+    pos_emb: torch.Tensor,
+    neg_emb: torch.Tensor,
+    pos_ids: torch.Tensor,
+    neg_ids: torch.Tensor,
+    *,
+    temperature: float,
+    hard_negative_weight: float,
+    mask_duplicates: bool = True,
+    tile: int = DEFAULT_LOSS_TILE,
+) -> torch.Tensor:
+    """L_ent (module docstring): cross-entropy of :func:`entity_logits`, as a log-sum-exp over two
+    blocks (positives: duplicates of the own positive left out; hard negatives: the own one weighted)."""
+    labels = local_labels(z.shape[0], z.device)
+    anchors, positives, negatives = unit(z), unit(gather_with_grad(pos_emb)), unit(gather_with_grad(neg_emb))
+    same_positive, same_as_negative = {}, {}
+    if mask_duplicates:
+        same_positive = dict(row_keys=pos_ids, column_keys=gather_nograd(pos_ids), keep_column=labels)
+        same_as_negative = dict(row_keys=pos_ids, column_keys=gather_nograd(neg_ids))
+    blocks = [
+        Block(anchors, positives, scale=1.0 / temperature, label_column=labels, **same_positive),
+        Block(anchors, negatives, scale=1.0 / temperature, own_column=labels, own_bias=hard_negative_weight,
+              **same_as_negative),
+    ]
+    return cross_entropy_blocks(blocks, label_logits(anchors, positives, labels, temperature), tile).mean()
 
 
 @register("ease")
@@ -204,7 +228,7 @@ class EASE(Method):
     def loss_from_embeddings(self, emb, batch):
         pos_ids, neg_ids = batch["positive_entity"], batch["negative_entity"]
         z1 = emb["z1"]
-        l_simcse = simcse_loss(z1, emb["z2"], self.temperature)
+        l_simcse = simcse_loss(z1, emb["z2"], self.temperature, self.loss_tile)
         opt = self.options
         l_ent = entity_loss(
             z1,
@@ -215,6 +239,7 @@ class EASE(Method):
             temperature=opt.entity_temperature,
             hard_negative_weight=opt.hard_negative_weight,
             mask_duplicates=opt.mask_duplicate_entities,
+            tile=self.loss_tile,
         )
         loss = l_simcse + opt.ease_loss_ratio * l_ent
         return loss, {"loss_simcse": l_simcse.detach(), "loss_entity": l_ent.detach()}

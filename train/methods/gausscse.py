@@ -120,6 +120,7 @@ class GaussCSE(Method):
             variant=self.options.variant,
             form=self.options.similarity,
             rows=rows,
+            tile=self.loss_tile,
         )
         with torch.no_grad():  # how often the premise already has the broader Gaussian (direction by log-det)
             det_acc = (prem.log_det()[rows] > ent.log_det()[rows]).float().mean()

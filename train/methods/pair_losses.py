@@ -10,6 +10,10 @@ default is every row. Both ways give the exact global-batch gradient under
 DDP (see ``train.distributed``): all workers computing every row is
 redundant work, ``rows=local_labels(B)`` splits it.
 
+No loss builds the (anchors x candidates) matrix of the global batch: each is a log-sum-exp over
+blocks of candidate columns (``train.methods.tiled``, tiles of ``tile`` rows and columns) minus the
+label logit, computed row-wise; ``tile=0`` computes the same dense.
+
 Similarities are computed in float32 even under autocast. τ = ``temperature``
 (0.05 in all three papers). Losses are the MEAN over anchors (the GaussCSE
 paper's Eq. 3 writes a sum: the same optimum, a constant learning-rate scale).
@@ -33,13 +37,16 @@ log-weight.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from train.methods.contrastive import cos_logits, full
+from train.methods.contrastive import Block, cos_logits, cross_entropy_blocks, full, label_logits, unit
+from train.methods.tiled import DEFAULT_LOSS_TILE
 
 
 def _rows(rows: torch.Tensor | None, n: int, device) -> torch.Tensor:
@@ -57,6 +64,7 @@ def simcse_supervised_loss(
     negative_weight: float = 0.0,
     *,
     rows: torch.Tensor | None = None,
+    tile: int = DEFAULT_LOSS_TILE,
 ) -> torch.Tensor:
     """Supervised SimCSE: InfoNCE over [all positives; all hard negatives] of the global batch.
 
@@ -72,15 +80,12 @@ def simcse_supervised_loss(
     ``contrastive.info_nce(anchor, positive, arange(N), τ)`` (unsupervised
     SimCSE's loss, with other positives).
     """
-    n = positive.shape[0]
-    r = _rows(rows, n, anchor.device)
-    candidates = positive if negative is None else torch.cat([positive, negative], dim=0)
-    logits = cos_logits(anchor[r], candidates, temperature)
-    if negative is not None and negative_weight != 0.0:
-        bias = torch.zeros_like(logits)
-        bias[torch.arange(r.numel(), device=logits.device), n + r] = negative_weight
-        logits = logits + bias
-    return F.cross_entropy(logits, r)
+    r = _rows(rows, positive.shape[0], anchor.device)
+    a, p = unit(anchor[r]), unit(positive)
+    blocks = [Block(a, p, scale=1.0 / temperature, label_column=r)]
+    if negative is not None:
+        blocks.append(Block(a, unit(negative), scale=1.0 / temperature, own_column=r, own_bias=negative_weight))
+    return cross_entropy_blocks(blocks, label_logits(a, p, r, temperature), tile).mean()
 
 
 # ====================================================================== GaussCSE
@@ -262,6 +267,7 @@ def gausscse_loss(
     variant: str | None = None,
     form: str = "kl_sum",
     rows: torch.Tensor | None = None,
+    tile: int = DEFAULT_LOSS_TILE,
 ) -> torch.Tensor:
     """GaussCSE contrastive loss (Eq. 3): premise s_i, entailment s_i⁺, contradiction s_i⁻, each (N, d).
 
@@ -282,16 +288,52 @@ def gausscse_loss(
         if use_con and con is None:
             raise ValueError(f"GaussCSE variant {variant!r} needs the contradiction embeddings")
         con = con if use_con else None
-    n = prem.mu.shape[0]
-    r = _rows(rows, n, prem.mu.device)
+    r = _rows(rows, prem.mu.shape[0], prem.mu.device)
     anchor_p = Gaussian(prem.mu[r], prem.var[r])
-    blocks = [similarity_matrix(ent, anchor_p, form)]
+    blocks = [dataclasses.replace(kl_block(anchor_p, ent, form, temperature), label_column=r)]
     if con is not None:
-        blocks.append(similarity_matrix(con, anchor_p, form))
+        blocks.append(kl_block(anchor_p, con, form, temperature))
     if rev:
-        blocks.append(similarity_matrix(prem, Gaussian(ent.mu[r], ent.var[r]), form))
-    logits = torch.cat(blocks, dim=1) / temperature
-    return F.cross_entropy(logits, r)
+        blocks.append(kl_block(Gaussian(ent.mu[r], ent.var[r]), prem, form, temperature))
+    positive = asymmetric_similarity(Gaussian(ent.mu[r], ent.var[r]), anchor_p, form) / temperature
+    return cross_entropy_blocks(blocks, positive, tile).mean()
+
+
+def kl_block(anchor: Gaussian, candidates: Gaussian, form: str, temperature: float) -> Block:
+    """The block of logits sim(candidate_j ‖ anchor_i) / τ (a row of :func:`similarity_matrix`), for tiles.
+
+    ``kl_sum`` / ``kl_mean``: KL(N_j ‖ N_i) = ½ (f_i·g_j + α_i + β_j), a matrix product in closed form,
+    f_i = [1/σ²_i, μ_i/σ²_i], g_j = [σ²_j + μ_j², -2μ_j], α_i = Σ log σ²_i + Σ μ_i²/σ²_i - d,
+    β_j = -Σ log σ²_j (computed in float32 with autocast off: in bf16 the terms would swamp their
+    difference). ``per_dim`` (mean_d 1/(1 + KL_d)) has no such form: its tiles hold (rows, cols, d).
+    """
+    if form not in SIMILARITY_FORMS:
+        raise ValueError(f"unknown similarity form {form!r} {SIMILARITY_FORMS}")
+    d = anchor.mu.shape[-1]
+    if form == "per_dim":
+        return Block((full(anchor.mu), full(anchor.var)), (full(candidates.mu), full(candidates.var)),
+                     score=functools.partial(_per_dim_logits, scale=1.0 / temperature), pair_cost=d)
+    mu_a, var_a, mu_c, var_c = full(anchor.mu), full(anchor.var), full(candidates.mu), full(candidates.var)
+    f = torch.cat([1.0 / var_a, mu_a / var_a], dim=-1)
+    alpha = torch.log(var_a).sum(-1) + (mu_a**2 / var_a).sum(-1) - d
+    g = torch.cat([var_c + mu_c**2, -2.0 * mu_c], dim=-1)
+    beta = -torch.log(var_c).sum(-1)
+    divide = d if form == "kl_mean" else 1
+    return Block((f, alpha), (g, beta), score=functools.partial(_closed_form_logits, divide=divide,
+                                                                 scale=1.0 / temperature))
+
+
+def _closed_form_logits(anchors, candidates, *, divide: float, scale: float) -> torch.Tensor:
+    (f, alpha), (g, beta) = anchors, candidates
+    with torch.autocast(f.device.type, enabled=False):
+        kl = 0.5 * (f @ g.T + alpha[:, None] + beta[None, :])
+    return scale / (1.0 + kl / divide)
+
+
+def _per_dim_logits(anchors, candidates, *, scale: float) -> torch.Tensor:
+    (mu_t, var_t), (mu_s, var_s) = anchors, candidates
+    kl = kl_diagonal(mu_s[None, :, :], var_s[None, :, :], mu_t[:, None, :], var_t[:, None, :], reduce="none")
+    return scale * (1.0 / (1.0 + kl)).mean(-1)
 
 
 # ====================================================================== RSE
@@ -333,6 +375,7 @@ def rse_loss(
     hard_negative_valid: torch.Tensor | None = None,
     weights: torch.Tensor | None = None,
     rows: torch.Tensor | None = None,
+    tile: int = DEFAULT_LOSS_TILE,
 ) -> torch.Tensor:
     """RSE relational contrastive loss (Eq. 2; Eq. 1 without hard negatives).
 
@@ -353,15 +396,15 @@ def rse_loss(
     """
     n = h_j.shape[0]
     r = _rows(rows, n, h_i.device)
-    u = full(h_i[r]) + full(r_k[r])
-    candidates = h_j if hard_negatives is None else torch.cat([h_j, hard_negatives], dim=0)
-    logits = cos_logits(u, candidates, temperature)
-    if hard_negatives is not None and hard_negative_valid is not None:
-        keep = torch.cat(
-            [torch.ones(n, dtype=torch.bool, device=logits.device), hard_negative_valid.bool().to(logits.device)]
-        )
-        logits = logits.masked_fill(~keep[None, :], float("-inf"))
-    losses = F.cross_entropy(logits, r, reduction="none")
+    u, tails = unit(full(h_i[r]) + full(r_k[r])), unit(h_j)
+    blocks = [Block(u, tails, scale=1.0 / temperature, label_column=r)]
+    if hard_negatives is not None:
+        absent = None
+        if hard_negative_valid is not None:
+            valid = hard_negative_valid.bool().to(u.device)
+            absent = torch.zeros(n, device=u.device, dtype=u.dtype).masked_fill(~valid, float("-inf"))
+        blocks.append(Block(u, unit(hard_negatives), scale=1.0 / temperature, column_bias=absent))
+    losses = cross_entropy_blocks(blocks, label_logits(u, tails, r, temperature), tile)
     if weights is None:
         return losses.mean()
     w = weights.to(losses)[r]

@@ -121,7 +121,8 @@ class RSE(Method):
             valid = gather_nograd(batch["has_hard_negative"])
         weights = gather_nograd(batch["weight"]) if self.options.weighted_loss else None
         loss = rse_loss(
-            h_i, r_k, h_j, negatives, self.temperature, hard_negative_valid=valid, weights=weights, rows=rows
+            h_i, r_k, h_j, negatives, self.temperature, hard_negative_valid=valid, weights=weights, rows=rows,
+            tile=self.loss_tile,
         )
         return loss, {"loss_rse": loss.detach()}
 

@@ -58,6 +58,7 @@ class SimCSESup(Method):
         positive = gather_with_grad(emb["entailment"])
         negative = gather_with_grad(emb["contradiction"]) if self.options.hard_negatives else None
         loss = simcse_supervised_loss(
-            anchor, positive, negative, self.temperature, self.options.hard_negative_weight, rows=rows
+            anchor, positive, negative, self.temperature, self.options.hard_negative_weight, rows=rows,
+            tile=self.loss_tile,
         )
         return loss, {"loss_simcse_sup": loss.detach()}

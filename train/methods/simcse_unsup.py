@@ -26,13 +26,14 @@ from train.distributed import gather_with_grad, local_labels
 from train.methods import register
 from train.methods.base import Method, double
 from train.methods.contrastive import info_nce
+from train.methods.tiled import DEFAULT_LOSS_TILE
 
 
-def simcse_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
+def simcse_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float, tile: int = DEFAULT_LOSS_TILE) -> torch.Tensor:
     """InfoNCE of local anchors ``z1`` (B, d) against the gathered positives ``z2`` of all workers."""
     candidates = gather_with_grad(z2)
     labels = local_labels(z1.shape[0], z1.device)
-    return info_nce(z1, candidates, labels, temperature)
+    return info_nce(z1, candidates, labels, temperature, tile=tile)
 
 
 @register("simcse_unsup")
@@ -52,5 +53,5 @@ class SimCSEUnsup(Method):
         return {"z1": z1, "z2": z2}
 
     def loss_from_embeddings(self, emb, batch):
-        loss = simcse_loss(emb["z1"], emb["z2"], self.temperature)
+        loss = simcse_loss(emb["z1"], emb["z2"], self.temperature, self.loss_tile)
         return loss, {"loss_simcse": loss.detach()}

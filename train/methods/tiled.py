@@ -1,0 +1,194 @@
+"""The denominator of every contrastive loss, without the (anchors x candidates) matrix.
+
+Every method's loss is, per anchor i, ``logsumexp_j s_ij - s_i,label``: a log-sum-exp over candidate
+columns j (the batch's positives, hard negatives, entities, reversed pairs ...) minus one logit. The
+label logit is one row-wise product (O(A·d)); only the log-sum-exp needs the whole (A x C) matrix. Here
+it is computed over anchor tiles x candidate tiles: the forward keeps a running log-sum-exp per anchor,
+the backward recomputes each tile's logits and pushes ``p_ij = exp(s_ij - lse_i)`` (scaled by the
+incoming gradient) into the anchors' and the candidates' gradients. Memory is O((A + C)·d + tile²)
+instead of O(A·C): at 65,536 x 65,536 the dense fp32 logits, their softmax and its gradient are 17 GB
+each. This is the tile-wise scheme of Inf-CL (Cheng et al. 2024, arXiv 2410.17243) and of
+sentence-transformers' ``CachedMultipleNegativesRankingLoss`` mini-batched loss, written for this
+project's blocks.
+
+A :class:`Block` is one group of candidate columns that share a score: cosine (the anchors and
+candidates arrive L2-normalised: ``scale · a·c``), or any differentiable ``score`` of an anchor tile and
+a candidate tile (GaussCSE's KL similarity). A block may carry constants: a per-column bias (``-inf``
+for a missing hard negative), a log-weight on each anchor's own column (SimCSE's and EASE's hard
+negative weight), and a key mask (a column whose key equals the anchor's is left out: EASE's duplicate
+entities, DSBATS's own cluster), with one column per anchor exempt (its label). Rows whose columns
+are all left out give ``-inf`` and no gradient. :func:`logsumexp_blocks` combines several blocks (their
+anchors may differ: GaussCSE's reversed set).
+
+Small blocks (A·C <= tile²) take the dense path: one autograd graph, as fast as it gets there.
+``tile <= 0`` is always dense (the oracle the tests compare the tiles with). Under autocast the tiles'
+matrix products run in the autocast dtype, as the dense path's do, and the log-sum-exp in float32;
+float64 inputs stay float64 (the exactness tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import torch
+
+DEFAULT_LOSS_TILE = 4096  # rows and columns per tile; chosen by bench/gpu.py's loss timing (docs/gpu.md)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Block:
+    """One group of candidate columns of an InfoNCE denominator.
+
+    ``anchors`` (A, ...) and ``candidates`` (C, ...): tensors, or tuples of tensors for a custom
+    ``score``. ``score(anchor_tiles, candidate_tiles) -> (a, c)`` logits; None: ``scale · a @ cᵀ``.
+    ``pair_cost``: floats a custom score holds per (anchor, candidate) pair (GaussCSE's per-dimension
+    KL: d), so its tiles shrink to hold about tile² floats.
+    """
+
+    anchors: torch.Tensor | tuple[torch.Tensor, ...]
+    candidates: torch.Tensor | tuple[torch.Tensor, ...]
+    scale: float = 1.0
+    score: Callable | None = None
+    pair_cost: int = 1
+    column_bias: torch.Tensor | None = None  # (C,) added to every anchor's logit of column j
+    own_column: torch.Tensor | None = None  # (A,) long: the column that gets own_bias
+    own_bias: float = 0.0
+    row_keys: torch.Tensor | None = None  # (A,) with column_keys (C,): equal keys leave the column out
+    column_keys: torch.Tensor | None = None
+    keep_column: torch.Tensor | None = None  # (A,) long: the one column per anchor the key mask spares
+    label_column: torch.Tensor | None = None  # (A,) long: each anchor's label, if it is in this block
+    row_shift: torch.Tensor | None = None  # (A,) constant subtracted from row i (set by cross_entropy_blocks)
+
+    def parts(self) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        as_tuple = lambda x: x if isinstance(x, tuple) else (x,)  # noqa: E731
+        return as_tuple(self.anchors), as_tuple(self.candidates)
+
+
+def full(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in at least float32: half types (autocast) are upcast, float64 is kept (exactness tests)."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
+def tile_logits(block: Block, anchors, candidates, a0: int, c0: int) -> torch.Tensor:
+    """Logits of anchors [a0, a0 + len) x candidates [c0, c0 + len), with the block's constants applied."""
+    if block.score is None:
+        s = full(anchors[0] @ candidates[0].T) * block.scale
+    else:
+        s = full(block.score(anchors, candidates))
+    ta, tc = s.shape
+    if block.column_bias is not None:
+        s = s + block.column_bias[c0 : c0 + tc].to(s)[None, :]
+    if block.own_column is not None and block.own_bias != 0.0:
+        own = (block.own_column[a0 : a0 + ta] - c0)[:, None] == torch.arange(tc, device=s.device)[None, :]
+        s = s + own.to(s) * block.own_bias
+    if block.row_keys is not None:
+        left_out = block.row_keys[a0 : a0 + ta, None] == block.column_keys[None, c0 : c0 + tc]
+        if block.keep_column is not None:
+            columns = torch.arange(c0, c0 + tc, device=s.device)
+            left_out &= columns[None, :] != block.keep_column[a0 : a0 + ta, None]
+        s = s.masked_fill(left_out, float("-inf"))
+    if block.row_shift is not None:
+        s = s - block.row_shift[a0 : a0 + ta, None].to(s)
+    if block.label_column is not None:  # exactly 0 after the shift, its gradient kept (see cross_entropy_blocks)
+        label = (block.label_column[a0 : a0 + ta] - c0)[:, None] == torch.arange(tc, device=s.device)[None, :]
+        s = torch.where(label, s - s.detach(), s)
+    return s
+
+
+def _tile_sizes(block: Block, tile: int) -> tuple[int, int]:
+    side = max(1, int(tile / block.pair_cost**0.5))
+    return side, side
+
+
+def block_logsumexp(block: Block, tile: int = DEFAULT_LOSS_TILE) -> torch.Tensor:
+    """(A,) log Σ_j exp(s_ij) over the block's columns: dense when A·C <= tile², else tiled."""
+    anchors, candidates = block.parts()
+    a, c = anchors[0].shape[0], candidates[0].shape[0]
+    rows, cols = _tile_sizes(block, tile)
+    if tile <= 0 or a * c <= rows * cols:
+        return torch.logsumexp(tile_logits(block, anchors, candidates, 0, 0), dim=1)
+    return _TiledLogSumExp.apply(block, tile, len(anchors), *anchors, *candidates)
+
+
+def logsumexp_blocks(blocks: list[Block], tile: int = DEFAULT_LOSS_TILE) -> torch.Tensor:
+    """(A,) log-sum-exp over the columns of all ``blocks`` (each anchor row i is the same anchor in every block)."""
+    parts = [block_logsumexp(b, tile) for b in blocks]
+    return parts[0] if len(parts) == 1 else torch.logsumexp(torch.stack(parts), dim=0)
+
+
+def cross_entropy_blocks(blocks: list[Block], label_logits: torch.Tensor, tile: int = DEFAULT_LOSS_TILE) -> torch.Tensor:
+    """(A,) -log softmax of each anchor's label over all blocks' columns: LSE_j s_ij - s_i,label.
+
+    ``label_logits`` (A,): s_i,label computed row-wise (with gradient); the block holding the label marks
+    it (``label_column``). Every row is shifted by its label logit, and the label entry is set to exactly 0
+    (its gradient kept), so the result is log(1 + Σ_{j≠label} e^{s_ij - s_i,label}) as cross-entropy
+    computes it: the error of a small loss stays small (subtracting two ~1/τ-sized numbers would not).
+    """
+    shift = label_logits.detach()
+    lse = logsumexp_blocks([dataclasses.replace(b, row_shift=shift) for b in blocks], tile)
+    return lse - (label_logits - shift)
+
+
+class _TiledLogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, block: Block, tile: int, num_anchor_parts: int, *tensors):
+        anchors, candidates = tensors[:num_anchor_parts], tensors[num_anchor_parts:]
+        n_a, n_c = anchors[0].shape[0], candidates[0].shape[0]
+        rows, cols = _tile_sizes(block, tile)
+        device = anchors[0].device
+        dtype = torch.float64 if anchors[0].dtype == torch.float64 else torch.float32
+        lse = torch.empty(n_a, device=device, dtype=dtype)
+        for a0 in range(0, n_a, rows):
+            a_tile = tuple(t[a0 : a0 + rows] for t in anchors)
+            running = torch.full((a_tile[0].shape[0],), float("-inf"), device=device, dtype=dtype)
+            for c0 in range(0, n_c, cols):
+                s = tile_logits(block, a_tile, tuple(t[c0 : c0 + cols] for t in candidates), a0, c0)
+                running = torch.logaddexp(running, torch.logsumexp(s, dim=1))
+            lse[a0 : a0 + rows] = running
+        ctx.block, ctx.tile, ctx.num_anchor_parts = block, tile, num_anchor_parts
+        ctx.autocast = (device.type, torch.is_autocast_enabled(device.type), torch.get_autocast_dtype(device.type))
+        ctx.save_for_backward(lse, *tensors)
+        return lse
+
+    @staticmethod
+    def backward(ctx, grad_lse):
+        lse, *tensors = ctx.saved_tensors
+        block, k = ctx.block, ctx.num_anchor_parts
+        anchors, candidates = tuple(tensors[:k]), tuple(tensors[k:])
+        wanted = ctx.needs_input_grad[3:]
+        grads = [torch.zeros_like(t) if need else None for t, need in zip(tensors, wanted)]
+        rows, cols = _tile_sizes(block, ctx.tile)
+        device_type, enabled, dtype = ctx.autocast
+        # a row whose every column is left out has lse = -inf: no gradient (exp(-inf - -inf) would be nan)
+        weight = torch.where(torch.isfinite(lse), grad_lse.to(lse), torch.zeros_like(lse))
+        finite_lse = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
+        with torch.autocast(device_type, dtype=dtype, enabled=enabled):
+            for a0 in range(0, anchors[0].shape[0], rows):
+                a_tile = tuple(t[a0 : a0 + rows] for t in anchors)
+                ta = a_tile[0].shape[0]
+                for c0 in range(0, candidates[0].shape[0], cols):
+                    c_tile = tuple(t[c0 : c0 + cols] for t in candidates)
+                    tc = c_tile[0].shape[0]
+                    if block.score is None:
+                        s = tile_logits(block, a_tile, c_tile, a0, c0)
+                        p = torch.exp(s - finite_lse[a0 : a0 + ta, None]) * weight[a0 : a0 + ta, None]
+                        if grads[0] is not None:
+                            grads[0][a0 : a0 + ta] += full(p @ c_tile[0].to(p)) * block.scale
+                        if grads[k] is not None:
+                            grads[k][c0 : c0 + tc] += full(p.T @ a_tile[0].to(p)) * block.scale
+                        continue
+                    with torch.enable_grad():
+                        leaves = [t.detach().requires_grad_(need) for t, need in zip(a_tile + c_tile, wanted)]
+                        s = tile_logits(block, tuple(leaves[:k]), tuple(leaves[k:]), a0, c0)
+                        p = torch.exp(s.detach() - finite_lse[a0 : a0 + ta, None]) * weight[a0 : a0 + ta, None]
+                        inputs = [leaf for leaf, need in zip(leaves, wanted) if need]
+                        tile_grads = iter(torch.autograd.grad(s, inputs, p, allow_unused=True))
+                    for i, need in enumerate(wanted):
+                        if not need:
+                            continue
+                        g = next(tile_grads)
+                        if g is not None:
+                            start = a0 if i < k else c0
+                            grads[i][start : start + g.shape[0]] += g
+        return (None, None, None, *grads)
