@@ -111,6 +111,8 @@ def tiny_model(tmp_path_factory) -> str:
 # ------------------------------------------------------------------ N workers x B == 1 x N*B
 
 LOCAL_ROWS, WORLD = 4, 2
+# (GradCache chunk, loss tile): plain and cached steps, dense loss and tiles of 3 (4 local anchors x 8 candidates)
+STEP_KINDS = [(None, 0), (2, 0), (None, 3), (2, 3)]
 
 
 def single_process_reference(model_dir: str, method: str, chunk_size=None):
@@ -132,8 +134,9 @@ def _worker(rank: int, world: int, folder: str, model_dir: str) -> None:
     try:
         out = {}
         for method in METHODS:
-            for chunk in (None, 2):
+            for chunk, tile in STEP_KINDS:
                 trainee = build(model_dir, method, dropout=0.0)
+                trainee.method.loss_tile = tile
                 model = DistributedDataParallel(trainee) if chunk is None else trainee  # as prepare_model does
                 full = numpy_batch(method, LOCAL_ROWS * world)
                 mine = {k: v[rank * LOCAL_ROWS : (rank + 1) * LOCAL_ROWS] for k, v in full.items()}
@@ -141,7 +144,7 @@ def _worker(rank: int, world: int, folder: str, model_dir: str) -> None:
                 loss, _ = forward_backward(model, trainee, batch, chunk_size=chunk)
                 mean_loss = loss.detach().clone()
                 dist.all_reduce(mean_loss)
-                out[f"{method}/{chunk}"] = {
+                out[f"{method}/{chunk}/{tile}"] = {
                     "loss": float(mean_loss) / world,
                     "grads": {k: v.tolist() for k, v in grads_of(trainee).items()},
                 }
@@ -153,18 +156,19 @@ def _worker(rank: int, world: int, folder: str, model_dir: str) -> None:
 
 def test_two_workers_equal_one_big_batch_for_every_method(tiny_model, tmp_path):
     """2 gloo processes x 4 rows give the loss and every parameter gradient of 1 process x 8 rows
-    (every embedding a loss uses is gathered with gradient), with and without GradCache."""
+    (every embedding a loss uses is gathered with gradient), with and without GradCache, with the
+    loss dense and in tiles over the gathered candidates."""
     import torch.multiprocessing as mp
 
     mp.spawn(_worker, args=(WORLD, str(tmp_path), tiny_model), nprocs=WORLD, join=True)
     result = json.loads((tmp_path / "result.json").read_text())
     for method in METHODS:
         ref_loss, ref_grads = single_process_reference(tiny_model, method)
-        for chunk in (None, 2):
-            got = result[f"{method}/{chunk}"]
-            assert got["loss"] == pytest.approx(ref_loss, rel=1e-12), (method, chunk)
+        for chunk, tile in STEP_KINDS:
+            got = result[f"{method}/{chunk}/{tile}"]
+            assert got["loss"] == pytest.approx(ref_loss, rel=1e-12), (method, chunk, tile)
             grads = {k: torch.tensor(v, dtype=torch.float64) for k, v in got["grads"].items()}
-            assert_grads_equal(grads, ref_grads, 1e-9, (method, chunk))
+            assert_grads_equal(grads, ref_grads, 1e-9, (method, chunk, tile))
 
 
 # ------------------------------------------------------------------ GradCache
@@ -172,8 +176,9 @@ def test_two_workers_equal_one_big_batch_for_every_method(tiny_model, tmp_path):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_grad_cache_equals_the_large_batch_with_dropout(tiny_model, method):
-    """GradCache (chunks of 3 of 12 rows, dropout 0.1) gives the gradients of encoding the same chunks
-    with grad and back-propagating the loss once: the replayed RNG reproduces every dropout mask."""
+    """GradCache (chunks of 3 of 12 rows, dropout 0.1) with the loss in tiles of 5 gives the gradients of
+    encoding the same chunks with grad and back-propagating the dense loss once: the replayed RNG
+    reproduces every dropout mask, and the tiles the dense loss."""
     from train.batch import cat_rows, slice_rows
     from train.step import forward_backward
 
@@ -197,6 +202,7 @@ def test_grad_cache_equals_the_large_batch_with_dropout(tiny_model, method):
             accumulations.append(1)
 
     hook = words.register_post_accumulate_grad_hook(count_dense_write)
+    trainee.method.loss_tile = 5
     loss, _ = forward_backward(trainee, trainee, batch, chunk_size=chunk)
     hook.remove()
     assert accumulations == [] and words.grad is not None  # written once, from all chunks' rows

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from train.errors import ConfigError
+from train.methods.tiled import DEFAULT_LOSS_TILE
 
 RUN_NAME = re.compile(r"(?!\.\.?$)[A-Za-z0-9._-]{1,128}")
 POOLINGS = ("cls", "cls_mlp", "cls_raw", "mean")
@@ -73,6 +74,9 @@ class TrainConfig:
     mixed_precision: str = "none"  # none | bf16 | fp16 (fp16 needs a GPU)
     # speed / memory
     chunk_size: int | None = None  # GradCache: rows per encoder chunk on each worker (None: no caching)
+    # the loss's log-sum-exp in tiles of loss_tile anchors x loss_tile candidates (train.methods.tiled): memory
+    # O((B + N)·d + tile²) instead of the (B x N) logits; blocks with <= loss_tile² entries stay dense; 0 = dense
+    loss_tile: int = DEFAULT_LOSS_TILE
     unpad: bool = True  # BERT encoders: Linear/LayerNorm/GELU on real tokens only (train.unpadded); same outputs
     compile: bool = False  # torch.compile the encoder's stock forward (dynamic shapes; turns unpad off)
     pretokenize: bool = False  # tokenize in Ray Data tasks (padded to max_len, cut per batch) instead of in the step
@@ -221,7 +225,8 @@ class TrainConfig:
             raise bad(f"max_steps must be >= 1 or null, got {self.max_steps}")
         if self.dropout is not None and not 0 <= self.dropout < 1:
             raise bad(f"dropout must be in [0, 1), got {self.dropout}")
-        for key in ("checkpoint_every_steps", "warmup_steps", "shuffle_buffer", "max_failures", "log_every_steps"):
+        for key in ("checkpoint_every_steps", "warmup_steps", "shuffle_buffer", "max_failures", "log_every_steps",
+                    "loss_tile"):
             if getattr(self, key) < 0:
                 raise bad(f"{key} must be >= 0")
         if self.keep_checkpoints < 1:

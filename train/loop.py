@@ -129,6 +129,7 @@ def build_trainee(cfg: TrainConfig, data_info: dict) -> Trainee:
     method = get_method(cfg.method)(
         cfg.options, hidden_size=encoder.hidden_size, temperature=cfg.temperature, data_info=data_info
     )
+    method.loss_tile = cfg.loss_tile
     return Trainee(encoder, method)
 
 
