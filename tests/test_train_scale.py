@@ -433,3 +433,27 @@ def test_cpu_dropout_drops_each_element_with_p_and_replays_under_a_seed(p):
     assert torch.equal(_bernoulli_dropout(states.detach(), p), out.detach())
     assert not torch.equal(_bernoulli_dropout(states.detach(), p), out.detach())
     assert (_bernoulli_dropout(states.detach(), 1.0) == 0).all()
+
+
+def test_a_batch_without_padding_takes_the_stock_forward(tiny_model, monkeypatch):
+    """Full-length rows leave nothing to unpad: the encoder runs the stock forward (same embeddings as the
+    unpadded path gives), and a batch with padding still takes the unpadded path."""
+    from train import encoder as encoder_module
+    from train.encoder import Encoder
+    from train.unpadded import unpadded_forward
+
+    encoder = Encoder(tiny_model, "mean", max_len=8).eval()
+    unpadded_calls = []
+    for name in ("unpadded_forward", "unpadded_forward_columns"):
+        real = getattr(encoder_module, name)
+        monkeypatch.setattr(encoder_module, name, lambda *a, real=real, **k: unpadded_calls.append(1) or real(*a, **k))
+    full = encoder.tokenize(["the old river town band book steel wine ships grain"] * 3)  # cut at max_len
+    assert full["attention_mask"].all()
+    with torch.no_grad():
+        stock = encoder(**full)
+        assert unpadded_calls == []
+        packed = unpadded_forward(encoder.model, **full)
+        assert torch.allclose(encoder.pool(packed, full["attention_mask"]), stock, atol=1e-6)
+        padded = encoder.tokenize(["the river", "old town band book"])
+        encoder.forward_columns([padded, full])
+    assert unpadded_calls == [1]  # the columns together, unpadded

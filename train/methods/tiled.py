@@ -70,30 +70,52 @@ def full(x: torch.Tensor) -> torch.Tensor:
     return x if x.dtype == torch.float64 else x.float()
 
 
-def tile_logits(block: Block, anchors, candidates, a0: int, c0: int) -> torch.Tensor:
-    """Logits of anchors [a0, a0 + len) x candidates [c0, c0 + len), with the block's constants applied."""
+def tile_logits(block: Block, anchors, candidates, a0: int, c0: int, *, inplace: bool = False) -> torch.Tensor:
+    """Logits of anchors [a0, a0 + len) x candidates [c0, c0 + len), with the block's constants applied.
+
+    ``inplace``: the constants are applied to the tile in place (no graph: the tiles' forward and the
+    cosine backward), so a tile costs one (rows x cols) buffer and a boolean mask. Nothing here reads a
+    value back from the device.
+    """
     if block.score is None:
-        s = full(anchors[0] @ candidates[0].T) * block.scale
+        s = full(anchors[0] * block.scale @ candidates[0].T)
     else:
         s = full(block.score(anchors, candidates))
     ta, tc = s.shape
     if block.column_bias is not None:
-        s = s + block.column_bias[c0 : c0 + tc].to(s)[None, :]
+        bias = block.column_bias[c0 : c0 + tc].to(s)[None, :]
+        s = s.add_(bias) if inplace else s + bias
     if block.own_column is not None and block.own_bias != 0.0:
-        own = (block.own_column[a0 : a0 + ta] - c0)[:, None] == torch.arange(tc, device=s.device)[None, :]
-        s = s + own.to(s) * block.own_bias
+        index, inside = _in_tile(block.own_column, a0, ta, c0, tc)
+        weight = inside.to(s)[:, None] * block.own_bias
+        s = s.scatter_add_(1, index, weight) if inplace else s.scatter_add(1, index, weight)
     if block.row_keys is not None:
         left_out = block.row_keys[a0 : a0 + ta, None] == block.column_keys[None, c0 : c0 + tc]
         if block.keep_column is not None:
             columns = torch.arange(c0, c0 + tc, device=s.device)
             left_out &= columns[None, :] != block.keep_column[a0 : a0 + ta, None]
-        s = s.masked_fill(left_out, float("-inf"))
+        s = s.masked_fill_(left_out, float("-inf")) if inplace else s.masked_fill(left_out, float("-inf"))
     if block.row_shift is not None:
-        s = s - block.row_shift[a0 : a0 + ta, None].to(s)
+        shift = block.row_shift[a0 : a0 + ta, None].to(s)
+        s = s.sub_(shift) if inplace else s - shift
     if block.label_column is not None:  # exactly 0 after the shift, its gradient kept (see cross_entropy_blocks)
-        label = (block.label_column[a0 : a0 + ta] - c0)[:, None] == torch.arange(tc, device=s.device)[None, :]
-        s = torch.where(label, s - s.detach(), s)
+        index, inside = _in_tile(block.label_column, a0, ta, c0, tc)
+        minus_label = torch.where(inside[:, None], -s.gather(1, index).detach(), 0.0)  # (a clamped index may hit -inf)
+        s = s.scatter_add_(1, index, minus_label) if inplace else s.scatter_add(1, index, minus_label)
     return s
+
+
+def _in_tile(columns: torch.Tensor, a0: int, ta: int, c0: int, tc: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each anchor's column as an index into the tile ((ta, 1), clamped) and whether it falls inside it."""
+    local = columns[a0 : a0 + ta] - c0
+    return local.clamp(0, tc - 1)[:, None], (local >= 0) & (local < tc)
+
+
+def _logsumexp_(s: torch.Tensor) -> torch.Tensor:
+    """Row-wise log-sum-exp that overwrites ``s`` (no second tile); a row of -inf gives -inf."""
+    top = s.amax(dim=1, keepdim=True)
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    return torch.log(s.sub_(top).exp_().sum(dim=1)) + top[:, 0]
 
 
 def _tile_sizes(block: Block, tile: int) -> tuple[int, int]:
@@ -143,8 +165,8 @@ class _TiledLogSumExp(torch.autograd.Function):
             a_tile = tuple(t[a0 : a0 + rows] for t in anchors)
             running = torch.full((a_tile[0].shape[0],), float("-inf"), device=device, dtype=dtype)
             for c0 in range(0, n_c, cols):
-                s = tile_logits(block, a_tile, tuple(t[c0 : c0 + cols] for t in candidates), a0, c0)
-                running = torch.logaddexp(running, torch.logsumexp(s, dim=1))
+                s = tile_logits(block, a_tile, tuple(t[c0 : c0 + cols] for t in candidates), a0, c0, inplace=True)
+                running = torch.logaddexp(running, _logsumexp_(s))
             lse[a0 : a0 + rows] = running
         ctx.block, ctx.tile, ctx.num_anchor_parts = block, tile, num_anchor_parts
         ctx.autocast = (device.type, torch.is_autocast_enabled(device.type), torch.get_autocast_dtype(device.type))
@@ -171,8 +193,8 @@ class _TiledLogSumExp(torch.autograd.Function):
                     c_tile = tuple(t[c0 : c0 + cols] for t in candidates)
                     tc = c_tile[0].shape[0]
                     if block.score is None:
-                        s = tile_logits(block, a_tile, c_tile, a0, c0)
-                        p = torch.exp(s - finite_lse[a0 : a0 + ta, None]) * weight[a0 : a0 + ta, None]
+                        s = tile_logits(block, a_tile, c_tile, a0, c0, inplace=True)
+                        p = s.sub_(finite_lse[a0 : a0 + ta, None]).exp_().mul_(weight[a0 : a0 + ta, None])
                         if grads[0] is not None:
                             grads[0][a0 : a0 + ta] += full(p @ c_tile[0].to(p)) * block.scale
                         if grads[k] is not None:

@@ -1,0 +1,674 @@
+"""The GPU training step: this project's beside stock transformers and sentence-transformers, in one
+run on one device.
+
+    python bench/gpu.py [--parts a b c] [--smoke] [--snli-dir DIR] [--no-loss]
+
+On a GPU machine: torch, transformers, sentence-transformers and pyarrow are enough for this script
+(no Ray; ``datasets`` is imported only inside the sentence-transformers parts). sentence-transformers
+imports ``datasets`` itself, so (b)'s ``st_trainer`` and (c)'s ``st_cached`` need the ``datasets``,
+``dill`` and ``multiprocess`` wheels (and whatever else of ``datasets``' dependencies the machine
+lacks; the Trainer of (b) also needs ``accelerate``); carried as wheels in ``.whl/``::
+
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && PYTHONPATH=/tmp/site python3 bench/gpu.py
+
+Without them those two report ``{"skipped": "no datasets package"}`` (or ``accelerate``). About 6-7 minutes on one
+H100. Without a GPU, or with ``--smoke``, every code path runs on CPU with a 2-layer BERT at tiny
+sizes (a check that it runs; its figures mean nothing and its ``checks`` are None).
+
+* (a) ``mfu``: tokens/s, TFLOP/s and MFU of one training step of BERT-base (``BertConfig()``,
+  random weights, bf16 autocast, fused AdamW) at rows x seq 256x32, 2048x32 and 512x128
+  (full-length rows), for ``project`` (Encoder(cls) + SimCSE-unsup through
+  ``train.step.forward_backward``, built as bench/train.py's ``gpu_mfu``: rows/2 sentences, each
+  encoded twice), ``project_padded`` (``unpad`` off: the stock transformers forward),
+  ``project_compiled`` (the loop's ``compile: true``: unpad off, ``model.compile(dynamic=True)``),
+  ``stock_eager`` (transformers' BertModel, sdpa attention, CLS pooling, in-batch InfoNCE cosine/0.05
+  on the same [x; x] rows, labels arange) and ``stock_compiled`` (the same through
+  ``torch.compile``). FLOPs = tokens x (6N + 12·L·d·seq), N non-embedding parameters (PaLM appendix
+  B, as ``gpu_mfu``); peak bf16 TFLOP/s from the device name. ``compile_s``: the first step at a
+  shape minus a measured step. The models are built once per step kind and run the shapes in order.
+* (b) ``snli_mnrl``: MNRL (in-batch negatives over SNLI (premise, entailment) pairs, cosine/0.05 =
+  scale 20, mean pooling, max_len 32, bf16) at 512 pairs a step: pairs/s and peak memory of
+  ``project`` (the Ray loop's trainee built in process: ``simcse_sup`` without hard negatives;
+  collate, i.e. tokenize, + forward_backward), ``plain`` (a hand-written loop, bench/train.py's
+  ``plain_loop`` under autocast) and ``st_trainer`` (``SentenceTransformerTrainer`` with
+  ``MultipleNegativesRankingLoss(scale=20)``, ``bf16=True``; timed by a trainer callback).
+  Tokenization, gradient clipping (1.0, as the loop and the trainer do) and the fused AdamW step
+  count in every one. Data: SNLI dev + test entailment pairs from ``--snli-dir`` (SentEval layout:
+  s1/s2/labels), else synthetic sentences (6-20 words of a fixed vocabulary). Encoder: BERT-base
+  random weights with a WordPiece vocabulary of the texts (``train.tiny_bert``), a plain Hugging
+  Face folder that the project's Encoder and ``SentenceTransformer(path)`` both load.
+* (c) ``largest_batch``: peak memory and seconds per step of the project's GradCache step (the MNRL
+  of (b), ``chunk_size`` 1024, the loss's log-sum-exp in tiles of ``loss_tile``) at 8,192, 65,536,
+  262,144 and 1,048,576 pairs; pre-built token tensors (premise 8-20 tokens, entailment 5-11, each
+  padded to its column's longest row), so tokenizing a million pairs is not timed. Beside it: the
+  uncached step at 1,024 pairs (``gradcache_vs_uncached_per_pair``: time per pair at 65,536 over
+  that), and sentence-transformers' ``CachedMultipleNegativesRankingLoss(mini_batch_size=1024)`` on
+  the same kind of tensors at 32,768 and 65,536 pairs (loss + backward + clip + optimizer step,
+  called directly; the backward also under autocast, so its replayed forwards run in bf16).
+  Out of memory at a size is reported as ``{"oom": true}``.
+
+Progress goes to stderr, one line per measurement; the last line on stdout is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(__file__).resolve().parents[1]
+# bench/ holds ingest.py (the ingest benchmark): off the path, or it would shadow the ingest package
+sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+TEMPERATURE = 0.05
+LR = 2e-5
+MAX_LEN = 32
+PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
+
+GPU_SIZES = SimpleNamespace(
+    mfu_shapes=((256, 32), (2048, 32), (512, 128)), mfu_warmup=3, mfu_steps=10,
+    pairs=512, snli_warmup=3, snli_steps=10,
+    largest=(8192, 65536, 262144, 1048576), chunk=1024, loss_tile=None, uncached=1024, compare=65536,
+    st_cached=(32768, 65536), st_mini=1024, warmup_budget_s=30.0,
+)
+SMOKE_SIZES = SimpleNamespace(
+    mfu_shapes=((16, 16), (64, 16), (16, 32)), mfu_warmup=1, mfu_steps=2,
+    pairs=32, snli_warmup=1, snli_steps=2,
+    largest=(64, 256), chunk=16, loss_tile=32, uncached=16, compare=256,
+    st_cached=(64,), st_mini=16, warmup_budget_s=30.0,
+)
+SMOKE_BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
+
+
+# ------------------------------------------------------------------ device, timing
+
+
+def log(line: str) -> None:
+    print(f"[gpu] {line}", file=sys.stderr, flush=True)
+
+
+class Device:
+    def __init__(self, cuda: bool):
+        self.cuda, self.type = cuda, "cuda" if cuda else "cpu"
+        self.name = torch.cuda.get_device_name() if cuda else "cpu"
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def autocast(self):
+        return torch.autocast(self.type, dtype=torch.bfloat16)
+
+    def reset_peak(self) -> None:
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+
+    def peak_gb(self) -> float | None:
+        return round(torch.cuda.max_memory_allocated() / 2**30, 3) if self.cuda else None
+
+    def free(self) -> None:
+        gc.collect()
+        if self.cuda:
+            torch.cuda.empty_cache()
+
+
+def peak_tflops(name: str) -> float | None:
+    if "H100" in name and "PCIe" in name:
+        return 756.0
+    return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+
+
+def mean_step(dev: Device, step, warmup: int, steps: int) -> float:
+    """Seconds per step: ``warmup`` steps, then ``steps`` timed together (synchronised at both ends)."""
+    for _ in range(warmup):
+        step()
+    dev.sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    dev.sync()
+    return (time.perf_counter() - t0) / steps
+
+
+def first_step(dev: Device, step) -> float:
+    dev.sync()
+    t0 = time.perf_counter()
+    step()
+    dev.sync()
+    return time.perf_counter() - t0
+
+
+def guarded(name: str, fn, *args, **kwargs) -> dict:
+    """``fn(...)``, or ``{"error": ...}`` if it raised (the run goes on)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - a benchmark part that fails is reported, not fatal
+        log(f"{name}: {type(e).__name__}: {e}")
+        return {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+
+
+def missing(*packages: str) -> dict | None:
+    """``{"skipped": "no X package"}`` for the first of ``packages`` that does not import (the GPU machine
+    may lack ``datasets``, which sentence-transformers imports, and ``accelerate``, which the Trainer needs)."""
+    for name in packages:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return {"skipped": f"no {name} package"}
+    return None
+
+
+def word_bert(config, prefix: str) -> Path:
+    """Random-weight BERT + a word-level vocabulary ``w0 .. wN`` (as ``gpu_mfu`` builds it)."""
+    from transformers import BertModel, BertTokenizerFast
+
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    (folder / "vocab.txt").write_text("\n".join(special + [f"w{i}" for i in range(config.vocab_size - len(special))]))
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    return folder
+
+
+# ------------------------------------------------------------------ (a) MFU
+
+
+def project_mfu_step(folder: Path, config, dev: Device, mode: str):
+    from train.encoder import Encoder
+    from train.loop import Trainee
+    from train.methods.simcse_unsup import SimCSEUnsup
+    from train.step import forward_backward
+
+    encoder = Encoder(str(folder), "cls", max_len=512, dropout=0.1)
+    trainee = Trainee(encoder, SimCSEUnsup(SimCSEUnsup.Options(), hidden_size=config.hidden_size,
+                                           temperature=TEMPERATURE)).to(dev.type)
+    if mode != "project":
+        trainee.encoder.unpad = False
+    if mode == "project_compiled":  # what train/loop.py does for ``compile: true``
+        trainee.encoder.model.compile(dynamic=True)
+    opt = torch.optim.AdamW(trainee.parameters(), lr=1e-5, fused=True)
+
+    def make(rows: int, seq: int):
+        ids = torch.randint(5, config.vocab_size, (rows // 2, seq), device=dev.type)
+        batch = {"sentence": {"input_ids": ids, "attention_mask": torch.ones_like(ids)}}
+
+        def step():
+            forward_backward(trainee, trainee, batch, autocast=dev.autocast)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        return step
+
+    return make
+
+
+def stock_mfu_step(folder: Path, config, dev: Device, compiled: bool):
+    from transformers import BertModel
+
+    model = BertModel.from_pretrained(str(folder), attn_implementation="sdpa").to(dev.type).train()
+    model.pooler = None  # CLS pooling of the last layer; an unused pooler would only cost time
+    forward = torch.compile(model) if compiled else model
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
+
+    def make(rows: int, seq: int):
+        ids = torch.randint(5, config.vocab_size, (rows // 2, seq), device=dev.type)
+        labels = torch.arange(rows // 2, device=dev.type)
+
+        def step():
+            x = torch.cat([ids, ids])  # [x; x]: two dropout masks per sentence, as SimCSE-unsup
+            with dev.autocast():
+                cls = forward(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state[:, 0]
+                z1, z2 = F.normalize(cls.float(), dim=-1).chunk(2)
+                loss = F.cross_entropy(z1 @ z2.T / TEMPERATURE, labels)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        return step
+
+    return make
+
+
+def mfu_part(S, dev: Device, compile_on_cpu: bool) -> dict:
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig() if dev.cuda else BertConfig(vocab_size=1000, **SMOKE_BERT)
+    folder = word_bert(config, "bert-mfu-")
+    n_params = sum(p.numel() for n, p in BertModel(config, add_pooling_layer=False).named_parameters()
+                   if "embeddings" not in n)
+    peak = peak_tflops(dev.name) if dev.cuda else None
+    builders = {
+        "project": lambda: project_mfu_step(folder, config, dev, "project"),
+        "project_padded": lambda: project_mfu_step(folder, config, dev, "project_padded"),
+        "project_compiled": lambda: project_mfu_step(folder, config, dev, "project_compiled"),
+        "stock_eager": lambda: stock_mfu_step(folder, config, dev, compiled=False),
+        "stock_compiled": lambda: stock_mfu_step(folder, config, dev, compiled=True),
+    }
+
+    def measure(name: str, build) -> dict:
+        make, compiled, out = build(), name.endswith("compiled"), {}
+        for rows, seq in S.mfu_shapes:
+            step = make(rows, seq)
+            first = first_step(dev, step) if compiled else None
+            dt = mean_step(dev, step, S.mfu_warmup - (1 if compiled else 0), S.mfu_steps)
+            tokens = rows * seq
+            flops = tokens * (6 * n_params + 12 * config.num_hidden_layers * config.hidden_size * seq)
+            res = {"tokens_per_s": round(tokens / dt), "tflops": round(flops / dt / 1e12, 3),
+                   "mfu": round(flops / dt / 1e12 / peak, 3) if peak else None, "s_per_step": round(dt, 5)}
+            if compiled:
+                res["compile_s"] = round(first - dt, 2)
+            out[f"{rows}x{seq}"] = res
+            log(f"(a) {name} {rows}x{seq}: {res['tokens_per_s']} tokens/s, {res['tflops']} TFLOP/s, mfu {res['mfu']}"
+                + (f", compile {res['compile_s']} s" if compiled else ""))
+        return out
+
+    results = {}
+    for name, build in builders.items():
+        if name.endswith("compiled") and not dev.cuda and not compile_on_cpu:
+            results[name] = {"skipped": "cpu smoke"}
+            continue
+        torch.manual_seed(0)
+        results[name] = guarded(f"(a) {name}", measure, name, build)
+        dev.free()
+    shape = "x".join(map(str, S.mfu_shapes[-1]))
+    return {"device": dev.name, "peak_bf16_tflops": peak, "non_embedding_params": n_params,
+            "flops_per_token": f"6N + 12*L*d*seq, N = {n_params}, L = {config.num_hidden_layers}, d = {config.hidden_size}",
+            "largest_shape": shape, **results}
+
+
+# ------------------------------------------------------------------ (b) SNLI MNRL at 512 pairs
+
+
+def snli_pairs(snli_dir: Path | None) -> tuple[list[tuple[str, str]], str]:
+    """(premise, entailment) pairs of SNLI dev + test in SentEval's layout (what ``ingest.pairs`` makes
+    of them for bench/train.py), shuffled; synthetic sentences when the folder is absent."""
+    pairs = []
+    if snli_dir is not None and snli_dir.is_dir():
+        for split in ("dev", "test"):
+            files = [snli_dir / f"{name}.{split}" for name in ("s1", "s2", "labels")]
+            if all(f.is_file() for f in files):
+                s1, s2, labels = (f.read_text(encoding="utf-8").splitlines() for f in files)
+                pairs += [(a.strip(), b.strip()) for a, b, y in zip(s1, s2, labels) if y.strip() == "entailment"]
+    source = f"snli {snli_dir}"
+    if not pairs:
+        rng = random.Random(0)
+        words = [f"w{i}" for i in range(2000)]
+        sentence = lambda: " ".join(rng.choices(words, k=rng.randint(6, 20)))  # noqa: E731
+        pairs, source = [(sentence(), sentence()) for _ in range(8000)], "synthetic"
+    random.Random(0).shuffle(pairs)
+    return pairs, source
+
+
+def mnrl_model(texts: list[str], dev: Device, smoke: bool) -> Path:
+    """BERT-base (smoke: 2 layers) with random weights and a WordPiece vocabulary of ``texts``."""
+    from transformers import BertConfig, BertModel
+
+    from train.tiny_bert import build_tiny_bert
+
+    folder = Path(tempfile.mkdtemp(prefix="bert-mnrl-"))
+    build_tiny_bert(texts, folder, vocab_size=3000 if smoke else 30522, max_position_embeddings=512)
+    if not smoke:  # the tokenizer stays, the weights become BERT-base's shape (its vocabulary covers the tokenizer's)
+        torch.manual_seed(0)
+        BertModel(BertConfig()).save_pretrained(folder)
+    return folder
+
+
+def mnrl_trainee(path: Path, dev: Device):
+    from train.config import TrainConfig
+    from train.loop import build_trainee
+
+    cfg = TrainConfig.from_dict({"method": "simcse_sup", "simcse_sup": {"hard_negatives": False}, "model": str(path),
+                                 "data": "-", "pooling": "mean", "dropout": None, "max_len": MAX_LEN,
+                                 "temperature": TEMPERATURE})
+    torch.manual_seed(0)
+    trainee = build_trainee(cfg, {}).to(dev.type)
+    return trainee, torch.optim.AdamW(trainee.parameters(), lr=LR, fused=True)
+
+
+def snli_project(path: Path, batches, S, dev: Device) -> dict:
+    import numpy as np
+
+    from train.batch import to_device
+    from train.step import forward_backward
+
+    trainee, opt = mnrl_trainee(path, dev)
+    rows = iter(batches)
+
+    def step():
+        chunk = next(rows)
+        batch = trainee.method.collate({"premise": np.array([a for a, _ in chunk], dtype=object),
+                                        "entailment": np.array([p for _, p in chunk], dtype=object)}, trainee.encoder)
+        forward_backward(trainee, trainee, to_device(batch, dev.type), autocast=dev.autocast)
+        torch.nn.utils.clip_grad_norm_(trainee.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    dev.reset_peak()
+    dt = mean_step(dev, step, S.snli_warmup, S.snli_steps)
+    return {"pairs_per_s": round(S.pairs / dt, 1), "s_per_step": round(dt, 4), "peak_mem_gb": dev.peak_gb()}
+
+
+def snli_plain(path: Path, batches, S, dev: Device) -> dict:
+    from transformers import AutoModel, AutoTokenizer
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModel.from_pretrained(str(path)).to(dev.type).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, fused=True)
+    labels = torch.arange(S.pairs, device=dev.type)
+    rows = iter(batches)
+
+    def embed(texts):
+        enc = tokenizer(texts, padding=True, truncation=True, max_length=MAX_LEN, return_tensors="pt").to(dev.type)
+        hidden = model(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        return F.normalize(((hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)).float(), dim=-1)
+
+    def step():
+        chunk = next(rows)
+        with dev.autocast():
+            a, p = embed([a for a, _ in chunk]), embed([p for _, p in chunk])
+            loss = F.cross_entropy(a @ p.T / TEMPERATURE, labels)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    dev.reset_peak()
+    dt = mean_step(dev, step, S.snli_warmup, S.snli_steps)
+    return {"pairs_per_s": round(S.pairs / dt, 1), "s_per_step": round(dt, 4), "peak_mem_gb": dev.peak_gb()}
+
+
+def snli_st_trainer(path: Path, batches, S, dev: Device) -> dict:
+    if skipped := missing("datasets", "accelerate"):
+        return skipped
+    from datasets import Dataset
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from transformers import TrainerCallback
+
+    torch.manual_seed(0)
+    model = SentenceTransformer(str(path), device=dev.type)
+    model.max_seq_length = MAX_LEN
+    rows = [pair for chunk in batches for pair in chunk]
+    data = Dataset.from_dict({"anchor": [a for a, _ in rows], "positive": [p for _, p in rows]})
+    marks: list[float] = []
+
+    class Timer(TrainerCallback):
+        """The end of the last warm-up step and of the last step, synchronised: a step holds its data
+        loading and tokenization (the collator runs before on_step_begin)."""
+
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step in (S.snli_warmup, S.snli_warmup + S.snli_steps):
+                dev.sync()
+                marks.append(time.perf_counter())
+
+    out_dir = tempfile.mkdtemp(prefix="st-trainer-")
+    args = SentenceTransformerTrainingArguments(
+        output_dir=out_dir, per_device_train_batch_size=S.pairs, max_steps=S.snli_warmup + S.snli_steps,
+        learning_rate=LR, warmup_steps=0, save_strategy="no", report_to="none", logging_strategy="no",
+        dataloader_drop_last=True, use_cpu=not dev.cuda, bf16=dev.cuda, seed=0, disable_tqdm=True,
+    )
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
+                                         loss=MultipleNegativesRankingLoss(model, scale=1 / TEMPERATURE),
+                                         callbacks=[Timer()])
+    dev.reset_peak()
+    trainer.train()
+    dt = (marks[-1] - marks[0]) / S.snli_steps
+    return {"pairs_per_s": round(S.pairs / dt, 1), "s_per_step": round(dt, 4), "peak_mem_gb": dev.peak_gb(),
+            "optim": str(args.optim), "bf16": bool(args.bf16)}
+
+
+def snli_part(path: Path, pairs, source: str, S, dev: Device) -> dict:
+    need = S.pairs * (S.snli_warmup + S.snli_steps)
+    rows = [pairs[i % len(pairs)] for i in range(need)]  # cycled if the set is smaller
+    batches = [rows[i : i + S.pairs] for i in range(0, need, S.pairs)]
+    out = {"pairs": S.pairs, "data": source, "max_len": MAX_LEN, "precision": "bf16" if dev.cuda else "bf16 autocast (st: fp32)"}
+    for name, fn in (("project", snli_project), ("plain", snli_plain), ("st_trainer", snli_st_trainer)):
+        out[name] = guarded(f"(b) {name}", fn, path, batches, S, dev)
+        log(f"(b) {name}: {out[name]}")
+        dev.free()
+    sps = {k: out[k].get("pairs_per_s") for k in ("project", "plain", "st_trainer")}
+    for name, other in (("project_vs_st_trainer", "st_trainer"), ("project_vs_plain", "plain")):
+        out[name] = round(sps["project"] / sps[other], 3) if sps["project"] and sps[other] else None
+    return out
+
+
+# ------------------------------------------------------------------ (c) largest batch
+
+
+def token_column(n: int, lo: int, hi: int, vocab: int, cls_id: int, sep_id: int, device: str) -> dict:
+    """What ``collate`` makes of a text column: ``[CLS] ... [SEP]`` rows of ``lo..hi`` tokens, padded to
+    the longest (``input_ids``, ``token_type_ids``, ``attention_mask``, int64)."""
+    lengths = torch.randint(lo, hi + 1, (n,), device=device)
+    mask = (torch.arange(int(lengths.max()), device=device)[None, :] < lengths[:, None]).long()
+    ids = torch.randint(5, vocab, mask.shape, device=device) * mask
+    ids[:, 0] = cls_id
+    ids[torch.arange(n, device=device), lengths - 1] = sep_id
+    return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask}
+
+
+def pair_tokens(n: int, tokenizer, device: str) -> dict:
+    torch.manual_seed(n)
+    args = (len(tokenizer), tokenizer.cls_token_id, tokenizer.sep_token_id, device)
+    return {"premise": token_column(n, 8, 20, *args), "entailment": token_column(n, 5, 11, *args)}
+
+
+def tensor_gb(batch: dict) -> float:
+    return round(sum(t.numel() * t.element_size() for col in batch.values() for t in col.values()) / 2**30, 3)
+
+
+def timed_steps(dev: Device, step, warmup: int, steps: int) -> dict:
+    """Median seconds per step (each synchronised) after ``warmup`` steps, and the peak memory of those steps."""
+    for _ in range(warmup):
+        step()
+    dev.reset_peak()
+    times = [first_step(dev, step) for _ in range(steps)]
+    return {"s_per_step": round(statistics.median(times), 4), "peak_mem_gb": dev.peak_gb(),
+            "warmup_steps": warmup, "steps": steps}
+
+
+def sizes_with_oom(name: str, sizes, run, S, dev: Device) -> dict:
+    """``run(n, warmup, steps)`` at each size; out of memory -> {"oom": true}, and larger sizes are skipped.
+    The largest size gets no warm-up step when the one before projects it past ``warmup_budget_s``."""
+    out, last = {}, None
+    for n in sizes:
+        if any(r.get("oom") for r in out.values()):
+            out[str(n)] = {"skipped": "a smaller size ran out of memory"}
+            continue
+        warmup = 1
+        if n == sizes[-1] and n > S.compare and last and last[1] * n / last[0] > S.warmup_budget_s:
+            warmup = 0
+        try:
+            res = run(n, warmup, 3 if n <= S.compare else 1)
+        except torch.OutOfMemoryError as e:
+            res = {"oom": True, "error": str(e).splitlines()[0][:200]}
+        res = {"pairs": n, **res}
+        if "s_per_step" in res:
+            res["us_per_pair"] = round(res["s_per_step"] / n * 1e6, 3)
+            last = (n, res["s_per_step"])
+        out[str(n)] = res
+        log(f"(c) {name} {n} pairs: {res}")
+        dev.free()
+    return out
+
+
+def largest_project(path: Path, S, dev: Device) -> dict:
+    from train.step import forward_backward
+
+    trainee, opt = mnrl_trainee(path, dev)
+    if S.loss_tile:
+        trainee.method.loss_tile = S.loss_tile
+    tokenizer = trainee.encoder.tokenizer
+
+    def run(n: int, warmup: int, steps: int, chunk: int | None = S.chunk) -> dict:
+        batch = pair_tokens(n, tokenizer, dev.type)
+
+        def step():
+            forward_backward(trainee, trainee, batch, chunk_size=chunk, autocast=dev.autocast)
+            torch.nn.utils.clip_grad_norm_(trainee.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        try:
+            return {**timed_steps(dev, step, warmup, steps), "input_gb": tensor_gb(batch)}
+        finally:
+            opt.zero_grad(set_to_none=True)
+
+    uncached = {"pairs": S.uncached, **run(S.uncached, 3, 5, chunk=None)}
+    uncached["us_per_pair"] = round(uncached["s_per_step"] / S.uncached * 1e6, 3)
+    log(f"(c) project uncached {S.uncached} pairs: {uncached}")
+    out = {"chunk_size": S.chunk, "loss_tile": trainee.method.loss_tile, "uncached": uncached,
+           **sizes_with_oom("project gradcache", S.largest, run, S, dev)}
+    compare = out.get(str(S.compare), {})
+    out[f"gradcache_vs_uncached_per_pair_{S.compare}"] = (
+        round(compare["us_per_pair"] / uncached["us_per_pair"], 3) if "us_per_pair" in compare else None)
+    return out
+
+
+def largest_st_cached(path: Path, S, dev: Device) -> dict:
+    if skipped := missing("datasets"):
+        return skipped
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import CachedMultipleNegativesRankingLoss
+
+    torch.manual_seed(0)
+    model = SentenceTransformer(str(path), device=dev.type)
+    model.max_seq_length = MAX_LEN
+    model.train()
+    loss_fn = CachedMultipleNegativesRankingLoss(model, scale=1 / TEMPERATURE, mini_batch_size=S.st_mini)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, fused=True)
+    tokenizer = model.tokenizer
+
+    def run(n: int, warmup: int, steps: int) -> dict:
+        batch = pair_tokens(n, tokenizer, dev.type)
+
+        def step():
+            with dev.autocast():  # the backward too: its hook replays the mini-batch forwards
+                loss = loss_fn([dict(batch["premise"]), dict(batch["entailment"])], None)
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        try:
+            return {**timed_steps(dev, step, warmup, steps), "input_gb": tensor_gb(batch)}
+        finally:
+            opt.zero_grad(set_to_none=True)
+
+    return {"mini_batch_size": S.st_mini, **sizes_with_oom("st_cached", S.st_cached, run, S, dev)}
+
+
+def largest_part(path: Path, S, dev: Device) -> dict:
+    out = {"inputs": "pre-built token tensors: premise 8-20 tokens, entailment 5-11, padded per column"}
+    out["project"] = guarded("(c) project", largest_project, path, S, dev)
+    dev.free()
+    out["st_cached"] = guarded("(c) st_cached", largest_st_cached, path, S, dev)
+    dev.free()
+    return out
+
+
+# ------------------------------------------------------------------ main
+
+
+def versions(dev: Device) -> dict:
+    import transformers
+
+    try:
+        st = metadata.version("sentence-transformers")
+    except metadata.PackageNotFoundError:
+        st = None
+    return {"device": dev.name, "torch": torch.__version__, "transformers": transformers.__version__,
+            "sentence_transformers": st}
+
+
+def checks(result: dict, smoke: bool) -> dict:
+    keys = ("mfu_512x128_ge_0.40", "vs_st_trainer_ge_1.8", "gradcache_65536_le_16gb",
+            "gradcache_65536_per_pair_le_1.25x", "one_step_1048576")
+    if smoke:
+        return dict.fromkeys(keys)
+    mfu = result.get("mfu", {}).get("project", {}).get("512x128", {}).get("mfu")
+    ratio = result.get("snli_mnrl", {}).get("project_vs_st_trainer")
+    project = result.get("largest_batch", {}).get("project", {})
+    at_65536, per_pair = project.get("65536", {}), project.get("gradcache_vs_uncached_per_pair_65536")
+    flag = lambda value, ok: None if value is None else bool(ok(value))  # noqa: E731
+    return {
+        keys[0]: flag(mfu, lambda v: v >= 0.40),
+        keys[1]: flag(ratio, lambda v: v >= 1.8),
+        keys[2]: flag(at_65536.get("peak_mem_gb"), lambda v: v <= 16),
+        keys[3]: flag(per_pair, lambda v: v <= 1.25),
+        keys[4]: None if "1048576" not in project else "s_per_step" in project["1048576"],
+    }
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--parts", nargs="+", default=["a", "b", "c"], choices=["a", "b", "c"])
+    ap.add_argument("--smoke", action="store_true", help="the CPU smoke sizes (tiny BERT) even on a GPU")
+    ap.add_argument("--snli-dir", type=Path, default=REPO.parent / "shared" / "data" / "nli" / "snli_senteval")
+    ap.add_argument("--compile-on-cpu", action="store_true", help="smoke: run the torch.compile steps too (slow)")
+    ap.add_argument("--no-loss", action="store_true", help="skip bench/tiled_loss.py's CPU loss figures")
+    return ap.parse_args(argv)
+
+
+def gpu_parts(args) -> dict:
+    """Parts (a)-(c) as one dict (device, versions, ``mfu``, ``snli_mnrl``, ``largest_batch``, ``checks``)."""
+    parts = getattr(args, "parts", None) or ["a", "b", "c"]
+    cuda = torch.cuda.is_available() and not getattr(args, "smoke", False)
+    S, dev = (GPU_SIZES if cuda else SMOKE_SIZES), Device(cuda)
+    smoke = not cuda
+    result = {**versions(dev), "smoke": smoke}
+    log(f"device {dev.name}, parts {' '.join(parts)}{' (smoke sizes)' if smoke else ''}")
+    started = time.perf_counter()
+    if "a" in parts:
+        result["mfu"] = guarded("(a)", mfu_part, S, dev, getattr(args, "compile_on_cpu", False))
+        dev.free()
+    if "b" in parts or "c" in parts:
+        pairs, source = snli_pairs(getattr(args, "snli_dir", None))
+        path = mnrl_model([t for pair in pairs for t in pair], dev, smoke)
+        log(f"{len(pairs)} pairs ({source}); encoder {path}")
+        if "b" in parts:
+            result["snli_mnrl"] = guarded("(b)", snli_part, path, pairs, source, S, dev)
+        if "c" in parts:
+            result["largest_batch"] = guarded("(c)", largest_part, path, S, dev)
+    result["checks"] = checks(result, smoke)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    result = gpu_parts(args)
+    if not args.no_loss:  # hook: bench/tiled_loss.py's CPU loss figures, merged into the same JSON
+        try:
+            from bench.tiled_loss import loss_figures
+        except ModuleNotFoundError as e:
+            log(f"tiled_loss skipped: {e}")
+        else:
+            result["tiled_loss"] = guarded("tiled_loss", loss_figures, smoke=result["smoke"])
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

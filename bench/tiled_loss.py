@@ -1,0 +1,208 @@
+"""The tiled losses on CPU: exactness for every method, memory at 65,536 x 65,536, time beside the dense loss.
+
+    python bench/tiled_loss.py [--smoke]      # bench/gpu.py merges the same figures under "tiled_loss"
+
+* ``tiled_equals_dense``: every method's loss (and every option that changes its blocks) at 1,000
+  anchors x 1,000 (or 2,000 / 3,000) candidates, d = 64, float32, tiles of 384 (no multiple of it):
+  the loss and the gradient of every input against the dense oracle (``tests/dense_losses.py``:
+  every logit materialised, then cross-entropy), to 1e-5 (gradients relative to the largest entry).
+* ``loss_peak_gb_65536x384``: one MNRL loss forward + backward (``info_nce``, what SimCSE and MNRL
+  use) at B = N = 65,536, d = 384, default tile, in a fresh subprocess: its peak resident memory
+  (``VmHWM``, reset just before) minus the resident memory before the inputs were made. The inputs (two 65,536 x 384
+  float32 matrices, 0.1 GB each), their unit copies and their gradients are counted in it. Beside it
+  ``dense_loss_gb_65536x384``: the dense loss's logits, softmax and logit gradient (3 x B x N x 4
+  bytes), computed, not run (it would not fit this machine).
+* ``loss_seconds_4096``: the same loss at B = N = 4,096, d = 384, forward + backward, dense and tiled
+  at several tile sizes (best of 3 each, one process, all torch threads): the default tile is chosen
+  from this (``train.methods.tiled.DEFAULT_LOSS_TILE``).
+
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+
+def _exact(tiled, dense, inputs, rel=1e-5) -> dict:
+    import torch
+
+    want = dense()
+    want_grads = torch.autograd.grad(want, inputs)
+    got = tiled()
+    got_grads = torch.autograd.grad(got, inputs)
+    scale = max(float(g.abs().max()) for g in want_grads)
+    grad_err = max(float((g - w).abs().max()) for g, w in zip(got_grads, want_grads)) / scale
+    loss_err = abs(float(got.detach()) - float(want.detach())) / max(abs(float(want.detach())), 1e-6)
+    return {"loss_rel_err": float(f"{loss_err:.3g}"), "grad_rel_err": float(f"{grad_err:.3g}"),
+            "equal": loss_err <= rel and grad_err <= rel}
+
+
+def exactness(n: int = 1000, d: int = 64, tile: int = 384) -> dict:
+    """Every method's loss, tiled vs the dense oracle, float32."""
+    import torch
+
+    from tests import dense_losses as dense
+    from train.methods.dsbats import dsbats_loss
+    from train.methods.ease import entity_loss
+    from train.methods.pair_losses import Gaussian, gausscse_loss, rse_loss, simcse_supervised_loss
+    from train.methods.simcse_unsup import simcse_loss
+
+    g = torch.Generator().manual_seed(0)
+
+    def leaf(*shape, scale=1.0):
+        return (scale * torch.randn(*shape, generator=g)).requires_grad_()
+
+    tau = 0.05
+    rows = torch.arange(0, n, 3)
+    a, p, m, r = leaf(n, d), leaf(n, d), leaf(n, d), leaf(n, d, scale=0.3)
+    valid = torch.rand(n, generator=g) > 0.3
+    weights = torch.rand(n, generator=g) + 0.5
+    entity_ids = torch.randint(1, n // 4, (2, n), generator=g)  # many duplicate entities
+    clusters = torch.randint(0, 40, (n,), generator=g)
+    mus, logvars = [leaf(n, d) for _ in range(3)], [leaf(n, d, scale=0.5) for _ in range(3)]
+
+    def gaussians():
+        return [Gaussian(mu, torch.exp(lv)) for mu, lv in zip(mus, logvars)]
+
+    cases = {
+        "simcse_unsup": (lambda t: simcse_loss(a, p, tau, t), lambda: dense.info_nce(a, p, torch.arange(n), tau), [a, p]),
+        "mnrl": (lambda t: simcse_supervised_loss(a, p, None, tau, tile=t),
+                 lambda: dense.simcse_supervised_loss(a, p, None, tau), [a, p]),
+        "simcse_sup": (lambda t: simcse_supervised_loss(a, p, m, tau, 1.0, rows=rows, tile=t),
+                       lambda: dense.simcse_supervised_loss(a, p, m, tau, 1.0, rows=rows), [a, p, m]),
+        "aspectcse": (lambda t: simcse_supervised_loss(a, p, m, tau, tile=t),
+                      lambda: dense.simcse_supervised_loss(a, p, m, tau), [a, p, m]),
+        "ease_entities": (
+            lambda t: entity_loss(a, p, m, entity_ids[0], entity_ids[1], temperature=0.1, hard_negative_weight=1.0,
+                                  tile=t),
+            lambda: dense.entity_loss(a, p, m, entity_ids[0], entity_ids[1], temperature=0.1, hard_negative_weight=1.0),
+            [a, p, m]),
+        "rse_weighted": (
+            lambda t: rse_loss(a, r, p, m, tau, hard_negative_valid=valid, weights=weights, rows=rows, tile=t),
+            lambda: dense.rse_loss(a, r, p, m, tau, hard_negative_valid=valid, weights=weights, rows=rows),
+            [a, r, p, m]),
+        "dsbats_other_clusters": (
+            lambda t: dsbats_loss(a, p, m, tau, False, p, clusters, clusters, tile=t),
+            lambda: dense.dsbats_loss(a, p, m, tau, False, p, clusters[:, None] == clusters[None, :]), [a, p, m]),
+        "dsbats_in_denominator": (lambda t: dsbats_loss(a, p, m, tau, True, tile=t),
+                                  lambda: dense.dsbats_loss(a, p, m, tau, True), [a, p, m]),
+    }
+    for form in ("kl_sum", "kl_mean", "per_dim"):
+        size = n if form != "per_dim" else n // 4  # per_dim's dense oracle holds (n, n, d)
+        sub = slice(0, size)
+
+        def tiled(t, form=form, sub=sub):
+            prem, ent, con = (Gaussian(x.mu[sub], x.var[sub]) for x in gaussians())
+            return gausscse_loss(prem, ent, con, temperature=tau, form=form, tile=t)
+
+        def oracle(form=form, sub=sub):
+            prem, ent, con = (Gaussian(x.mu[sub], x.var[sub]) for x in gaussians())
+            return dense.gausscse_loss(prem, ent, con, temperature=tau, form=form)
+
+        cases[f"gausscse_{form}"] = (tiled, oracle, mus + logvars)
+    out = {name: _exact(lambda: tiled(tile), dense_fn, inputs) for name, (tiled, dense_fn, inputs) in cases.items()}
+    return {"all": all(v["equal"] for v in out.values()), "n": n, "d": d, "tile": tile, "methods": out}
+
+
+PEAK_CHILD = r"""
+import sys, time, torch
+sys.path.insert(0, {repo!r})
+from train.methods.contrastive import info_nce
+
+def status(key):  # kB
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1])
+
+n, d, tile = {n}, {d}, {tile}
+open("/proc/self/clear_refs", "w").write("5")  # the peak (VmHWM) restarts from the current resident set
+before = status("VmRSS:")
+g = torch.Generator().manual_seed(0)
+a = torch.randn(n, d, generator=g).requires_grad_()
+c = torch.randn(n, d, generator=g).requires_grad_()
+t0 = time.perf_counter()
+loss = info_nce(a, c, torch.arange(n), 0.05, tile=tile)
+loss.backward()
+seconds = time.perf_counter() - t0
+peak = status("VmHWM:")
+print(before, peak, seconds, float(loss), bool(torch.isfinite(a.grad).all() and torch.isfinite(c.grad).all()))
+"""
+
+
+def peak_memory(n: int, d: int, tile: int) -> dict:
+    """One info_nce forward + backward in a fresh process: peak RSS over the RSS before the inputs."""
+    child = PEAK_CHILD.format(repo=str(REPO), n=n, d=d, tile=tile)
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=3600,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    if out.returncode != 0:
+        raise RuntimeError(f"the memory probe failed:\n{out.stderr[-2000:]}")
+    before, peak, seconds, loss, finite = out.stdout.split()
+    return {"peak_gb": round((int(peak) - int(before)) / 2**20, 3), "seconds": round(float(seconds), 1),
+            "loss": round(float(loss), 4), "gradients_finite": finite == "True", "tile": tile}
+
+
+def loss_seconds(n: int, d: int, tiles: list[int], repeats: int = 3) -> dict:
+    """Forward + backward of info_nce at B = N = n, best of ``repeats``, for each tile (0 = dense)."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(n, d, generator=g).requires_grad_()
+    c = torch.randn(n, d, generator=g).requires_grad_()
+    from train.methods.contrastive import info_nce
+
+    out = {}
+    for tile in tiles:
+        best = float("inf")
+        for _ in range(repeats):
+            a.grad = c.grad = None
+            t0 = time.perf_counter()
+            info_nce(a, c, torch.arange(n), 0.05, tile=tile).backward()
+            best = min(best, time.perf_counter() - t0)
+        out["dense" if tile == 0 else f"tile{tile}"] = round(best, 4)
+    return out
+
+
+def loss_figures(smoke: bool = False) -> dict:
+    from train.methods.tiled import DEFAULT_LOSS_TILE
+
+    n_big, n_time = (8192, 1024) if smoke else (65536, 4096)
+    d = 384
+    figures = {"tiled_equals_dense": exactness(n=300 if smoke else 1000, tile=128 if smoke else 384)}
+    probe = peak_memory(n_big, d, DEFAULT_LOSS_TILE if not smoke else 1024)
+    figures[f"loss_peak_gb_{n_big}x{d}"] = probe["peak_gb"]
+    figures[f"loss_probe_{n_big}x{d}"] = probe
+    figures[f"dense_loss_gb_{n_big}x{d}"] = round(3 * n_big * n_big * 4 / 2**30, 1)
+    tiles = [0, 512, 1024, 2048] if smoke else [0, 1024, 2048, 4096]
+    times = loss_seconds(n_time, d, [t for t in tiles if t < n_time])  # a tile >= n is the dense path
+    figures[f"loss_seconds_{n_time}"] = times
+    dense = times["dense"]
+    figures[f"tiled_vs_dense_time_{n_time}"] = {k: round(v / dense, 3) for k, v in times.items() if k != "dense"}
+    figures["default_loss_tile"] = DEFAULT_LOSS_TILE
+    return figures
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="small sizes (8,192 pairs for the memory probe)")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    figures = loss_figures(smoke=args.smoke)
+    figures["wall_s"] = round(time.perf_counter() - t0, 1)
+    figures["max_rss_gb_parent"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+    print(json.dumps(figures))
+    return 0 if figures["tiled_equals_dense"]["all"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
