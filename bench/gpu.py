@@ -1,51 +1,43 @@
-"""The GPU training step: this project's beside stock transformers and sentence-transformers, in one
-run on one device.
+"""The GPU training step: this project's beside stock transformers and sentence-transformers, all in
+one run on one device.
 
     python bench/gpu.py [--parts a b c] [--smoke] [--snli-dir DIR] [--no-loss]
 
-On a GPU machine: torch, transformers, sentence-transformers and pyarrow are enough for this script
-(no Ray; ``datasets`` is imported only inside the sentence-transformers parts). sentence-transformers
-imports ``datasets`` itself, so (b)'s ``st_trainer`` and (c)'s ``st_cached`` need the ``datasets``,
-``dill`` and ``multiprocess`` wheels (and whatever else of ``datasets``' dependencies the machine
-lacks; the Trainer of (b) also needs ``accelerate``); carried as wheels in ``.whl/``::
+No Ray, and ``datasets`` only inside the sentence-transformers parts. sentence-transformers imports
+``datasets`` itself: (b)'s ``st_trainer`` and (c)'s ``st_cached`` need the ``datasets``, ``dill`` and
+``multiprocess`` wheels (and any other ``datasets`` dependency the machine lacks; the Trainer also
+needs ``accelerate``), else they report ``{"skipped": "no datasets package"}``. On a GPU machine
+with torch, transformers, sentence-transformers and pyarrow, carrying those wheels in ``.whl/``::
 
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && PYTHONPATH=/tmp/site python3 bench/gpu.py
 
-Without them those two report ``{"skipped": "no datasets package"}`` (or ``accelerate``). About 6-7 minutes on one
-H100. Without a GPU, or with ``--smoke``, every code path runs on CPU with a 2-layer BERT at tiny
-sizes (a check that it runs; its figures mean nothing and its ``checks`` are None).
+About 6-7 minutes on one H100. Without a GPU, every code path runs on CPU with a 2-layer BERT at tiny
+sizes (a check that it runs; figures meaningless, ``checks`` None; the ``torch.compile`` steps are
+skipped unless ``--compile-on-cpu``: minutes). ``--smoke`` on a GPU runs those tiny sizes there.
 
-* (a) ``mfu``: tokens/s, TFLOP/s and MFU of one training step of BERT-base (``BertConfig()``,
-  random weights, bf16 autocast, fused AdamW) at rows x seq 256x32, 2048x32 and 512x128
-  (full-length rows), for ``project`` (Encoder(cls) + SimCSE-unsup through
-  ``train.step.forward_backward``, built as bench/train.py's ``gpu_mfu``: rows/2 sentences, each
-  encoded twice), ``project_padded`` (``unpad`` off: the stock transformers forward),
+* (a) ``mfu``: tokens/s, TFLOP/s, MFU of a BERT-base training step (``BertConfig()``, random weights,
+  bf16 autocast, fused AdamW) at rows x seq 256x32, 2048x32, 512x128 (full-length rows) for
+  ``project`` (Encoder(cls) + SimCSE-unsup through ``train.step.forward_backward``, as bench/train.py's
+  ``gpu_mfu``: rows/2 sentences, each twice), ``project_padded`` (``unpad`` off),
   ``project_compiled`` (the loop's ``compile: true``: unpad off, ``model.compile(dynamic=True)``),
-  ``stock_eager`` (transformers' BertModel, sdpa attention, CLS pooling, in-batch InfoNCE cosine/0.05
-  on the same [x; x] rows, labels arange) and ``stock_compiled`` (the same through
-  ``torch.compile``). FLOPs = tokens x (6N + 12·L·d·seq), N non-embedding parameters (PaLM appendix
-  B, as ``gpu_mfu``); peak bf16 TFLOP/s from the device name. ``compile_s``: the first step at a
-  shape minus a measured step. The models are built once per step kind and run the shapes in order.
-* (b) ``snli_mnrl``: MNRL (in-batch negatives over SNLI (premise, entailment) pairs, cosine/0.05 =
-  scale 20, mean pooling, max_len 32, bf16) at 512 pairs a step: pairs/s and peak memory of
-  ``project`` (the Ray loop's trainee built in process: ``simcse_sup`` without hard negatives;
-  collate, i.e. tokenize, + forward_backward), ``plain`` (a hand-written loop, bench/train.py's
-  ``plain_loop`` under autocast) and ``st_trainer`` (``SentenceTransformerTrainer`` with
-  ``MultipleNegativesRankingLoss(scale=20)``, ``bf16=True``; timed by a trainer callback).
-  Tokenization, gradient clipping (1.0, as the loop and the trainer do) and the fused AdamW step
-  count in every one. Data: SNLI dev + test entailment pairs from ``--snli-dir`` (SentEval layout:
-  s1/s2/labels), else synthetic sentences (6-20 words of a fixed vocabulary). Encoder: BERT-base
-  random weights with a WordPiece vocabulary of the texts (``train.tiny_bert``), a plain Hugging
-  Face folder that the project's Encoder and ``SentenceTransformer(path)`` both load.
-* (c) ``largest_batch``: peak memory and seconds per step of the project's GradCache step (the MNRL
-  of (b), ``chunk_size`` 1024, the loss's log-sum-exp in tiles of ``loss_tile``) at 8,192, 65,536,
-  262,144 and 1,048,576 pairs; pre-built token tensors (premise 8-20 tokens, entailment 5-11, each
-  padded to its column's longest row), so tokenizing a million pairs is not timed. Beside it: the
-  uncached step at 1,024 pairs (``gradcache_vs_uncached_per_pair``: time per pair at 65,536 over
-  that), and sentence-transformers' ``CachedMultipleNegativesRankingLoss(mini_batch_size=1024)`` on
-  the same kind of tensors at 32,768 and 65,536 pairs (loss + backward + clip + optimizer step,
-  called directly; the backward also under autocast, so its replayed forwards run in bf16).
-  Out of memory at a size is reported as ``{"oom": true}``.
+  ``stock_eager`` (transformers' BertModel, sdpa, CLS, in-batch InfoNCE cosine/0.05 on the same
+  [x; x] rows) and ``stock_compiled`` (``torch.compile`` of it). FLOPs = tokens x (6N + 12·L·d·seq),
+  N non-embedding parameters (``gpu_mfu``'s formula); ``compile_s``: first step minus a measured one.
+* (b) ``snli_mnrl``: MNRL (SNLI (premise, entailment) pairs, in-batch negatives, cosine/0.05 = scale
+  20, mean pooling, max_len 32, bf16) at 512 pairs a step: pairs/s and peak memory of ``project``
+  (the Ray loop's trainee built in process: ``simcse_sup`` without hard negatives), ``plain``
+  (bench/train.py's ``plain_loop`` under autocast) and ``st_trainer`` (``SentenceTransformerTrainer``,
+  ``MultipleNegativesRankingLoss(scale=20)``, ``bf16=True``). Tokenization, clipping (1.0, as the loop
+  and the Trainer do) and the fused AdamW step count in all three. Data: SNLI dev + test entailment
+  pairs (``--snli-dir``, SentEval layout), else synthetic sentences. Encoder: BERT-base random weights
+  with a WordPiece vocabulary of the texts (``train.tiny_bert``), a plain Hugging Face folder.
+* (c) ``largest_batch``: peak memory and s/step of the project's GradCache step (MNRL as in (b),
+  ``chunk_size`` 1024, the loss in ``loss_tile`` tiles) at 8,192 / 65,536 / 262,144 / 1,048,576 pairs
+  on pre-built token tensors (premise 10-24 tokens, entailment 6-13: (b)'s SNLI pairs average 17 and
+  9.6; tokenization not timed), the uncached step at 1,024 pairs (``gradcache_vs_uncached_per_pair``
+  at 65,536), and sentence-transformers' ``CachedMultipleNegativesRankingLoss(mini_batch_size=1024)``
+  at 32,768 / 65,536 pairs (loss + backward + clip + optimizer step called directly, the backward
+  under autocast too, so its replayed forwards run in bf16). Out of memory: ``{"oom": true}``.
 
 Progress goes to stderr, one line per measurement; the last line on stdout is one JSON object.
 """
@@ -133,24 +125,28 @@ def peak_tflops(name: str) -> float | None:
     return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
 
 
-def mean_step(dev: Device, step, warmup: int, steps: int) -> float:
-    """Seconds per step: ``warmup`` steps, then ``steps`` timed together (synchronised at both ends)."""
-    for _ in range(warmup):
-        step()
+def seconds(dev: Device, fn) -> float:
+    """Wall seconds of ``fn()``, the device synchronised before and after."""
     dev.sync()
     t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    dev.sync()
-    return (time.perf_counter() - t0) / steps
-
-
-def first_step(dev: Device, step) -> float:
-    dev.sync()
-    t0 = time.perf_counter()
-    step()
+    fn()
     dev.sync()
     return time.perf_counter() - t0
+
+
+def mean_step(dev: Device, step, warmup: int, steps: int) -> float:
+    """Seconds per step: ``warmup`` steps, then ``steps`` timed together."""
+    for _ in range(warmup):
+        step()
+    return seconds(dev, lambda: [step() for _ in range(steps)]) / steps
+
+
+def update(opt, params=None) -> None:
+    """Clip (when ``params`` is given: max norm 1.0, as the loop and HF's Trainer do), AdamW step, clear grads."""
+    if params is not None:
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
 
 
 def guarded(name: str, fn, *args, **kwargs) -> dict:
@@ -163,8 +159,7 @@ def guarded(name: str, fn, *args, **kwargs) -> dict:
 
 
 def missing(*packages: str) -> dict | None:
-    """``{"skipped": "no X package"}`` for the first of ``packages`` that does not import (the GPU machine
-    may lack ``datasets``, which sentence-transformers imports, and ``accelerate``, which the Trainer needs)."""
+    """``{"skipped": "no X package"}`` for the first of ``packages`` that does not import, else None."""
     for name in packages:
         try:
             importlib.import_module(name)
@@ -189,83 +184,68 @@ def word_bert(config, prefix: str) -> Path:
 # ------------------------------------------------------------------ (a) MFU
 
 
-def project_mfu_step(folder: Path, config, dev: Device, mode: str):
+def mfu_step(folder: Path, config, dev: Device, name: str):
+    """``make(rows, seq)`` -> one training step of ``name`` on rows/2 random full-length sentences, each twice."""
+    from transformers import BertModel
+
     from train.encoder import Encoder
     from train.loop import Trainee
     from train.methods.simcse_unsup import SimCSEUnsup
     from train.step import forward_backward
 
-    encoder = Encoder(str(folder), "cls", max_len=512, dropout=0.1)
-    trainee = Trainee(encoder, SimCSEUnsup(SimCSEUnsup.Options(), hidden_size=config.hidden_size,
-                                           temperature=TEMPERATURE)).to(dev.type)
-    if mode != "project":
-        trainee.encoder.unpad = False
-    if mode == "project_compiled":  # what train/loop.py does for ``compile: true``
-        trainee.encoder.model.compile(dynamic=True)
-    opt = torch.optim.AdamW(trainee.parameters(), lr=1e-5, fused=True)
+    if name.startswith("project"):
+        trainee = Trainee(Encoder(str(folder), "cls", max_len=512, dropout=0.1),
+                          SimCSEUnsup(SimCSEUnsup.Options(), hidden_size=config.hidden_size,
+                                      temperature=TEMPERATURE)).to(dev.type)
+        if name != "project":  # the stock transformers forward
+            trainee.encoder.unpad = False
+        if name == "project_compiled":  # what train/loop.py does for ``compile: true``
+            trainee.encoder.model.compile(dynamic=True)
+        params = trainee.parameters()
+    else:
+        model = BertModel.from_pretrained(str(folder), attn_implementation="sdpa").to(dev.type).train()
+        model.pooler = None  # CLS of the last layer; an unused pooler would only cost time
+        forward = torch.compile(model) if name == "stock_compiled" else model
+        params = model.parameters()
+    opt = torch.optim.AdamW(params, lr=1e-5, fused=True)
 
     def make(rows: int, seq: int):
         ids = torch.randint(5, config.vocab_size, (rows // 2, seq), device=dev.type)
         batch = {"sentence": {"input_ids": ids, "attention_mask": torch.ones_like(ids)}}
-
-        def step():
-            forward_backward(trainee, trainee, batch, autocast=dev.autocast)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-
-        return step
-
-    return make
-
-
-def stock_mfu_step(folder: Path, config, dev: Device, compiled: bool):
-    from transformers import BertModel
-
-    model = BertModel.from_pretrained(str(folder), attn_implementation="sdpa").to(dev.type).train()
-    model.pooler = None  # CLS pooling of the last layer; an unused pooler would only cost time
-    forward = torch.compile(model) if compiled else model
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
-
-    def make(rows: int, seq: int):
-        ids = torch.randint(5, config.vocab_size, (rows // 2, seq), device=dev.type)
         labels = torch.arange(rows // 2, device=dev.type)
 
         def step():
-            x = torch.cat([ids, ids])  # [x; x]: two dropout masks per sentence, as SimCSE-unsup
-            with dev.autocast():
-                cls = forward(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state[:, 0]
-                z1, z2 = F.normalize(cls.float(), dim=-1).chunk(2)
-                loss = F.cross_entropy(z1 @ z2.T / TEMPERATURE, labels)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            if name.startswith("project"):
+                forward_backward(trainee, trainee, batch, autocast=dev.autocast)
+            else:
+                x = torch.cat([ids, ids])  # [x; x]: two dropout masks per sentence, as SimCSE-unsup
+                with dev.autocast():
+                    cls = forward(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state[:, 0]
+                    z1, z2 = F.normalize(cls.float(), dim=-1).chunk(2)
+                    loss = F.cross_entropy(z1 @ z2.T / TEMPERATURE, labels)
+                loss.backward()
+            update(opt)
 
         return step
 
     return make
 
 
-def mfu_part(S, dev: Device, compile_on_cpu: bool) -> dict:
+def mfu_part(S, dev: Device, smoke: bool, compile_on_cpu: bool) -> dict:
     from transformers import BertConfig, BertModel
 
-    config = BertConfig() if dev.cuda else BertConfig(vocab_size=1000, **SMOKE_BERT)
+    config = BertConfig(vocab_size=1000, **SMOKE_BERT) if smoke else BertConfig()
     folder = word_bert(config, "bert-mfu-")
-    n_params = sum(p.numel() for n, p in BertModel(config, add_pooling_layer=False).named_parameters()
-                   if "embeddings" not in n)
+    with torch.device("meta"):  # shapes only
+        n_params = sum(p.numel() for n, p in BertModel(config, add_pooling_layer=False).named_parameters()
+                       if "embeddings" not in n)
     peak = peak_tflops(dev.name) if dev.cuda else None
-    builders = {
-        "project": lambda: project_mfu_step(folder, config, dev, "project"),
-        "project_padded": lambda: project_mfu_step(folder, config, dev, "project_padded"),
-        "project_compiled": lambda: project_mfu_step(folder, config, dev, "project_compiled"),
-        "stock_eager": lambda: stock_mfu_step(folder, config, dev, compiled=False),
-        "stock_compiled": lambda: stock_mfu_step(folder, config, dev, compiled=True),
-    }
 
-    def measure(name: str, build) -> dict:
-        make, compiled, out = build(), name.endswith("compiled"), {}
+    def measure(name: str) -> dict:
+        compiled, out, make = name.endswith("compiled"), {}, mfu_step(folder, config, dev, name)
         for rows, seq in S.mfu_shapes:
             step = make(rows, seq)
-            first = first_step(dev, step) if compiled else None
+            first = seconds(dev, step) if compiled else None
             dt = mean_step(dev, step, S.mfu_warmup - (1 if compiled else 0), S.mfu_steps)
             tokens = rows * seq
             flops = tokens * (6 * n_params + 12 * config.num_hidden_layers * config.hidden_size * seq)
@@ -279,17 +259,15 @@ def mfu_part(S, dev: Device, compile_on_cpu: bool) -> dict:
         return out
 
     results = {}
-    for name, build in builders.items():
+    for name in ("project", "project_padded", "project_compiled", "stock_eager", "stock_compiled"):
         if name.endswith("compiled") and not dev.cuda and not compile_on_cpu:
             results[name] = {"skipped": "cpu smoke"}
             continue
         torch.manual_seed(0)
-        results[name] = guarded(f"(a) {name}", measure, name, build)
+        results[name] = guarded(f"(a) {name}", measure, name)
         dev.free()
-    shape = "x".join(map(str, S.mfu_shapes[-1]))
-    return {"device": dev.name, "peak_bf16_tflops": peak, "non_embedding_params": n_params,
-            "flops_per_token": f"6N + 12*L*d*seq, N = {n_params}, L = {config.num_hidden_layers}, d = {config.hidden_size}",
-            "largest_shape": shape, **results}
+    return {"device": dev.name, "peak_bf16_tflops": peak, "flops_per_token": "6N + 12*L*d*seq",
+            "N": n_params, "L": config.num_hidden_layers, "d": config.hidden_size, **results}
 
 
 # ------------------------------------------------------------------ (b) SNLI MNRL at 512 pairs
@@ -324,6 +302,8 @@ def mnrl_model(texts: list[str], dev: Device, smoke: bool) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="bert-mnrl-"))
     build_tiny_bert(texts, folder, vocab_size=3000 if smoke else 30522, max_position_embeddings=512)
     if not smoke:  # the tokenizer stays, the weights become BERT-base's shape (its vocabulary covers the tokenizer's)
+        for old in folder.glob("*.safetensors*"):
+            old.unlink()
         torch.manual_seed(0)
         BertModel(BertConfig()).save_pretrained(folder)
     return folder
@@ -341,6 +321,10 @@ def mnrl_trainee(path: Path, dev: Device):
     return trainee, torch.optim.AdamW(trainee.parameters(), lr=LR, fused=True)
 
 
+def rate(S, dev: Device, dt: float) -> dict:
+    return {"pairs_per_s": round(S.pairs / dt, 1), "s_per_step": round(dt, 4), "peak_mem_gb": dev.peak_gb()}
+
+
 def snli_project(path: Path, batches, S, dev: Device) -> dict:
     import numpy as np
 
@@ -355,13 +339,10 @@ def snli_project(path: Path, batches, S, dev: Device) -> dict:
         batch = trainee.method.collate({"premise": np.array([a for a, _ in chunk], dtype=object),
                                         "entailment": np.array([p for _, p in chunk], dtype=object)}, trainee.encoder)
         forward_backward(trainee, trainee, to_device(batch, dev.type), autocast=dev.autocast)
-        torch.nn.utils.clip_grad_norm_(trainee.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        update(opt, trainee.parameters())
 
     dev.reset_peak()
-    dt = mean_step(dev, step, S.snli_warmup, S.snli_steps)
-    return {"pairs_per_s": round(S.pairs / dt, 1), "s_per_step": round(dt, 4), "peak_mem_gb": dev.peak_gb()}
+    return rate(S, dev, mean_step(dev, step, S.snli_warmup, S.snli_steps))
 
 
 def snli_plain(path: Path, batches, S, dev: Device) -> dict:
@@ -386,24 +367,17 @@ def snli_plain(path: Path, batches, S, dev: Device) -> dict:
             a, p = embed([a for a, _ in chunk]), embed([p for _, p in chunk])
             loss = F.cross_entropy(a @ p.T / TEMPERATURE, labels)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        update(opt, model.parameters())
 
     dev.reset_peak()
-    dt = mean_step(dev, step, S.snli_warmup, S.snli_steps)
-    return {"pairs_per_s": round(S.pairs / dt, 1), "s_per_step": round(dt, 4), "peak_mem_gb": dev.peak_gb()}
+    return rate(S, dev, mean_step(dev, step, S.snli_warmup, S.snli_steps))
 
 
 def snli_st_trainer(path: Path, batches, S, dev: Device) -> dict:
     if skipped := missing("datasets", "accelerate"):
         return skipped
     from datasets import Dataset
-    from sentence_transformers import (
-        SentenceTransformer,
-        SentenceTransformerTrainer,
-        SentenceTransformerTrainingArguments,
-    )
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from transformers import TrainerCallback
 
@@ -414,18 +388,14 @@ def snli_st_trainer(path: Path, batches, S, dev: Device) -> dict:
     data = Dataset.from_dict({"anchor": [a for a, _ in rows], "positive": [p for _, p in rows]})
     marks: list[float] = []
 
-    class Timer(TrainerCallback):
-        """The end of the last warm-up step and of the last step, synchronised: a step holds its data
-        loading and tokenization (the collator runs before on_step_begin)."""
-
+    class Timer(TrainerCallback):  # ends of the last warm-up step and of the last step: data + tokenization count
         def on_step_end(self, args, state, control, **kw):
             if state.global_step in (S.snli_warmup, S.snli_warmup + S.snli_steps):
                 dev.sync()
                 marks.append(time.perf_counter())
 
-    out_dir = tempfile.mkdtemp(prefix="st-trainer-")
     args = SentenceTransformerTrainingArguments(
-        output_dir=out_dir, per_device_train_batch_size=S.pairs, max_steps=S.snli_warmup + S.snli_steps,
+        output_dir=tempfile.mkdtemp(prefix="st-trainer-"), per_device_train_batch_size=S.pairs, max_steps=S.snli_warmup + S.snli_steps,
         learning_rate=LR, warmup_steps=0, save_strategy="no", report_to="none", logging_strategy="no",
         dataloader_drop_last=True, use_cpu=not dev.cuda, bf16=dev.cuda, seed=0, disable_tqdm=True,
     )
@@ -434,9 +404,7 @@ def snli_st_trainer(path: Path, batches, S, dev: Device) -> dict:
                                          callbacks=[Timer()])
     dev.reset_peak()
     trainer.train()
-    dt = (marks[-1] - marks[0]) / S.snli_steps
-    return {"pairs_per_s": round(S.pairs / dt, 1), "s_per_step": round(dt, 4), "peak_mem_gb": dev.peak_gb(),
-            "optim": str(args.optim), "bf16": bool(args.bf16)}
+    return {**rate(S, dev, (marks[-1] - marks[0]) / S.snli_steps), "optim": str(args.optim), "bf16": bool(args.bf16)}
 
 
 def snli_part(path: Path, pairs, source: str, S, dev: Device) -> dict:
@@ -471,21 +439,31 @@ def token_column(n: int, lo: int, hi: int, vocab: int, cls_id: int, sep_id: int,
 def pair_tokens(n: int, tokenizer, device: str) -> dict:
     torch.manual_seed(n)
     args = (len(tokenizer), tokenizer.cls_token_id, tokenizer.sep_token_id, device)
-    return {"premise": token_column(n, 8, 20, *args), "entailment": token_column(n, 5, 11, *args)}
+    return {"premise": token_column(n, 10, 24, *args), "entailment": token_column(n, 6, 13, *args)}
 
 
 def tensor_gb(batch: dict) -> float:
     return round(sum(t.numel() * t.element_size() for col in batch.values() for t in col.values()) / 2**30, 3)
 
 
-def timed_steps(dev: Device, step, warmup: int, steps: int) -> dict:
-    """Median seconds per step (each synchronised) after ``warmup`` steps, and the peak memory of those steps."""
-    for _ in range(warmup):
-        step()
-    dev.reset_peak()
-    times = [first_step(dev, step) for _ in range(steps)]
-    return {"s_per_step": round(statistics.median(times), 4), "peak_mem_gb": dev.peak_gb(),
-            "warmup_steps": warmup, "steps": steps}
+def pair_runner(dev: Device, tokenizer, make_step):
+    """``run(n, warmup, steps)``: ``make_step(batch)`` on ``n`` pre-built pairs, ``warmup`` steps, then the
+    median seconds of ``steps`` (each synchronised) and their peak memory (grads cleared after)."""
+
+    def run(n: int, warmup: int, steps: int, **kw) -> dict:
+        batch = pair_tokens(n, tokenizer, dev.type)
+        step, opt = make_step(batch, **kw)
+        try:
+            for _ in range(warmup):
+                step()
+            dev.reset_peak()
+            times = [seconds(dev, step) for _ in range(steps)]
+            return {"s_per_step": round(statistics.median(times), 4), "peak_mem_gb": dev.peak_gb(),
+                    "warmup_steps": warmup, "steps": steps, "input_gb": tensor_gb(batch)}
+        finally:
+            opt.zero_grad(set_to_none=True)
+
+    return run
 
 
 def sizes_with_oom(name: str, sizes, run, S, dev: Device) -> dict:
@@ -500,8 +478,10 @@ def sizes_with_oom(name: str, sizes, run, S, dev: Device) -> dict:
         if n == sizes[-1] and n > S.compare and last and last[1] * n / last[0] > S.warmup_budget_s:
             warmup = 0
         try:
-            res = run(n, warmup, 3 if n <= S.compare else 1)
-        except torch.OutOfMemoryError as e:
+            res = run(n, warmup, 3 if n < S.compare else 2 if n == S.compare else 1)
+        except (torch.OutOfMemoryError, RuntimeError) as e:  # cuBLAS / NCCL allocations fail as RuntimeError
+            if not isinstance(e, torch.OutOfMemoryError) and "out of memory" not in str(e).lower():
+                raise
             res = {"oom": True, "error": str(e).splitlines()[0][:200]}
         res = {"pairs": n, **res}
         if "s_per_step" in res:
@@ -519,23 +499,16 @@ def largest_project(path: Path, S, dev: Device) -> dict:
     trainee, opt = mnrl_trainee(path, dev)
     if S.loss_tile:
         trainee.method.loss_tile = S.loss_tile
-    tokenizer = trainee.encoder.tokenizer
 
-    def run(n: int, warmup: int, steps: int, chunk: int | None = S.chunk) -> dict:
-        batch = pair_tokens(n, tokenizer, dev.type)
-
+    def make_step(batch, chunk: int | None = S.chunk):
         def step():
             forward_backward(trainee, trainee, batch, chunk_size=chunk, autocast=dev.autocast)
-            torch.nn.utils.clip_grad_norm_(trainee.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            update(opt, trainee.parameters())
 
-        try:
-            return {**timed_steps(dev, step, warmup, steps), "input_gb": tensor_gb(batch)}
-        finally:
-            opt.zero_grad(set_to_none=True)
+        return step, opt
 
-    uncached = {"pairs": S.uncached, **run(S.uncached, 3, 5, chunk=None)}
+    run = pair_runner(dev, trainee.encoder.tokenizer, make_step)
+    uncached = {"pairs": S.uncached, **run(S.uncached, 3, 5, chunk=None)}  # one chunk's pairs, no GradCache
     uncached["us_per_pair"] = round(uncached["s_per_step"] / S.uncached * 1e6, 3)
     log(f"(c) project uncached {S.uncached} pairs: {uncached}")
     out = {"chunk_size": S.chunk, "loss_tile": trainee.method.loss_tile, "uncached": uncached,
@@ -558,33 +531,25 @@ def largest_st_cached(path: Path, S, dev: Device) -> dict:
     model.train()
     loss_fn = CachedMultipleNegativesRankingLoss(model, scale=1 / TEMPERATURE, mini_batch_size=S.st_mini)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, fused=True)
-    tokenizer = model.tokenizer
 
-    def run(n: int, warmup: int, steps: int) -> dict:
-        batch = pair_tokens(n, tokenizer, dev.type)
-
+    def make_step(batch):
         def step():
             with dev.autocast():  # the backward too: its hook replays the mini-batch forwards
                 loss = loss_fn([dict(batch["premise"]), dict(batch["entailment"])], None)
                 loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            update(opt, model.parameters())
 
-        try:
-            return {**timed_steps(dev, step, warmup, steps), "input_gb": tensor_gb(batch)}
-        finally:
-            opt.zero_grad(set_to_none=True)
+        return step, opt
 
+    run = pair_runner(dev, model.tokenizer, make_step)
     return {"mini_batch_size": S.st_mini, **sizes_with_oom("st_cached", S.st_cached, run, S, dev)}
 
 
 def largest_part(path: Path, S, dev: Device) -> dict:
-    out = {"inputs": "pre-built token tensors: premise 8-20 tokens, entailment 5-11, padded per column"}
-    out["project"] = guarded("(c) project", largest_project, path, S, dev)
-    dev.free()
-    out["st_cached"] = guarded("(c) st_cached", largest_st_cached, path, S, dev)
-    dev.free()
+    out = {"inputs": "pre-built token tensors: premise 10-24 tokens, entailment 6-13, padded per column"}
+    for name, fn in (("project", largest_project), ("st_cached", largest_st_cached)):
+        out[name] = guarded(f"(c) {name}", fn, path, S, dev)
+        dev.free()
     return out
 
 
@@ -594,7 +559,7 @@ def largest_part(path: Path, S, dev: Device) -> dict:
 def versions(dev: Device) -> dict:
     import transformers
 
-    try:
+    try:  # not imported: it needs ``datasets``
         st = metadata.version("sentence-transformers")
     except metadata.PackageNotFoundError:
         st = None
@@ -607,24 +572,20 @@ def checks(result: dict, smoke: bool) -> dict:
             "gradcache_65536_per_pair_le_1.25x", "one_step_1048576")
     if smoke:
         return dict.fromkeys(keys)
-    mfu = result.get("mfu", {}).get("project", {}).get("512x128", {}).get("mfu")
-    ratio = result.get("snli_mnrl", {}).get("project_vs_st_trainer")
     project = result.get("largest_batch", {}).get("project", {})
-    at_65536, per_pair = project.get("65536", {}), project.get("gradcache_vs_uncached_per_pair_65536")
-    flag = lambda value, ok: None if value is None else bool(ok(value))  # noqa: E731
-    return {
-        keys[0]: flag(mfu, lambda v: v >= 0.40),
-        keys[1]: flag(ratio, lambda v: v >= 1.8),
-        keys[2]: flag(at_65536.get("peak_mem_gb"), lambda v: v <= 16),
-        keys[3]: flag(per_pair, lambda v: v <= 1.25),
-        keys[4]: None if "1048576" not in project else "s_per_step" in project["1048576"],
-    }
+    values = (result.get("mfu", {}).get("project", {}).get("512x128", {}).get("mfu"),
+              result.get("snli_mnrl", {}).get("project_vs_st_trainer"),
+              project.get("65536", {}).get("peak_mem_gb"), project.get("gradcache_vs_uncached_per_pair_65536"))
+    oks = (lambda v: v >= 0.40, lambda v: v >= 1.8, lambda v: v <= 16, lambda v: v <= 1.25)
+    out = {key: None if v is None else bool(ok(v)) for key, v, ok in zip(keys, values, oks)}
+    out[keys[4]] = None if "1048576" not in project else "s_per_step" in project["1048576"]
+    return out
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--parts", nargs="+", default=["a", "b", "c"], choices=["a", "b", "c"])
-    ap.add_argument("--smoke", action="store_true", help="the CPU smoke sizes (tiny BERT) even on a GPU")
+    ap.add_argument("--smoke", action="store_true", help="the smoke sizes (tiny BERT) even on a GPU (they run there)")
     ap.add_argument("--snli-dir", type=Path, default=REPO.parent / "shared" / "data" / "nli" / "snli_senteval")
     ap.add_argument("--compile-on-cpu", action="store_true", help="smoke: run the torch.compile steps too (slow)")
     ap.add_argument("--no-loss", action="store_true", help="skip bench/tiled_loss.py's CPU loss figures")
@@ -634,25 +595,35 @@ def parse_args(argv=None) -> argparse.Namespace:
 def gpu_parts(args) -> dict:
     """Parts (a)-(c) as one dict (device, versions, ``mfu``, ``snli_mnrl``, ``largest_batch``, ``checks``)."""
     parts = getattr(args, "parts", None) or ["a", "b", "c"]
-    cuda = torch.cuda.is_available() and not getattr(args, "smoke", False)
-    S, dev = (GPU_SIZES if cuda else SMOKE_SIZES), Device(cuda)
-    smoke = not cuda
+    dev = Device(torch.cuda.is_available())
+    smoke = getattr(args, "smoke", False) or not dev.cuda  # on a GPU, --smoke runs the tiny sizes there
+    S = SMOKE_SIZES if smoke else GPU_SIZES
     result = {**versions(dev), "smoke": smoke}
     log(f"device {dev.name}, parts {' '.join(parts)}{' (smoke sizes)' if smoke else ''}")
-    started = time.perf_counter()
-    if "a" in parts:
-        result["mfu"] = guarded("(a)", mfu_part, S, dev, getattr(args, "compile_on_cpu", False))
+    took, started, threads = {}, time.perf_counter(), torch.get_num_threads()
+    if not dev.cuda:  # one thread: a CPU smoke beside other busy processes is not stalled in OpenMP barriers
+        torch.set_num_threads(1)
+
+    def part(key: str, name: str, fn, *fn_args):
+        t0 = time.perf_counter()
+        result[name] = guarded(f"({key})", fn, *fn_args)
         dev.free()
+        took[key] = round(time.perf_counter() - t0, 1)
+        log(f"({key}) {name} done in {took[key]} s ({time.perf_counter() - started:.0f} s so far)")
+
+    if "a" in parts:
+        part("a", "mfu", mfu_part, S, dev, smoke, getattr(args, "compile_on_cpu", False))
     if "b" in parts or "c" in parts:
         pairs, source = snli_pairs(getattr(args, "snli_dir", None))
         path = mnrl_model([t for pair in pairs for t in pair], dev, smoke)
         log(f"{len(pairs)} pairs ({source}); encoder {path}")
         if "b" in parts:
-            result["snli_mnrl"] = guarded("(b)", snli_part, path, pairs, source, S, dev)
+            part("b", "snli_mnrl", snli_part, path, pairs, source, S, dev)
         if "c" in parts:
-            result["largest_batch"] = guarded("(c)", largest_part, path, S, dev)
+            part("c", "largest_batch", largest_part, path, S, dev)
+    torch.set_num_threads(threads)
     result["checks"] = checks(result, smoke)
-    result["seconds"] = round(time.perf_counter() - started, 1)
+    result["seconds"] = {**took, "total": round(time.perf_counter() - started, 1)}
     return result
 
 

@@ -12,9 +12,9 @@
   float32 matrices, 0.1 GB each), their unit copies and their gradients are counted in it. Beside it
   ``dense_loss_gb_65536x384``: the dense loss's logits, softmax and logit gradient (3 x B x N x 4
   bytes), computed, not run (it would not fit this machine).
-* ``loss_seconds_4096``: the same loss at B = N = 4,096, d = 384, forward + backward, dense and tiled
-  at several tile sizes (best of 3 each, one process, all torch threads): the default tile is chosen
-  from this (``train.methods.tiled.DEFAULT_LOSS_TILE``).
+* ``loss_seconds_4096``, ``loss_seconds_8192``: the same loss at B = N = 4,096 and 8,192, d = 384,
+  forward + backward, dense and in tiles of B/4 and B/2 (best of 3 each, one process, all torch
+  threads): the default tile (``train.methods.tiled.DEFAULT_LOSS_TILE``) is chosen from this.
 
 The last line printed is one JSON object.
 """
@@ -183,11 +183,11 @@ def loss_figures(smoke: bool = False) -> dict:
     figures[f"loss_peak_gb_{n_big}x{d}"] = probe["peak_gb"]
     figures[f"loss_probe_{n_big}x{d}"] = probe
     figures[f"dense_loss_gb_{n_big}x{d}"] = round(3 * n_big * n_big * 4 / 2**30, 1)
-    tiles = [0, 512, 1024, 2048] if smoke else [0, 1024, 2048, 4096]
-    times = loss_seconds(n_time, d, [t for t in tiles if t < n_time])  # a tile >= n is the dense path
-    figures[f"loss_seconds_{n_time}"] = times
-    dense = times["dense"]
-    figures[f"tiled_vs_dense_time_{n_time}"] = {k: round(v / dense, 3) for k, v in times.items() if k != "dense"}
+    for n in (n_time, 2 * n_time):
+        tiles = [0, n // 4, n // 2]  # a tile >= n is the dense path
+        times = loss_seconds(n, d, tiles)
+        figures[f"loss_seconds_{n}"] = times
+        figures[f"tiled_vs_dense_time_{n}"] = {k: round(v / times["dense"], 3) for k, v in times.items() if k != "dense"}
     figures["default_loss_tile"] = DEFAULT_LOSS_TILE
     return figures
 

@@ -435,25 +435,32 @@ def test_cpu_dropout_drops_each_element_with_p_and_replays_under_a_seed(p):
     assert (_bernoulli_dropout(states.detach(), 1.0) == 0).all()
 
 
-def test_a_batch_without_padding_takes_the_stock_forward(tiny_model, monkeypatch):
-    """Full-length rows leave nothing to unpad: the encoder runs the stock forward (same embeddings as the
-    unpadded path gives), and a batch with padding still takes the unpadded path."""
-    from train import encoder as encoder_module
-    from train.encoder import Encoder
-    from train.unpadded import unpadded_forward
+def test_a_batch_without_padding_is_packed_without_index_ops_or_mask(tiny_model, monkeypatch):
+    """Full-length rows leave nothing to unpad: the packed path reshapes instead of gathering and
+    scattering, attends without a mask, and still equals the stock forward (hidden states and gradients)."""
+    from transformers import AutoModel
 
-    encoder = Encoder(tiny_model, "mean", max_len=8).eval()
-    unpadded_calls = []
-    for name in ("unpadded_forward", "unpadded_forward_columns"):
-        real = getattr(encoder_module, name)
-        monkeypatch.setattr(encoder_module, name, lambda *a, real=real, **k: unpadded_calls.append(1) or real(*a, **k))
+    from train import unpadded
+    from train.encoder import Encoder
+
+    encoder = Encoder(tiny_model, "mean", max_len=8)
+    model = AutoModel.from_pretrained(tiny_model, attn_implementation="sdpa").eval()
     full = encoder.tokenize(["the old river town band book steel wine ships grain"] * 3)  # cut at max_len
     assert full["attention_mask"].all()
-    with torch.no_grad():
-        stock = encoder(**full)
-        assert unpadded_calls == []
-        packed = unpadded_forward(encoder.model, **full)
-        assert torch.allclose(encoder.pool(packed, full["attention_mask"]), stock, atol=1e-6)
-        padded = encoder.tokenize(["the river", "old town band book"])
-        encoder.forward_columns([padded, full])
-    assert unpadded_calls == [1]  # the columns together, unpadded
+    index_ops, masks = [], []
+    attend = unpadded._attend
+    monkeypatch.setattr(torch.Tensor, "index_select", lambda *a: index_ops.append(1) or torch.index_select(*a))
+    monkeypatch.setattr(unpadded, "_attend", lambda *a: masks.append(a[3]) or attend(*a))
+
+    def run(forward):
+        model.zero_grad()
+        hidden = forward()
+        (hidden**2).sum().backward()
+        return hidden.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    stock, stock_grads = run(lambda: model(**full).last_hidden_state)
+    ours, our_grads = run(lambda: unpadded.unpadded_forward(model, **full))
+    assert index_ops == [] and masks and all(m is None for m in masks)
+    assert torch.allclose(ours, stock, atol=1e-5)
+    for name, grad in stock_grads.items():
+        assert torch.allclose(our_grads[name], grad, atol=1e-5), name

@@ -67,6 +67,12 @@ def gather_nograd(x: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, dim=0)
 
 
+def local_rows(local_batch: int) -> slice:
+    """:func:`local_labels` as a slice: selecting with it gives a view of the gathered rows, not a copy."""
+    rank, _ = world()
+    return slice(rank * local_batch, (rank + 1) * local_batch)
+
+
 def local_labels(local_batch: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Positions of this worker's positives among the gathered candidates: rank*B + arange(B)."""
     rank, _ = world()

@@ -81,7 +81,7 @@ class Encoder(nn.Module):
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, *, inference: bool | None = None) -> torch.Tensor:
         """Sentence embeddings (B, d). ``inference`` defaults to ``not self.training``."""
-        if self.unpads(attention_mask):
+        if self.unpad:
             hidden = unpadded_forward(self.model, input_ids, attention_mask, token_type_ids)
         else:
             kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
@@ -93,17 +93,10 @@ class Encoder(nn.Module):
     def forward_columns(self, columns: list[dict], *, inference: bool | None = None) -> list[torch.Tensor]:
         """``[self(**column) for column in columns]``; an unpadded encoder runs them as one
         token matrix (``unpadded_forward_columns``), each padded to its own longest row."""
-        if len(columns) < 2 or not any(self.unpads(column["attention_mask"]) for column in columns):
+        if not self.unpad or len(columns) < 2:
             return [self(**column, inference=inference) for column in columns]
         hidden = unpadded_forward_columns(self.model, columns)
         return [self.pool(h, column["attention_mask"], inference) for h, column in zip(hidden, columns)]
-
-    def unpads(self, attention_mask: torch.Tensor) -> bool:
-        """Whether a batch takes the unpadded path: an unpadding encoder, and padding to leave out. A batch
-        without padding gains nothing from packing and would pay an index_select / index_copy pair per layer
-        (H100, BERT-base, 512 x 128 full length, bf16: 151 ms of GPU time a step unpadded, 128 ms stock;
-        ``docs/gpu.md``), so it takes the stock forward (whose attention then needs no mask)."""
-        return self.unpad and not bool(attention_mask.all())
 
     def one_word_embedding_backward(self):
         """A context in which backward passes through the word embeddings are collected

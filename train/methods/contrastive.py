@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from train.methods.tiled import DEFAULT_LOSS_TILE, Block, cross_entropy_blocks, full, logsumexp_blocks
 
-__all__ = ["full", "cos_logits", "unit", "label_logits", "info_nce", "Block", "cross_entropy_blocks",
+__all__ = ["full", "cos_logits", "unit", "label_logits", "row_index", "info_nce", "Block", "cross_entropy_blocks",
            "logsumexp_blocks"]
 
 
@@ -29,21 +29,38 @@ def cos_logits(anchors: torch.Tensor, candidates: torch.Tensor, temperature: flo
     return unit(anchors) @ unit(candidates).T / temperature
 
 
-def label_logits(anchors_unit: torch.Tensor, candidates_unit: torch.Tensor, labels: torch.Tensor,
+def label_logits(anchors_unit: torch.Tensor, candidates_unit: torch.Tensor, labels: torch.Tensor | slice,
                  temperature: float) -> torch.Tensor:
     """(A,) cos(anchor_i, candidate_{labels_i}) / τ of unit rows: each anchor's positive logit, row-wise."""
     return (anchors_unit * candidates_unit[labels]).sum(-1) / temperature
 
 
+def row_index(rows: torch.Tensor | slice | None, n: int, device) -> tuple[torch.Tensor, torch.Tensor | slice]:
+    """Rows of a global batch of ``n`` (None: all) as (indices, selector): the selector is a slice where the
+    rows are contiguous (a worker's own rows, ``train.distributed.local_rows``), so that selecting embeddings
+    with it gives a view instead of a (rows x d) copy."""
+    if rows is None:
+        rows = slice(0, n)
+    if isinstance(rows, slice):
+        start, stop, step = rows.indices(n)
+        if step != 1:
+            raise ValueError(f"rows {rows} must be a contiguous slice")
+        return torch.arange(start, stop, device=device), slice(start, stop)
+    index = rows.to(device=device, dtype=torch.long)
+    return index, index
+
+
 def info_nce(
     anchors: torch.Tensor,
     candidates: torch.Tensor,
-    labels: torch.Tensor,
+    labels: torch.Tensor | slice,
     temperature: float,
     *,
     tile: int = DEFAULT_LOSS_TILE,
 ) -> torch.Tensor:
-    """Mean over anchors of -log softmax(cos / τ)[label] (cross-entropy over all candidates)."""
-    a, c, labels = unit(anchors), unit(candidates), labels.to(anchors.device)
-    block = Block(a, c, scale=1.0 / temperature, label_column=labels)
-    return cross_entropy_blocks([block], label_logits(a, c, labels, temperature), tile).mean()
+    """Mean over anchors of -log softmax(cos / τ)[label] (cross-entropy over all candidates). ``labels``:
+    one candidate row per anchor, or a slice of them (contiguous labels: no copy)."""
+    a, c = unit(anchors), unit(candidates)
+    label_index, label_rows = row_index(labels, c.shape[0], a.device)
+    block = Block(a, c, scale=1.0 / temperature, label_column=label_index)
+    return cross_entropy_blocks([block], label_logits(a, c, label_rows, temperature), tile).mean()

@@ -59,10 +59,10 @@ import torch
 from torch import nn
 
 from ingest.sets import read_table
-from train.distributed import gather_nograd, gather_with_grad, local_labels
+from train.distributed import gather_nograd, gather_with_grad, local_labels, local_rows
 from train.methods import register
 from train.methods.base import Method, double
-from train.methods.contrastive import Block, cos_logits, cross_entropy_blocks, label_logits, unit
+from train.methods.contrastive import Block, cos_logits, cross_entropy_blocks, label_logits, row_index, unit
 from train.methods.simcse_unsup import simcse_loss
 from train.methods.tiled import DEFAULT_LOSS_TILE
 
@@ -134,8 +134,9 @@ def entity_loss(
 ) -> torch.Tensor:
     """L_ent (module docstring): cross-entropy of :func:`entity_logits`, as a log-sum-exp over two
     blocks (positives: duplicates of the own positive left out; hard negatives: the own one weighted)."""
-    labels = local_labels(z.shape[0], z.device)
-    anchors, positives, negatives = unit(z), unit(gather_with_grad(pos_emb)), unit(gather_with_grad(neg_emb))
+    positives, negatives = unit(gather_with_grad(pos_emb)), unit(gather_with_grad(neg_emb))
+    labels, own = row_index(local_rows(z.shape[0]), positives.shape[0], z.device)
+    anchors = unit(z)
     same_positive, same_as_negative = {}, {}
     if mask_duplicates:
         same_positive = dict(row_keys=pos_ids, column_keys=gather_nograd(pos_ids), keep_column=labels)
@@ -145,7 +146,7 @@ def entity_loss(
         Block(anchors, negatives, scale=1.0 / temperature, own_column=labels, own_bias=hard_negative_weight,
               **same_as_negative),
     ]
-    return cross_entropy_blocks(blocks, label_logits(anchors, positives, labels, temperature), tile).mean()
+    return cross_entropy_blocks(blocks, label_logits(anchors, positives, own, temperature), tile).mean()
 
 
 @register("ease")

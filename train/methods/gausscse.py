@@ -30,7 +30,7 @@ from typing import Optional
 
 import torch
 
-from train.distributed import gather_with_grad, local_labels
+from train.distributed import gather_with_grad, local_rows
 from train.methods import register
 from train.methods.base import Method
 from train.methods.pair_losses import (
@@ -109,7 +109,7 @@ class GaussCSE(Method):
         return Gaussian(gather_with_grad(g.mu), gather_with_grad(g.var))
 
     def loss_from_embeddings(self, emb, batch):
-        rows = local_labels(emb["premise"].shape[0], emb["premise"].device)
+        rows = local_rows(emb["premise"].shape[0])
         prem, ent = self._gathered(emb["premise"]), self._gathered(emb["entailment"])
         con = self._gathered(emb["contradiction"]) if "contradiction" in emb else None
         loss = gausscse_loss(

@@ -4,11 +4,11 @@ No method is registered here: the Method classes (``simcse_sup``, ``gausscse``,
 ``rse``) wrap these. Everything works on GLOBAL-batch tensors, i.e. after
 ``train.distributed.gather_with_grad``: row i of every input is triple i of
 the global batch, and row i's positive is row i (no other assumption about
-batch position). ``rows`` (a LongTensor of global row indices, e.g.
-``local_labels(B)``) selects the anchors whose loss this call averages; the
-default is every row. Both ways give the exact global-batch gradient under
-DDP (see ``train.distributed``): all workers computing every row is
-redundant work, ``rows=local_labels(B)`` splits it.
+batch position). ``rows`` (a LongTensor of global row indices, or a slice:
+``local_rows(B)``, which selects by view, not copy) selects the anchors whose
+loss this call averages; the default is every row. Both ways give the exact
+global-batch gradient under DDP (see ``train.distributed``): all workers
+computing every row is redundant work, ``rows=local_rows(B)`` splits it.
 
 No loss builds the (anchors x candidates) matrix of the global batch: each is a log-sum-exp over
 blocks of candidate columns (``train.methods.tiled``, tiles of ``tile`` rows and columns) minus the
@@ -45,12 +45,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from train.methods.contrastive import Block, cos_logits, cross_entropy_blocks, full, label_logits, unit
+from train.methods.contrastive import Block, cos_logits, cross_entropy_blocks, full, label_logits, row_index, unit
 from train.methods.tiled import DEFAULT_LOSS_TILE
-
-
-def _rows(rows: torch.Tensor | None, n: int, device) -> torch.Tensor:
-    return torch.arange(n, device=device) if rows is None else rows.to(device=device, dtype=torch.long)
 
 
 # ====================================================================== SimCSE (supervised)
@@ -80,12 +76,12 @@ def simcse_supervised_loss(
     ``contrastive.info_nce(anchor, positive, arange(N), τ)`` (unsupervised
     SimCSE's loss, with other positives).
     """
-    r = _rows(rows, positive.shape[0], anchor.device)
-    a, p = unit(anchor[r]), unit(positive)
+    r, own = row_index(rows, positive.shape[0], anchor.device)
+    a, p = unit(anchor[own]), unit(positive)
     blocks = [Block(a, p, scale=1.0 / temperature, label_column=r)]
     if negative is not None:
         blocks.append(Block(a, unit(negative), scale=1.0 / temperature, own_column=r, own_bias=negative_weight))
-    return cross_entropy_blocks(blocks, label_logits(a, p, r, temperature), tile).mean()
+    return cross_entropy_blocks(blocks, label_logits(a, p, own, temperature), tile).mean()
 
 
 # ====================================================================== GaussCSE
@@ -288,14 +284,14 @@ def gausscse_loss(
         if use_con and con is None:
             raise ValueError(f"GaussCSE variant {variant!r} needs the contradiction embeddings")
         con = con if use_con else None
-    r = _rows(rows, prem.mu.shape[0], prem.mu.device)
-    anchor_p = Gaussian(prem.mu[r], prem.var[r])
+    r, own = row_index(rows, prem.mu.shape[0], prem.mu.device)
+    anchor_p = Gaussian(prem.mu[own], prem.var[own])
     blocks = [dataclasses.replace(kl_block(anchor_p, ent, form, temperature), label_column=r)]
     if con is not None:
         blocks.append(kl_block(anchor_p, con, form, temperature))
     if rev:
-        blocks.append(kl_block(Gaussian(ent.mu[r], ent.var[r]), prem, form, temperature))
-    positive = asymmetric_similarity(Gaussian(ent.mu[r], ent.var[r]), anchor_p, form) / temperature
+        blocks.append(kl_block(Gaussian(ent.mu[own], ent.var[own]), prem, form, temperature))
+    positive = asymmetric_similarity(Gaussian(ent.mu[own], ent.var[own]), anchor_p, form) / temperature
     return cross_entropy_blocks(blocks, positive, tile).mean()
 
 
@@ -395,8 +391,8 @@ def rse_loss(
     default: plain mean).
     """
     n = h_j.shape[0]
-    r = _rows(rows, n, h_i.device)
-    u, tails = unit(full(h_i[r]) + full(r_k[r])), unit(h_j)
+    r, own = row_index(rows, n, h_i.device)
+    u, tails = unit(full(h_i[own]) + full(r_k[own])), unit(h_j)
     blocks = [Block(u, tails, scale=1.0 / temperature, label_column=r)]
     if hard_negatives is not None:
         absent = None
@@ -404,10 +400,10 @@ def rse_loss(
             valid = hard_negative_valid.bool().to(u.device)
             absent = torch.zeros(n, device=u.device, dtype=u.dtype).masked_fill(~valid, float("-inf"))
         blocks.append(Block(u, unit(hard_negatives), scale=1.0 / temperature, column_bias=absent))
-    losses = cross_entropy_blocks(blocks, label_logits(u, tails, r, temperature), tile)
+    losses = cross_entropy_blocks(blocks, label_logits(u, tails, own, temperature), tile)
     if weights is None:
         return losses.mean()
-    w = weights.to(losses)[r]
+    w = weights.to(losses)[own]
     return (losses * w).sum() / w.sum()
 
 

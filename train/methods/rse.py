@@ -40,7 +40,7 @@ import torch
 
 from ingest.sets import read_table
 from train.batch import present
-from train.distributed import gather_nograd, gather_with_grad, local_labels
+from train.distributed import gather_nograd, gather_with_grad, local_rows
 from train.methods import register
 from train.methods.base import Method
 from train.methods.pair_losses import RelationEmbedding, relation_scores, relational_similarity, rse_loss
@@ -111,7 +111,7 @@ class RSE(Method):
         return out
 
     def loss_from_embeddings(self, emb, batch):
-        rows = local_labels(emb["sentence1"].shape[0], emb["sentence1"].device)
+        rows = local_rows(emb["sentence1"].shape[0])
         h_i = gather_with_grad(emb["sentence1"])
         h_j = gather_with_grad(emb["sentence2"])
         r_k = gather_with_grad(self.relations(batch["relation"]))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from train.distributed import gather_with_grad, local_labels
+from train.distributed import gather_with_grad, local_rows
 from train.methods import register
 from train.methods.base import Method
 from train.methods.pair_losses import simcse_supervised_loss
@@ -53,7 +53,7 @@ class SimCSESup(Method):
 
     def loss_from_embeddings(self, emb, batch):
         # every embedding is gathered; this worker's loss averages over its own anchors (rows)
-        rows = local_labels(emb["premise"].shape[0], emb["premise"].device)
+        rows = local_rows(emb["premise"].shape[0])
         anchor = gather_with_grad(emb["premise"])
         positive = gather_with_grad(emb["entailment"])
         negative = gather_with_grad(emb["contradiction"]) if self.options.hard_negatives else None

@@ -22,7 +22,7 @@ import dataclasses
 
 import torch
 
-from train.distributed import gather_with_grad, local_labels
+from train.distributed import gather_with_grad, local_rows
 from train.methods import register
 from train.methods.base import Method, double
 from train.methods.contrastive import info_nce
@@ -31,9 +31,7 @@ from train.methods.tiled import DEFAULT_LOSS_TILE
 
 def simcse_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float, tile: int = DEFAULT_LOSS_TILE) -> torch.Tensor:
     """InfoNCE of local anchors ``z1`` (B, d) against the gathered positives ``z2`` of all workers."""
-    candidates = gather_with_grad(z2)
-    labels = local_labels(z1.shape[0], z1.device)
-    return info_nce(z1, candidates, labels, temperature, tile=tile)
+    return info_nce(z1, gather_with_grad(z2), local_rows(z1.shape[0]), temperature, tile=tile)
 
 
 @register("simcse_unsup")
