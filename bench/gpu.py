@@ -45,11 +45,13 @@ Progress goes to stderr, one line per measurement; the last line on stdout is on
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import importlib
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -75,7 +77,8 @@ PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A
 GPU_SIZES = SimpleNamespace(
     mfu_shapes=((256, 32), (2048, 32), (512, 128)), mfu_warmup=3, mfu_steps=10,
     pairs=512, snli_warmup=3, snli_steps=10,
-    largest=(8192, 65536, 262144, 1048576), chunk=1024, loss_tile=None, uncached=1024, compare=65536,
+    largest=(8192, 65536, 262144, 1048576), chunk=1024, loss_tile=None,  # None: the config's default
+    uncached=1024, compare=65536,
     st_cached=(32768, 65536), st_mini=1024, warmup_budget_s=30.0,
 )
 SMOKE_SIZES = SimpleNamespace(
@@ -168,11 +171,18 @@ def missing(*packages: str) -> dict | None:
     return None
 
 
+def temp_dir(prefix: str) -> Path:
+    """A fresh folder, removed when the process exits."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def word_bert(config, prefix: str) -> Path:
     """Random-weight BERT + a word-level vocabulary ``w0 .. wN`` (as ``gpu_mfu`` builds it)."""
     from transformers import BertModel, BertTokenizerFast
 
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder = temp_dir(prefix)
     torch.manual_seed(0)
     BertModel(config).save_pretrained(folder)
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -299,7 +309,7 @@ def mnrl_model(texts: list[str], dev: Device, smoke: bool) -> Path:
 
     from train.tiny_bert import build_tiny_bert
 
-    folder = Path(tempfile.mkdtemp(prefix="bert-mnrl-"))
+    folder = temp_dir("bert-mnrl-")
     build_tiny_bert(texts, folder, vocab_size=3000 if smoke else 30522, max_position_embeddings=512)
     if not smoke:  # the tokenizer stays, the weights become BERT-base's shape (its vocabulary covers the tokenizer's)
         for old in folder.glob("*.safetensors*"):
@@ -395,7 +405,7 @@ def snli_st_trainer(path: Path, batches, S, dev: Device) -> dict:
                 marks.append(time.perf_counter())
 
     args = SentenceTransformerTrainingArguments(
-        output_dir=tempfile.mkdtemp(prefix="st-trainer-"), per_device_train_batch_size=S.pairs, max_steps=S.snli_warmup + S.snli_steps,
+        output_dir=str(temp_dir("st-trainer-")), per_device_train_batch_size=S.pairs, max_steps=S.snli_warmup + S.snli_steps,
         learning_rate=LR, warmup_steps=0, save_strategy="no", report_to="none", logging_strategy="no",
         dataloader_drop_last=True, use_cpu=not dev.cuda, bf16=dev.cuda, seed=0, disable_tqdm=True,
     )

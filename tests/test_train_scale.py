@@ -464,3 +464,32 @@ def test_a_batch_without_padding_is_packed_without_index_ops_or_mask(tiny_model,
     assert torch.allclose(ours, stock, atol=1e-5)
     for name, grad in stock_grads.items():
         assert torch.allclose(our_grads[name], grad, atol=1e-5), name
+
+
+def test_collected_word_gradients_are_bounded_by_the_vocabulary(tiny_model):
+    """GradCache's deferred word-embedding gradient sums its rows into one dense buffer once they outnumber
+    the vocabulary (a million-pair step must not hold a row per token), and still equals the uncached step."""
+    from train import unpadded
+    from train.step import forward_backward
+
+    trainee = build(tiny_model, "simcse_sup", dropout=0.0)
+    vocabulary = trainee.encoder.model.embeddings.word_embeddings.weight.shape[0]
+    batch = trainee.method.collate(numpy_batch("simcse_sup", 64, seed=3), trainee.encoder)
+    forward_backward(trainee, trainee, batch)
+    reference = grads_of(trainee)
+    trainee.zero_grad(set_to_none=True)
+
+    held = []
+    collect = unpadded._WordGradients.collect
+
+    def spy(self, ids, rows):
+        collect(self, ids, rows)
+        held.append((self.count, self.summed is not None))
+
+    unpadded._WordGradients.collect = spy
+    try:
+        forward_backward(trainee, trainee, batch, chunk_size=8)
+    finally:
+        unpadded._WordGradients.collect = collect
+    assert max(count for count, _ in held) <= vocabulary and any(summed for _, summed in held)
+    assert_grads_equal(grads_of(trainee), reference, 1e-9, "bounded word gradients")

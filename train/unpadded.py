@@ -115,7 +115,12 @@ def one_word_embedding_backward(model):
     MiniLM a fresh 47 MB buffer, zeroed, page-faulted in and then added to
     ``.grad``. With k chunks that is k of them per step where the uncached step
     has one; here a GradCache step has one too, of all chunks' rows. Equal
-    gradients (the same sums, in another order). Not re-entrant per model."""
+    gradients (the same sums, in another order). Not re-entrant per model.
+
+    The rows collected are bounded by the vocabulary: once they outnumber its
+    rows, they are added to one dense buffer of the gradient's size (so a step
+    of a million pairs, ~27 million token rows, holds one 94 MB buffer for
+    BERT-base, not 85 GB of rows)."""
     words = model.embeddings.word_embeddings
     collected = _WordGradients(words)
     _deferred_word_gradients[words] = collected
@@ -134,18 +139,36 @@ class _WordGradients:
         self.words = words
         self.ids: list[torch.Tensor] = []
         self.rows: list[torch.Tensor] = []
+        self.count = 0  # rows collected and not yet summed
+        self.summed: torch.Tensor | None = None  # (vocabulary x d) sum of the rows flushed so far
 
-    def add_to_grad(self) -> None:
-        if not self.rows:
-            return
-        weight = self.words.weight
-        ids, rows = torch.cat(self.ids), torch.cat(self.rows).to(weight.dtype)
+    def collect(self, ids: torch.Tensor, rows: torch.Tensor) -> None:
+        self.ids.append(ids)
+        self.rows.append(rows)
+        self.count += ids.numel()
+        if self.count > self.words.weight.shape[0]:  # more rows than the dense buffer has: sum them into it
+            if self.summed is None:
+                self.summed = torch.zeros_like(self.words.weight)
+            self._add_rows(self.summed)
+
+    def _add_rows(self, target: torch.Tensor) -> None:
+        ids, rows = torch.cat(self.ids), torch.cat(self.rows).to(target.dtype)
+        self.ids, self.rows, self.count = [], [], 0
         if self.words.padding_idx is not None:  # nn.Embedding never updates its padding row
             real = ids != self.words.padding_idx
             ids, rows = ids[real], rows[real]
+        target.index_add_(0, ids, rows)
+
+    def add_to_grad(self) -> None:
+        if not self.rows and self.summed is None:
+            return
+        weight = self.words.weight
         if weight.grad is None:
-            weight.grad = torch.zeros_like(weight)
-        weight.grad.index_add_(0, ids, rows)
+            weight.grad = self.summed if self.summed is not None else torch.zeros_like(weight)
+        elif self.summed is not None:
+            weight.grad += self.summed
+        if self.rows:
+            self._add_rows(weight.grad)
 
 
 class _DeferredLookup(torch.autograd.Function):
@@ -160,8 +183,7 @@ class _DeferredLookup(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (ids,) = ctx.saved_tensors
-        ctx.collected.ids.append(ids)
-        ctx.collected.rows.append(grad)
+        ctx.collected.collect(ids, grad)
         return None, None, None
 
 
