@@ -127,6 +127,23 @@ def test_dsbats(in_denominator, clusters):
                 ("dsbats", in_denominator, clusters))
 
 
+def test_tiles_under_bf16_autocast_agree_with_the_dense_loss():
+    """Under autocast with bf16 embeddings (what the encoder gives), the tiles' products run in bf16 as the
+    dense path's do: the two agree to bf16 rounding, and the gradients come back in the inputs' dtype."""
+    z1, z2 = _inputs((N, D), (N, D), seed=6)
+    views = [z.detach().bfloat16().requires_grad_() for z in (z1, z2)]
+    results = {}
+    for tile in (0, TILE):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = simcse_loss(*views, TAU, tile)
+        results[tile] = (float(loss.detach()), torch.autograd.grad(loss, views))
+    (dense_loss, dense_grads), (tiled_loss, tiled_grads) = results[0], results[TILE]
+    assert tiled_loss == pytest.approx(dense_loss, rel=2e-2)
+    scale = max(float(g.abs().max()) for g in dense_grads)
+    for got, want in zip(tiled_grads, dense_grads):
+        assert got.dtype == torch.bfloat16 and float((got.float() - want.float()).abs().max()) <= 3e-2 * scale
+
+
 # ------------------------------------------------------------------ whole steps: encoder and heads
 
 # (method, its option section): every method, and the options that change which blocks a loss has

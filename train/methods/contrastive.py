@@ -2,9 +2,9 @@
 
 ``info_nce(anchors, candidates, labels, temperature, tile=)``: the mean over anchors of
 -log softmax_j(cos(anchor_i, candidate_j) / τ)[labels_i], computed without the (A x C) matrix
-(``train.methods.tiled``). ``cosine_blocks`` / ``label_logits`` are its two halves, which the other
-losses combine with their own blocks (hard negatives, entities, masks). Cosines are computed in (at
-least) float32.
+(``train.methods.tiled``): a cosine ``Block`` (``normalize=True``: no normalised copy of the batch)
+and ``label_logits``, which the other losses combine with their own blocks (hard negatives,
+entities, masks). Cosines are computed in (at least) float32.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from train.methods.tiled import DEFAULT_LOSS_TILE, Block, cross_entropy_blocks, full, logsumexp_blocks
+from train.methods.tiled import NORMALIZE_EPS, DEFAULT_LOSS_TILE, Block, cross_entropy_blocks, full, logsumexp_blocks
 
-__all__ = ["full", "cos_logits", "unit", "label_logits", "row_index", "info_nce", "Block", "cross_entropy_blocks",
+__all__ = ["full", "cos_logits", "unit", "cosine_rows", "label_logits", "row_index", "info_nce", "Block", "cross_entropy_blocks",
            "logsumexp_blocks"]
 
 
@@ -29,10 +29,16 @@ def cos_logits(anchors: torch.Tensor, candidates: torch.Tensor, temperature: flo
     return unit(anchors) @ unit(candidates).T / temperature
 
 
-def label_logits(anchors_unit: torch.Tensor, candidates_unit: torch.Tensor, labels: torch.Tensor | slice,
+def cosine_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(A,) cos(a_i, b_i) in at least float32, as ``unit(a_i)·unit(b_i)`` but without normalised copies."""
+    a, b = full(a), full(b)
+    return (a * b).sum(-1) / (a.norm(dim=-1).clamp_min(NORMALIZE_EPS) * b.norm(dim=-1).clamp_min(NORMALIZE_EPS))
+
+
+def label_logits(anchors: torch.Tensor, candidates: torch.Tensor, labels: torch.Tensor | slice,
                  temperature: float) -> torch.Tensor:
-    """(A,) cos(anchor_i, candidate_{labels_i}) / τ of unit rows: each anchor's positive logit, row-wise."""
-    return (anchors_unit * candidates_unit[labels]).sum(-1) / temperature
+    """(A,) cos(anchor_i, candidate_{labels_i}) / τ: each anchor's positive logit, row-wise."""
+    return cosine_rows(anchors, candidates[labels]) / temperature
 
 
 def row_index(rows: torch.Tensor | slice | None, n: int, device) -> tuple[torch.Tensor, torch.Tensor | slice]:
@@ -60,7 +66,6 @@ def info_nce(
 ) -> torch.Tensor:
     """Mean over anchors of -log softmax(cos / τ)[label] (cross-entropy over all candidates). ``labels``:
     one candidate row per anchor, or a slice of them (contiguous labels: no copy)."""
-    a, c = unit(anchors), unit(candidates)
-    label_index, label_rows = row_index(labels, c.shape[0], a.device)
-    block = Block(a, c, scale=1.0 / temperature, label_column=label_index)
-    return cross_entropy_blocks([block], label_logits(a, c, label_rows, temperature), tile).mean()
+    label_index, label_rows = row_index(labels, candidates.shape[0], anchors.device)
+    block = Block(anchors, candidates, scale=1.0 / temperature, normalize=True, label_column=label_index)
+    return cross_entropy_blocks([block], label_logits(anchors, candidates, label_rows, temperature), tile).mean()

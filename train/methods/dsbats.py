@@ -76,7 +76,7 @@ from ingest.sets import stable_hash
 from train.distributed import gather_nograd, gather_with_grad
 from train.methods import register
 from train.methods.base import Method
-from train.methods.contrastive import Block, full, logsumexp_blocks, unit
+from train.methods.contrastive import Block, cosine_rows, full, logsumexp_blocks
 from train.methods.tiled import DEFAULT_LOSS_TILE
 
 PAIR_REPRESENTATIONS = ("offset", "concat_mlp")
@@ -117,13 +117,12 @@ def dsbats_loss(
     denominator where ``other_clusters[j] == anchor_clusters[i]`` (the same relationship).
     Cosines in float32 (float64 kept); the denominator in tiles (``train.methods.tiled``).
     """
-    a, p = unit(anchor), unit(positive)
-    numerator = (a * p).sum(-1) / temperature
+    numerator = cosine_rows(anchor, positive) / temperature
     shift = numerator.detach()  # rows shifted by their numerator, as cross-entropy computes (tiled.cross_entropy_blocks)
-    blocks = [Block(a, unit(negatives), scale=1.0 / temperature, row_shift=shift)]
+    blocks = [Block(anchor, negatives, scale=1.0 / temperature, normalize=True, row_shift=shift)]
     if other_negatives is not None:
-        blocks.append(Block(a, unit(other_negatives), scale=1.0 / temperature, row_keys=anchor_clusters,
-                            column_keys=other_clusters, row_shift=shift))
+        blocks.append(Block(anchor, other_negatives, scale=1.0 / temperature, normalize=True,
+                            row_keys=anchor_clusters, column_keys=other_clusters, row_shift=shift))
     denominator = logsumexp_blocks(blocks, tile)
     if positive_in_denominator:
         denominator = torch.logaddexp(denominator, numerator - shift)  # the numerator's own term: 0, with its gradient

@@ -62,7 +62,7 @@ from ingest.sets import read_table
 from train.distributed import gather_nograd, gather_with_grad, local_labels, local_rows
 from train.methods import register
 from train.methods.base import Method, double
-from train.methods.contrastive import Block, cos_logits, cross_entropy_blocks, label_logits, row_index, unit
+from train.methods.contrastive import Block, cos_logits, cross_entropy_blocks, label_logits, row_index
 from train.methods.simcse_unsup import simcse_loss
 from train.methods.tiled import DEFAULT_LOSS_TILE
 
@@ -134,17 +134,16 @@ def entity_loss(
 ) -> torch.Tensor:
     """L_ent (module docstring): cross-entropy of :func:`entity_logits`, as a log-sum-exp over two
     blocks (positives: duplicates of the own positive left out; hard negatives: the own one weighted)."""
-    positives, negatives = unit(gather_with_grad(pos_emb)), unit(gather_with_grad(neg_emb))
+    anchors, positives, negatives = z, gather_with_grad(pos_emb), gather_with_grad(neg_emb)
     labels, own = row_index(local_rows(z.shape[0]), positives.shape[0], z.device)
-    anchors = unit(z)
     same_positive, same_as_negative = {}, {}
     if mask_duplicates:
         same_positive = dict(row_keys=pos_ids, column_keys=gather_nograd(pos_ids), keep_column=labels)
         same_as_negative = dict(row_keys=pos_ids, column_keys=gather_nograd(neg_ids))
     blocks = [
-        Block(anchors, positives, scale=1.0 / temperature, label_column=labels, **same_positive),
-        Block(anchors, negatives, scale=1.0 / temperature, own_column=labels, own_bias=hard_negative_weight,
-              **same_as_negative),
+        Block(anchors, positives, scale=1.0 / temperature, normalize=True, label_column=labels, **same_positive),
+        Block(anchors, negatives, scale=1.0 / temperature, normalize=True, own_column=labels,
+              own_bias=hard_negative_weight, **same_as_negative),
     ]
     return cross_entropy_blocks(blocks, label_logits(anchors, positives, own, temperature), tile).mean()
 

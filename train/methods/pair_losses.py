@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from train.methods.contrastive import Block, cos_logits, cross_entropy_blocks, full, label_logits, row_index, unit
+from train.methods.contrastive import Block, cos_logits, cross_entropy_blocks, full, label_logits, row_index
 from train.methods.tiled import DEFAULT_LOSS_TILE
 
 
@@ -77,10 +77,11 @@ def simcse_supervised_loss(
     SimCSE's loss, with other positives).
     """
     r, own = row_index(rows, positive.shape[0], anchor.device)
-    a, p = unit(anchor[own]), unit(positive)
-    blocks = [Block(a, p, scale=1.0 / temperature, label_column=r)]
+    a, p = anchor[own], positive
+    blocks = [Block(a, p, scale=1.0 / temperature, normalize=True, label_column=r)]
     if negative is not None:
-        blocks.append(Block(a, unit(negative), scale=1.0 / temperature, own_column=r, own_bias=negative_weight))
+        blocks.append(Block(a, negative, scale=1.0 / temperature, normalize=True, own_column=r,
+                            own_bias=negative_weight))
     return cross_entropy_blocks(blocks, label_logits(a, p, own, temperature), tile).mean()
 
 
@@ -392,14 +393,14 @@ def rse_loss(
     """
     n = h_j.shape[0]
     r, own = row_index(rows, n, h_i.device)
-    u, tails = unit(full(h_i[own]) + full(r_k[own])), unit(h_j)
-    blocks = [Block(u, tails, scale=1.0 / temperature, label_column=r)]
+    u, tails = full(h_i[own]) + full(r_k[own]), h_j
+    blocks = [Block(u, tails, scale=1.0 / temperature, normalize=True, label_column=r)]
     if hard_negatives is not None:
         absent = None
         if hard_negative_valid is not None:
             valid = hard_negative_valid.bool().to(u.device)
             absent = torch.zeros(n, device=u.device, dtype=u.dtype).masked_fill(~valid, float("-inf"))
-        blocks.append(Block(u, unit(hard_negatives), scale=1.0 / temperature, column_bias=absent))
+        blocks.append(Block(u, hard_negatives, scale=1.0 / temperature, normalize=True, column_bias=absent))
     losses = cross_entropy_blocks(blocks, label_logits(u, tails, own, temperature), tile)
     if weights is None:
         return losses.mean()

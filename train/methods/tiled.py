@@ -32,6 +32,7 @@ import dataclasses
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
 DEFAULT_LOSS_TILE = 4096  # rows and columns per tile; chosen by bench/gpu.py's loss timing (docs/gpu.md)
 
@@ -49,6 +50,7 @@ class Block:
     anchors: torch.Tensor | tuple[torch.Tensor, ...]
     candidates: torch.Tensor | tuple[torch.Tensor, ...]
     scale: float = 1.0
+    normalize: bool = False  # cosine: rows are L2-normalised tile by tile (no normalised copy of the batch)
     score: Callable | None = None
     pair_cost: int = 1
     column_bias: torch.Tensor | None = None  # (C,) added to every anchor's logit of column j
@@ -78,7 +80,8 @@ def tile_logits(block: Block, anchors, candidates, a0: int, c0: int, *, inplace:
     value back from the device.
     """
     if block.score is None:
-        s = full(anchors[0] * block.scale @ candidates[0].T)
+        a, c = (_unit(anchors[0]), _unit(candidates[0])) if block.normalize else (anchors[0], candidates[0])
+        s = full(a * block.scale @ c.T)
     else:
         s = full(block.score(anchors, candidates))
     ta, tc = s.shape
@@ -103,6 +106,25 @@ def tile_logits(block: Block, anchors, candidates, a0: int, c0: int, *, inplace:
         minus_label = torch.where(inside[:, None], -s.gather(1, index).detach(), 0.0)  # (a clamped index may hit -inf)
         s = s.scatter_add_(1, index, minus_label) if inplace else s.scatter_add(1, index, minus_label)
     return s
+
+
+NORMALIZE_EPS = 1e-12  # F.normalize's
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    return F.normalize(full(x), dim=-1, eps=NORMALIZE_EPS)
+
+
+def _through_normalize_(grad_unit: torch.Tensor, x: torch.Tensor, rows: int = 4096) -> torch.Tensor:
+    """∂L/∂x from ∂L/∂u, u = x / max(‖x‖, eps), in place of ``grad_unit``, a block of rows at a time (no
+    (rows x d) temporaries of the whole batch): (g - u (u·g)) / ‖x‖, or g / eps where ‖x‖ <= eps."""
+    for r0 in range(0, x.shape[0], rows):
+        g, xs = grad_unit[r0 : r0 + rows], full(x[r0 : r0 + rows])
+        norm = xs.norm(dim=-1, keepdim=True)
+        u = xs / norm.clamp_min(NORMALIZE_EPS)
+        projected = (g - u * (u * g).sum(-1, keepdim=True)) / norm.clamp_min(NORMALIZE_EPS)
+        g.copy_(torch.where(norm > NORMALIZE_EPS, projected, g / NORMALIZE_EPS))
+    return grad_unit
 
 
 def _in_tile(columns: torch.Tensor, a0: int, ta: int, c0: int, tc: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -179,7 +201,8 @@ class _TiledLogSumExp(torch.autograd.Function):
         block, k = ctx.block, ctx.num_anchor_parts
         anchors, candidates = tuple(tensors[:k]), tuple(tensors[k:])
         wanted = ctx.needs_input_grad[3:]
-        grads = [torch.zeros_like(t) if need else None for t, need in zip(tensors, wanted)]
+        # accumulated in at least float32 (the embeddings may be bf16 under autocast), cast back at the end
+        grads = [torch.zeros_like(t, dtype=full(t[:0]).dtype) if need else None for t, need in zip(tensors, wanted)]
         rows, cols = _tile_sizes(block, ctx.tile)
         device_type, enabled, dtype = ctx.autocast
         # a row whose every column is left out has lse = -inf: no gradient (exp(-inf - -inf) would be nan)
@@ -192,13 +215,16 @@ class _TiledLogSumExp(torch.autograd.Function):
                 for c0 in range(0, candidates[0].shape[0], cols):
                     c_tile = tuple(t[c0 : c0 + cols] for t in candidates)
                     tc = c_tile[0].shape[0]
-                    if block.score is None:
+                    if block.score is None:  # s = scale · a·c (of unit rows): the gradient by hand
                         s = tile_logits(block, a_tile, c_tile, a0, c0, inplace=True)
                         p = s.sub_(finite_lse[a0 : a0 + ta, None]).exp_().mul_(weight[a0 : a0 + ta, None])
+                        a, c = a_tile[0], c_tile[0]
+                        if block.normalize:
+                            a, c = _unit(a), _unit(c)
                         if grads[0] is not None:
-                            grads[0][a0 : a0 + ta] += full(p @ c_tile[0].to(p)) * block.scale
+                            grads[0][a0 : a0 + ta] += full(p @ c.to(p)) * block.scale
                         if grads[k] is not None:
-                            grads[k][c0 : c0 + tc] += full(p.T @ a_tile[0].to(p)) * block.scale
+                            grads[k][c0 : c0 + tc] += full(p.T @ a.to(p)) * block.scale
                         continue
                     with torch.enable_grad():
                         leaves = [t.detach().requires_grad_(need) for t, need in zip(a_tile + c_tile, wanted)]
@@ -213,4 +239,9 @@ class _TiledLogSumExp(torch.autograd.Function):
                         if g is not None:
                             start = a0 if i < k else c0
                             grads[i][start : start + g.shape[0]] += g
+        if block.score is None and block.normalize:  # the gradients above are the unit rows'
+            for i in (0, k):
+                if grads[i] is not None:
+                    _through_normalize_(grads[i], tensors[i])
+        grads = [g if g is None else g.to(t.dtype) for g, t in zip(grads, tensors)]
         return (None, None, None, *grads)
