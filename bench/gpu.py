@@ -38,6 +38,7 @@ skipped unless ``--compile-on-cpu``: minutes). ``--smoke`` on a GPU runs those t
   at 65,536), and sentence-transformers' ``CachedMultipleNegativesRankingLoss(mini_batch_size=1024)``
   at 32,768 / 65,536 pairs (loss + backward + clip + optimizer step called directly, the backward
   under autocast too, so its replayed forwards run in bf16). Out of memory: ``{"oom": true}``.
+  ``loss_tiles``: the loss alone at 65,536 pairs per ``loss_tile`` (1,024 .. 8,192): s and peak memory.
 
 * (d) ``tiled_loss`` (``bench/tiled_loss.py``), on a machine without a GPU (or with ``--cpu-loss``):
   every method's tiled loss against the dense oracle (``tiled_equals_dense``), the peak memory of one
@@ -561,11 +562,23 @@ def largest_st_cached(path: Path, S, dev: Device) -> dict:
     return {"mini_batch_size": S.st_mini, **sizes_with_oom("st_cached", S.st_cached, run, S, dev)}
 
 
+def loss_tiles(S, dev: Device) -> dict:
+    """The MNRL loss alone (forward + backward, d = 768) at the 65,536-pair size, per ``loss_tile``: what
+    the default tile (train/methods/tiled.py, chosen on CPU) should be on this device."""
+    from bench.tiled_loss import loss_seconds
+
+    n = S.largest[min(1, len(S.largest) - 1)]
+    tiles = [t for t in (1024, 2048, 4096, 8192) if t < n] or [n // 4]
+    return {"pairs": n, "d": 768, "seconds": loss_seconds(n, 768, tiles, repeats=2, device=dev.type)}
+
+
 def largest_part(path: Path, S, dev: Device) -> dict:
     out = {"inputs": "pre-built token tensors: premise 10-24 tokens, entailment 6-13, padded per column"}
     for name, fn in (("project", largest_project), ("st_cached", largest_st_cached)):
         out[name] = guarded(f"(c) {name}", fn, path, S, dev)
         dev.free()
+    out["loss_tiles"] = guarded("(c) loss_tiles", loss_tiles, S, dev)
+    dev.free()
     return out
 
 

@@ -152,24 +152,39 @@ def peak_memory(n: int, d: int, tile: int) -> dict:
             "loss": round(float(loss), 4), "gradients_finite": finite == "True", "tile": tile}
 
 
-def loss_seconds(n: int, d: int, tiles: list[int], repeats: int = 3) -> dict:
-    """Forward + backward of info_nce at B = N = n, best of ``repeats``, for each tile (0 = dense)."""
+def loss_seconds(n: int, d: int, tiles: list[int], repeats: int = 3, device: str = "cpu") -> dict:
+    """Forward + backward of info_nce at B = N = n, best of ``repeats``, for each tile (0 = dense). On
+    CUDA: bf16 autocast (as training runs it), synchronised, and the peak memory of each."""
+    import contextlib
+
     import torch
 
-    g = torch.Generator().manual_seed(0)
-    a = torch.randn(n, d, generator=g).requires_grad_()
-    c = torch.randn(n, d, generator=g).requires_grad_()
     from train.methods.contrastive import info_nce
 
+    cuda = device == "cuda"
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(n, d, generator=g).to(device).requires_grad_()
+    c = torch.randn(n, d, generator=g).to(device).requires_grad_()
     out = {}
     for tile in tiles:
         best = float("inf")
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
         for _ in range(repeats):
             a.grad = c.grad = None
+            if cuda:
+                torch.cuda.synchronize()
             t0 = time.perf_counter()
-            info_nce(a, c, torch.arange(n), 0.05, tile=tile).backward()
+            with torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext():
+                loss = info_nce(a, c, torch.arange(n, device=device), 0.05, tile=tile)
+            loss.backward()
+            if cuda:
+                torch.cuda.synchronize()
             best = min(best, time.perf_counter() - t0)
-        out["dense" if tile == 0 else f"tile{tile}"] = round(best, 4)
+        name = "dense" if tile == 0 else f"tile{tile}"
+        out[name] = round(best, 4)
+        if cuda:
+            out[f"{name}_peak_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
     return out
 
 

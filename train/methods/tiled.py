@@ -34,7 +34,9 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-DEFAULT_LOSS_TILE = 4096  # rows and columns per tile; chosen by bench/gpu.py's loss timing (docs/gpu.md)
+# rows and columns per tile: on CPU 2,048 was the fastest of 1,024 / 2,048 / 4,096 and beat the dense loss at
+# 4,096 and 8,192 pairs (bench/results/gpu-cpu.txt); bench/gpu.py's loss_tiles times it on a GPU (docs/gpu.md)
+DEFAULT_LOSS_TILE = 2048
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
