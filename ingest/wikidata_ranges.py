@@ -39,6 +39,7 @@ gives exactly the rows of reading the file in one range.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import zlib
@@ -153,19 +154,23 @@ def write_bz2_index(index_path: str, header: dict, block_offsets: dict[int, int]
 
     bits = np.fromiter(block_offsets.keys(), dtype=np.int64, count=len(block_offsets))
     out = np.fromiter(block_offsets.values(), dtype=np.int64, count=len(block_offsets))
-    tmp = f"{index_path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
-        np.savez(f, compressed_bits=bits, uncompressed_bytes=out,
-                 header=np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8))
-    os.replace(tmp, index_path)
+    buffer = io.BytesIO()
+    np.savez(buffer, compressed_bits=bits, uncompressed_bytes=out,
+             header=np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8))
+    fs, local = fsspec.core.url_to_fs(index_path)  # in the job's _work folder: local, or the bucket (every node reads it)
+    tmp = f"{local}.tmp.{os.getpid()}"
+    with fs.open(tmp, "wb") as f:
+        f.write(buffer.getvalue())
+    fs.mv(tmp, local)
 
 
 def read_bz2_index(index_path: str) -> tuple[dict, dict[int, int]]:
     """(header, block offsets) of an index file; anything but this project's plain ``.npz`` is a DumpError."""
     import numpy as np
 
+    fs, local = fsspec.core.url_to_fs(index_path)
     try:
-        with np.load(index_path, allow_pickle=False) as npz:
+        with fs.open(local, "rb") as f, np.load(io.BytesIO(f.read()), allow_pickle=False) as npz:
             header = json.loads(bytes(npz["header"]).decode())
             offsets = dict(zip(npz["compressed_bits"].tolist(), npz["uncompressed_bytes"].tolist()))
     except (ValueError, KeyError, OSError, EOFError, json.JSONDecodeError) as e:
@@ -194,9 +199,10 @@ def bz2_index(path: str, index_dir: str) -> tuple[str | None, int]:
 
     size, stamp = file_stamp(path)
     key = hashlib.sha256(f"{path}\0{size}\0{stamp}".encode()).hexdigest()[:24]
-    os.makedirs(index_dir, exist_ok=True)
-    index_path = os.path.join(index_dir, f"{os.path.basename(path)}.{key}{INDEX_SUFFIX}")
-    if os.path.exists(index_path):
+    fs, local_dir = fsspec.core.url_to_fs(index_dir)
+    fs.makedirs(local_dir, exist_ok=True)
+    index_path = f"{index_dir.rstrip('/')}/{os.path.basename(path)}.{key}{INDEX_SUFFIX}"
+    if fs.exists(f"{local_dir.rstrip('/')}/{os.path.basename(index_path)}"):
         header, _ = read_bz2_index(index_path)
         _check_index_matches(index_path, header, path)
         return index_path, int(header["uncompressed_size"])

@@ -35,7 +35,7 @@ def finish(plan: RunPlan, result, started: float) -> TrainOutcome:
         "run_name": plan.config.name,
         "method": plan.config.method,
         "model_path": final,
-        "checkpoint_path": chosen.path,
+        "checkpoint_path": _as_uri(plan, chosen.path),
         "selected_by": selected_by,
         "metrics": metrics,
         "last_metrics": dict(result.metrics or {}),
@@ -46,7 +46,7 @@ def finish(plan: RunPlan, result, started: float) -> TrainOutcome:
 
     _write_text(f"{run_dir}/train_summary.json", json.dumps(redact(summary), indent=2, sort_keys=True, default=str))
     _write_model_card(plan, final, selected_by, metrics)
-    return TrainOutcome(model_path=final, metrics=metrics, checkpoint_path=chosen.path)
+    return TrainOutcome(model_path=final, metrics=metrics, checkpoint_path=_as_uri(plan, chosen.path))
 
 
 def select_checkpoint(plan: RunPlan, result, run_dir: str) -> tuple:
@@ -67,16 +67,17 @@ def select_checkpoint(plan: RunPlan, result, run_dir: str) -> tuple:
 
 
 def _write_model_card(plan: RunPlan, final: str, selected_by: str, metrics: dict) -> None:
-    """Append what the model is to the README.md sentence-transformers wrote (a local model folder)."""
-    if "://" in final:
-        return
+    """Append what the model is to the README.md sentence-transformers wrote (a local folder or a URI)."""
+    import fsspec
+
     from infra.secrets import redact_text
     from train.model_card import card_section, set_facts
 
     sets = [set_facts(kind, plan.set_paths[kind]) for kind in plan.method.sets]
-    readme = Path(final) / "README.md"
-    text = readme.read_text() if readme.is_file() else "# SentenceTransformer\n"
-    readme.write_text(text.rstrip("\n") + "\n" + redact_text(card_section(plan.config, sets, selected_by, metrics)))
+    fs, readme = fsspec.core.url_to_fs(f"{final}/README.md")
+    text = fs.cat_file(readme).decode() if fs.isfile(readme) else "# SentenceTransformer\n"
+    with fs.open(readme, "w") as f:
+        f.write(text.rstrip("\n") + "\n" + redact_text(card_section(plan.config, sets, selected_by, metrics)))
 
 
 def _local_checkpoints(run_dir: str) -> list:
@@ -90,9 +91,16 @@ def _local_checkpoints(run_dir: str) -> list:
 
 
 def _run_dir(plan: RunPlan, result) -> str:
-    if result.path:
+    if result.path and "://" not in plan.storage_path:
         return str(result.path).rstrip("/")
-    return plan.run_folder  # local mode (num_workers=0) has no Result.path
+    return plan.run_folder  # local mode (num_workers=0) has no Result.path; a URI's Result.path lacks its scheme
+
+
+def _as_uri(plan: RunPlan, path: str | None) -> str | None:
+    """A checkpoint path as Ray gives it (without the scheme under URI storage: ``bucket/runs/...``) as a URI."""
+    if path is None or "://" in path or "://" not in plan.storage_path:
+        return path
+    return f"{plan.storage_path.split('://', 1)[0]}://{path.lstrip('/')}"
 
 
 def _copy_dir(src: Path, dst: str) -> None:

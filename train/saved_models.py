@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from infra.uris import is_uri, local_copy
 from score.model import (
     HEADS_FILE, METHOD_FILE, ST_MARKER, ModelLoadError, TrainedModel, embedding_dimension,
 )
@@ -38,10 +39,16 @@ def load(model_dir: str | Path, device: str | None = None) -> TrainedModel:
 
     Raises :class:`ModelLoadError` naming the folder and the file when the
     folder, ``modules.json``, the heads file or a method field is missing, and
-    when the heads do not fit the encoder's embedding size.
+    when the heads do not fit the encoder's embedding size. A URI (``s3://...``)
+    is read from a local copy made once per content (``infra.uris.local_copy``).
     """
     from sentence_transformers import SentenceTransformer
 
+    if is_uri(model_dir):
+        try:
+            model_dir = local_copy(str(model_dir))
+        except FileNotFoundError as e:
+            raise ModelLoadError(str(e)) from None
     folder = Path(model_dir).expanduser()
     if not folder.is_dir():
         raise ModelLoadError(f"model folder does not exist: {folder}")

@@ -1,0 +1,62 @@
+"""Paths that may be URIs: ``s3://``, ``gs://``, ``memory://``, ``file://`` or a local path, through fsspec.
+
+``is_uri(path)`` tells the two apart (a ``pathlib.Path`` of ``s3://bucket/x`` is the local ``s3:/bucket/x``);
+``local_copy(uri)`` brings a remote folder (a trained model) into a local cache once, keyed by what the
+folder holds (file names, sizes and ETags or modification times), so a second ``eval --model s3://...``
+of the same model reads nothing but the listing, and a model rewritten at the same URI is fetched again.
+Credentials come from the environment or the provider chain (fsspec's); nothing here writes them: the
+cache key is a hash, and the cache's ``source.json`` holds the URI with any secret redacted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+CACHE_ENV = "STRUCTCSE_CACHE"  # where remote models are cached (default ~/.cache/structcse)
+COMPLETE = ".structcse_complete"  # written last: a folder without it is an interrupted copy
+
+
+def is_uri(path: str | os.PathLike | None) -> bool:
+    """True for ``scheme://...`` (a ``file://`` URI too), False for a local path."""
+    return isinstance(path, str) and "://" in path
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "structcse").expanduser()
+
+
+def local_copy(uri: str, kind: str = "models") -> Path:
+    """A local folder with the contents of the folder at ``uri`` (copied at most once per content)."""
+    import fsspec
+
+    from infra.secrets import redact_text
+
+    fs, root = fsspec.core.url_to_fs(uri)
+    root = root.rstrip("/")
+    if not fs.isdir(root):
+        raise FileNotFoundError(f"no folder at {redact_text(uri)}")
+    listing = fs.find(root, detail=True)
+    files = sorted((name[len(root) + 1:], info.get("size"), str(info.get("ETag") or info.get("mtime") or ""))
+                   for name, info in listing.items()
+                   if info.get("type") != "directory" and len(name) > len(root) + 1 and not name.endswith("/"))
+    if not files:
+        raise FileNotFoundError(f"the folder at {redact_text(uri)} is empty")
+    key = hashlib.sha256(json.dumps([uri, files]).encode()).hexdigest()[:32]
+    target = cache_root() / kind / key
+    if (target / COMPLETE).is_file():
+        return target
+    partial = target.with_name(f"{key}.partial.{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    for name, _, _ in files:
+        dst = partial / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        fs.get_file(f"{root}/{name}", str(dst))
+    (partial / "source.json").write_text(json.dumps({"uri": redact_text(uri), "files": len(files)}))
+    (partial / COMPLETE).write_text("")
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    return target
