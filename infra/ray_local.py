@@ -22,7 +22,7 @@ def stale_ray_address(temp_dir: str | None = None) -> tuple[str, str] | None:
     """(address, file) when the ``ray start`` cluster file names an address nothing listens on; else None."""
     if os.environ.get("RAY_ADDRESS"):
         return None
-    from ray._private.utils import get_ray_address_file, read_ray_address
+    from infra.ray_compat import ray_address_file, read_ray_address
 
     try:
         address = read_ray_address(temp_dir)
@@ -37,7 +37,25 @@ def stale_ray_address(temp_dir: str | None = None) -> tuple[str, str] | None:
     except ValueError:  # not host:port: leave it to Ray's own message
         return None
     except OSError:
-        return address, get_ray_address_file(temp_dir)
+        return address, ray_address_file(temp_dir)
+
+
+def starts_local_ray(init_kwargs: dict | None = None) -> bool:
+    """Whether ``ray.init(**init_kwargs)`` from this process (after :func:`local_init_kwargs`) starts a
+    new local Ray on this machine, rather than joining a cluster (``RAY_ADDRESS``, an address, or the live
+    head of the last ``ray start``). Asks nothing of Ray but its cluster file (and one probe of it)."""
+    init_kwargs = init_kwargs or {}
+    if os.environ.get("RAY_ADDRESS"):
+        return False
+    if init_kwargs.get("address"):
+        return init_kwargs["address"] == "local"
+    from infra.ray_compat import read_ray_address
+
+    try:
+        address = read_ray_address(init_kwargs.get("_temp_dir"))
+    except OSError:
+        return True
+    return not address or stale_ray_address(init_kwargs.get("_temp_dir")) is not None
 
 
 def local_init_kwargs(init_kwargs: dict, log=None) -> dict:

@@ -8,7 +8,8 @@ config (a bad path or name is a ConfigError), counts the training rows, and deci
   unless ``base_pooling`` is false (``--set pooling=...`` sets it false), and the plan says why; the
   caller's config is never changed;
 * the dev metric and what the final checkpoint is selected by;
-* the workers and their resources, the storage and run folder;
+* the workers and their resources (refused at once when the local Ray this process would start can never
+  run them: ``train.ray_env.check_resources_before_ray``), the storage and run folder;
 * the config the workers read: local paths absolute (Ray workers and Tune trials do not share the
   driver's working directory).
 
@@ -106,8 +107,11 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
     """Validate ``cfg``, its sets and its model before any allocation; decide what the run does."""
     import pyarrow.parquet as pq
 
+    from train.ray_env import check_resources_before_ray
+
     cfg.validate()
     method = get_method(cfg.method)
+    check_resources_before_ray(cfg)  # milliseconds: a local Ray that could never run the workers
     set_paths = resolve_sets(cfg.data, method)
     for kind, columns in method.sets.items():
         check_set(set_paths[kind], kind, required=columns)

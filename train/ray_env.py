@@ -23,24 +23,110 @@ def ensure_ray(log=None, **init_kwargs) -> bool:
     init_kwargs = local_init_kwargs(init_kwargs, log)
     local = not os.environ.get("RAY_ADDRESS") and init_kwargs.get("address") in (None, "local")
     if local:
+        from infra.ray_compat import quiet_preemption_watcher
         from train.logs import quiet_local_ray
 
         quiet_local_ray()
-        _quiet_preemption_watcher()
+        quiet_preemption_watcher()
     ray.init(**init_kwargs)
     return local
 
 
-def ray_for_training(cfg: TrainConfig) -> None:
-    """Ray up for a training run (``ensure_ray``); a local Ray started here must have room for the
-    run's workers and Ray Data's reads (``check_worker_cpus``)."""
-    if ensure_ray():
-        import ray
+def ray_for_training(cfg: TrainConfig, log=None) -> None:
+    """Ray up for a training run (``ensure_ray``); when this call brought it up, the run's workers are
+    checked against the cluster (``check_cluster_resources``). A Ray the caller brought up (the demo, a
+    Tune trial, the tests) is the caller's to check."""
+    import ray
 
-        check_worker_cpus(cfg, ray.cluster_resources().get("CPU", 0.0))
+    from infra.ray_local import starts_local_ray
+
+    if ray.is_initialized():
+        return
+    started_here = starts_local_ray()  # not a `ray start` head that ensure_ray joins: that one may autoscale
+    ensure_ray(log)
+    check_cluster_resources(cfg, started_here=started_here, log=log)
 
 
-def check_worker_cpus(cfg: TrainConfig, machine_cpus: float) -> None:
+def check_resources_before_ray(cfg: TrainConfig, init_kwargs: dict | None = None) -> None:
+    """When this process would start its own local Ray (``infra.ray_local.starts_local_ray``), the run's
+    workers checked against the resources that Ray will have (``check_resources``), found without
+    starting it (``infra.ray_compat.local_node_resources``): a run that could never start is refused in
+    milliseconds, before its sets and model are read. A Ray already up, or a cluster to join, is
+    checked once connected (``ray_for_training``)."""
+    import ray
+
+    from infra.ray_local import starts_local_ray
+
+    init_kwargs = init_kwargs or {}
+    if ray.is_initialized() or not starts_local_ray(init_kwargs):
+        return
+    from infra.ray_compat import local_node_resources
+
+    check_resources(cfg, local_node_resources(init_kwargs.get("num_cpus"), init_kwargs.get("num_gpus")),
+                    where="this machine")
+
+
+def check_cluster_resources(cfg: TrainConfig, *, started_here: bool = False, log=None) -> None:
+    """The run's workers checked against the connected Ray's ``ray.cluster_resources()``
+    (``check_resources``). A Ray this process started (``started_here``) is this machine, with no
+    autoscaler; a joined cluster has one only if its autoscaler reports itself with a cluster config
+    (``infra.ray_compat.cluster_has_autoscaler``), and there a shortage is waited for, not refused."""
+    import ray
+
+    from infra.ray_compat import RayInternalMissing, cluster_has_autoscaler
+
+    try:
+        autoscaled = not started_here and cluster_has_autoscaler()
+    except RayInternalMissing:
+        raise
+    except Exception as e:  # the cluster did not answer: leave the run to Ray, as before this check existed
+        (log or partial(print, flush=True))(f"[train] warning: cannot tell whether the cluster has an autoscaler "
+                                            f"({type(e).__name__}: {e}); its resources are not checked")
+        return
+    check_resources(cfg, ray.cluster_resources(), where="this machine" if started_here else "the cluster",
+                    autoscaled=autoscaled, log=log)
+
+
+def check_resources(cfg: TrainConfig, resources: dict, *, where: str = "this machine", autoscaled: bool = False,
+                    log=None) -> None:
+    """A run whose workers a Ray without an autoscaler can never place waits for them forever: a
+    one-line ConfigError before the run starts, saying what ``where`` has (``resources``: Ray's CPU and
+    GPU counts), what the config asks and what to do. Refused: GPUs (``use_gpu``) beyond the GPUs there;
+    more CPUs per worker than there are; workers that leave Ray Data no CPU (``check_worker_cpus``). Local
+    mode (``num_workers`` 0) runs in the driver: only its GPU is checked, on this machine. With an
+    autoscaler (``autoscaled``) the wait is the way to get nodes: one line says what is awaited."""
+    cpus, gpus = float(resources.get("CPU", 0.0)), float(resources.get("GPU", 0.0))
+    has = f"{where} has {cpus:g} CPUs and {gpus:g} GPUs"
+    workers = cfg.num_workers
+    per_worker = cfg.cpus_per_worker if cfg.cpus_per_worker is not None else 1.0
+    if workers < 1:
+        if cfg.use_gpu and gpus < 1 and where == "this machine" and not autoscaled:
+            raise ConfigError(f"use_gpu=true in local mode (num_workers=0) trains on this machine's GPU, and {has}: "
+                              "use --set use_gpu=false, or a machine with a GPU")
+        return
+    short_gpus = cfg.use_gpu and workers > gpus
+    short_cpus = workers * per_worker > cpus
+    if autoscaled:
+        if short_gpus or short_cpus:
+            asked = f"{per_worker:g} CPU" + (" + 1 GPU" if cfg.use_gpu else "")
+            now = f"{gpus:g} GPUs" if short_gpus else f"{cpus:g} CPUs"
+            (log or partial(print, flush=True))(
+                f"[train] waiting for {workers} worker(s) x {asked}: the autoscaler adds nodes (the cluster has "
+                f"{now} now)")
+        return
+    wait = "no autoscaler adds any, so the run would wait forever"
+    if short_gpus:
+        raise ConfigError(f"use_gpu=true asks for {workers} worker(s) x 1 GPU, and {has} ({wait}): use --set "
+                          "use_gpu=false, or a cluster with GPUs")
+    if per_worker > cpus:
+        fits = (cpus - 1) / workers
+        fix = f"--set cpus_per_worker={fits:g}" if fits > 0 else "--num-workers 0"
+        raise ConfigError(f"cpus_per_worker={per_worker:g} asks for more CPUs per worker than {has} ({wait}): use "
+                          f"{fix}, or a cluster with more CPUs")
+    check_worker_cpus(cfg, cpus, where)
+
+
+def check_worker_cpus(cfg: TrainConfig, machine_cpus: float, where: str = "this machine") -> None:
     """On one machine without an autoscaler, the workers must leave a CPU to Ray Data's read tasks,
     else the run waits for one forever: a ConfigError with the setting that fits."""
     if cfg.num_workers < 1:
@@ -50,15 +136,9 @@ def check_worker_cpus(cfg: TrainConfig, machine_cpus: float) -> None:
         fits = (machine_cpus - 1) / cfg.num_workers
         fix = (f"--set cpus_per_worker={fits:g}" if fits > 0 else f"--num-workers {max(int(machine_cpus) - 1, 0)}")
         raise ConfigError(
-            f"{cfg.num_workers} worker(s) x {per_worker:g} CPU take {cfg.num_workers * per_worker:g} of this machine's "
+            f"{cfg.num_workers} worker(s) x {per_worker:g} CPU take {cfg.num_workers * per_worker:g} of {where}'s "
             f"{machine_cpus:g} CPUs, leaving Ray Data less than the 1 CPU its read tasks need (the run would wait "
             f"forever): use {fix}, fewer workers, or a cluster")
-
-
-def _quiet_preemption_watcher() -> None:
-    """Ray Train's spot-preemption watcher logs a red core_worker error on every run; a local Ray has no
-    spot node to watch, so it is off there unless the user sets RAY_TRAIN_ENABLE_PREEMPTION_WATCHER."""
-    os.environ.setdefault("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")
 
 
 def warn_if_other_ray_instances(log=None) -> list[str]:
@@ -73,10 +153,10 @@ def warn_if_other_ray_instances(log=None) -> list[str]:
     if os.environ.get("RAY_ADDRESS"):
         return []
     try:
-        from ray._private.services import find_gcs_addresses
+        from infra.ray_compat import find_gcs_addresses
 
         running = sorted(find_gcs_addresses())
-    except Exception:  # a private helper: never let the check itself stop a run
+    except Exception:  # a Ray internal (infra.ray_compat): never let the check itself stop a run
         return []
     if running:
         message = (f"[structcse] warning: other Ray instance(s) run on this machine ({', '.join(running)}). A second "

@@ -40,7 +40,7 @@ import yaml
 from ray import tune
 
 from train.config import ConfigError, TrainConfig
-from train.ray_env import ensure_ray
+from train.ray_env import ray_for_training
 from train.run import build_trainer
 from tune.report import SearchOutcome, write_search_report
 from tune.trials import base_values, resolved_trial_config
@@ -199,13 +199,13 @@ def trial_config(config: dict, private: dict) -> TrainConfig:
 
 def trial_driver(config: dict, private: dict) -> None:
     """One trial: fits its TorchTrainer; its checkpoints are scored by the pool as it trains."""
-    from ray.train._internal.session import get_session
     from ray.train.v2.api.validation_config import (
         ValidationConfig,
         ValidationTaskConfig,
     )
     from ray.tune.integration.ray_train import TuneReportCallback
 
+    from infra.ray_compat import tune_trial_report_queue
     from tune.scorers import PoolValidation
 
     class TrainingReports(TuneReportCallback):
@@ -221,7 +221,7 @@ def trial_driver(config: dict, private: dict) -> None:
     pool = private["pool"]
     report = TrainingReports()
     # the queue TuneReportCallback puts training reports on: scores join them there, when they are ready
-    tune_queue = get_session()._get_or_create_inter_actor_queue()
+    tune_queue = tune_trial_report_queue()
     validation = ValidationConfig(
         fn=PoolValidation(pool["name"], pool["namespace"], cfg.validation_timeout_s, forward=tune_queue),
         task_config=ValidationTaskConfig(timeout_s=cfg.validation_timeout_s + 60),
@@ -301,21 +301,14 @@ def _credentials_withheld_from_trials(storage: str, log):
         os.environ.update(held)
 
 
-@contextlib.contextmanager
 def _scores_arrive_apart_from_training_reports():
     """A trial's training reports (loss, examples seen, checkpoint) reach Tune without the metric, which
     comes later in a result of its own; Tune's check that every result holds the metric is turned off
-    (its documented switch, read by the Tune controller in this process) while the search runs."""
-    key = "TUNE_DISABLE_STRICT_METRIC_CHECKING"
-    before = os.environ.get(key)
-    os.environ[key] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = before
+    (read by the Tune controller in this process: ``infra.ray_compat.tune_metric_checking_off``) while
+    the search runs."""
+    from infra.ray_compat import tune_metric_checking_off
+
+    return tune_metric_checking_off()
 
 
 def search_fingerprint(base: TrainConfig, settings: TuneSettings) -> str:
@@ -356,7 +349,7 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     restoring = _check_restore(folder, base, settings, log)
     if settings.searcher == "grid":
         log(f"[tune] grid of {grid_size(settings)} trials")
-    ensure_ray(log)
+    ray_for_training(base, log)  # a local Ray that can never run the base config's workers: refused here
     import ray
 
     namespace = f"structcse-tune-{settings.name}"
