@@ -3,10 +3,10 @@ reached through ``AWS_ENDPOINT_URL_S3`` by fsspec, pyarrow and Ray Train's stora
 
 One short test per stage: ingest writes its sets into a bucket (the same parquet bytes as on a local
 folder, its bz2 index in the bucket's ``_work``); training reads sets from a bucket, checkpoints and
-writes the final model, its card and its summary there, and resumes from there; a model in a bucket is
+writes the final model, its card and its summary there; a model in a bucket is
 loaded through a local copy made once per content. Nothing is ever created under a local ``s3:`` folder
-(what a URI taken for a path becomes). The end-to-end proof with 2 workers, Tune and eval is
-``bench/cloud.py``.
+(what a URI taken for a path becomes). The end-to-end proof (2 workers, a run resumed from the bucket,
+Tune, eval, each beside the same on local folders) is ``bench/cloud.py``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_ingest_writes_the_same_sets_into_a_bucket(ray_session, s3_server, demo_
     assert not (tmp_path / "s3:").exists()
 
 
-def test_train_reads_checkpoints_and_resumes_in_a_bucket(ray_session, s3_server, demo_sets, demo_tiny_bert, tmp_path,
+def test_train_reads_and_checkpoints_in_a_bucket(ray_session, s3_server, demo_sets, demo_tiny_bert, tmp_path,
                                                          monkeypatch):
     from train.config import TrainConfig
     from train.run import run
@@ -67,16 +67,16 @@ def test_train_reads_checkpoints_and_resumes_in_a_bucket(ray_session, s3_server,
     summary = json.loads(fs.cat_file(f"{run_folder}/train_summary.json"))
     assert summary["model_path"] == first.model_path
 
-    second = run(cfg.with_overrides(["max_steps=3"]))  # same storage + name: resumes from the bucket
-    last = json.loads(fs.cat_file(f"{run_folder}/train_summary.json"))["last_metrics"]
-    assert last["start_step"] == 2 and last["step"] == 3 and second.model_path == first.model_path
+    assert summary["last_metrics"]["step"] == 2
     assert not (tmp_path / "s3:").exists()
+    # resuming from the bucket (a second run of the same command) is bench/cloud.py's "resume" stage: a Ray
+    # Train run costs ~25 s here, and the suite stays under 10 minutes
 
     # the model in the bucket: loaded through one local copy per content
     monkeypatch.setenv("STRUCTCSE_CACHE", str(tmp_path / "cache"))
-    model = load(second.model_path)
+    model = load(first.model_path)
     assert Path(model.path).is_relative_to(tmp_path / "cache")
     copied = {p: p.stat().st_mtime_ns for p in Path(model.path).rglob("*")}
-    again = load(second.model_path)
+    again = load(first.model_path)
     assert again.path == model.path and {p: p.stat().st_mtime_ns for p in Path(model.path).rglob("*")} == copied
     assert (again.encode(["the river town"]) == model.encode(["the river town"])).all()

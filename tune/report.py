@@ -17,12 +17,14 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from infra.uris import is_uri
 from train.config import TrainConfig
 from tune.trials import base_values, resolved_trial_config
 
@@ -73,6 +75,23 @@ def _better(a, b, mode) -> bool:
 
 def write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict, log=print,
                         max_t: int | None = None):
+    """The search's report, plots, ``best_config.yaml`` and ``best_model/`` in ``folder`` (a local folder or a
+    URI: then written in a local staging folder and uploaded)."""
+    if not is_uri(folder):
+        return _write_search_report(results, base, settings, metric, folder, private, log, max_t)
+    import fsspec
+
+    fs, remote = fsspec.core.url_to_fs(folder)
+    with tempfile.TemporaryDirectory(prefix="structcse-search-") as staging:
+        outcome = _write_search_report(results, base, settings, metric, staging, private, log, max_t, remote=folder)
+        fs.put(f"{staging}/", remote.rstrip("/") + "/", recursive=True)
+    outcome.folder = folder
+    outcome.files = {k: v.replace(staging, folder.rstrip("/"), 1) for k, v in outcome.files.items()}
+    return outcome
+
+
+def _write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict, log,
+                         max_t: int | None, remote: str | None = None):
     folder_path = Path(folder)
     rows = trial_rows(results, settings, metric, max_t)
     best = None
@@ -120,11 +139,21 @@ def write_search_report(results, base: TrainConfig, settings, metric: str, folde
         files["best_config"] = str(folder_path / "best_config.yaml")
         Path(files["best_config"]).write_text(
             f"# the best trial of search {settings.name!r} ({metric} {best['best']:.4f}): python -m train --config "
-            f"{files['best_config']}\n" + yaml.safe_dump(cfg_dict, sort_keys=False))
-        if (checkpoint / "model").is_dir():
+            f"{(remote or str(folder_path)).rstrip('/')}/best_config.yaml\n" + yaml.safe_dump(cfg_dict, sort_keys=False))
+        if remote is not None:  # the trials' checkpoints are in the bucket: the model is copied from there
+            import fsspec
+
+            fs, source = fsspec.core.url_to_fs(f"{remote.rstrip('/')}/{checkpoint.relative_to(folder_path)}/model")
+            kept = fs.isdir(source)
+        else:
+            kept = (checkpoint / "model").is_dir()
+        if kept:
             files["best_model"] = str(folder_path / "best_model")
             shutil.rmtree(files["best_model"], ignore_errors=True)
-            shutil.copytree(checkpoint / "model", files["best_model"])
+            if remote is not None:
+                fs.get(source.rstrip("/") + "/", files["best_model"] + "/", recursive=True)
+            else:
+                shutil.copytree(checkpoint / "model", files["best_model"])
             lines += [(f"Best model (trial `{best['trial_id']}`, step {best['best_step']}): `best_model/`; its "
                       "config: `best_config.yaml`."), ""]
         else:
@@ -132,7 +161,7 @@ def write_search_report(results, base: TrainConfig, settings, metric: str, folde
             log(f"[tune] warning: the best checkpoint {checkpoint} was not kept (keep_checkpoints)")
     files["report"] = str(folder_path / "search_report.md")
     Path(files["report"]).write_text("\n".join(lines))
-    log(f"[tune] report: {files['report']}")
+    log(f"[tune] report: {(remote or str(folder_path)).rstrip('/')}/search_report.md")
     return SearchOutcome(best_config=dict(best["values"]) if best else {},
                          best_metrics={metric: best["best"], "examples_seen": best["best_examples"],
                                        "step": best["best_step"], "trial_id": best["trial_id"]} if best else {},
