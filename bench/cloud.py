@@ -17,8 +17,8 @@ Stages (each timed local vs s3; ``stages`` says ok or what failed):
 * ``no_local_uri_folder``: nothing was written under a local ``s3:`` folder (what a URI taken for a
   path becomes).
 
-Not measured here: ``ray job submit`` against a head with remote storage (issue 36 item 3).
-Bytes read and written are moto's request counts by method. The last line printed is one JSON object.
+Not measured here: ``ray job submit`` against a head with remote storage (issue 36 item 3), and the bytes
+read and written. ``--stages`` runs some stages only. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
