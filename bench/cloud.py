@@ -43,24 +43,6 @@ BUCKET = "structcse-bench"
 STSB = REPO.parent / "shared" / "data" / "stsb" / "senteval_processed"
 
 
-def start_s3() -> tuple[object, str]:
-    """moto's S3 server on 127.0.0.1 and the environment every process of the run inherits (Ray's too)."""
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    os.environ.update(AWS_ENDPOINT_URL_S3=f"http://{host}:{port}", AWS_ACCESS_KEY_ID="structcse-bench-key",
-                      AWS_SECRET_ACCESS_KEY="structcse-bench-secret", AWS_DEFAULT_REGION="us-east-1")
-    import boto3
-
-    boto3.client("s3").create_bucket(Bucket=BUCKET)
-    return server, f"http://{host}:{port}"
-
-
 def timed(fn, *args, **kwargs):
     t0 = time.perf_counter()
     out = fn(*args, **kwargs)
@@ -135,7 +117,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="structcse-cloud-"))
     out.mkdir(parents=True, exist_ok=True)
-    server, endpoint = start_s3()
+    from tests.s3_server import start_s3_server
+
+    server, endpoint = start_s3_server(BUCKET, "structcse-bench-key", "structcse-bench-secret")
     import ray
 
     os.chdir(out)  # a URI taken for a local path would appear here as s3:/...

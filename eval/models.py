@@ -20,7 +20,7 @@ import logging
 import os
 from pathlib import Path
 
-from infra.uris import is_uri, local_copy
+from infra.uris import as_local
 from score.model import ST_MARKER
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def load_encoder(path_or_name: str | os.PathLike, device: str | None = None):
     """
     from sentence_transformers import SentenceTransformer
 
-    text = _local(path_or_name)
+    text = as_local(path_or_name)
     local = Path(text).expanduser()
     if local.exists():
         if not local.is_dir():
@@ -106,21 +106,9 @@ def load_trained(path_or_name: str | os.PathLike, device: str | None = None):
     from score.model import TrainedModel
     from train.saved_models import load
 
-    local = Path(_local(path_or_name)).expanduser()
+    local = Path(as_local(path_or_name)).expanduser()
     if local.is_dir():
         folder = resolve_model_folder(local)
         if (folder / ST_MARKER).is_file():
             return load(folder, device=device)
     return TrainedModel(load_encoder(path_or_name, device=device), None, os.fspath(path_or_name))
-
-
-def _local(path_or_name: str | os.PathLike) -> str:
-    """A model URI (``s3://bucket/runs/x/model``) as its local copy (``infra.uris.local_copy``: fetched once per
-    content); anything else as it is."""
-    text = os.fspath(path_or_name)
-    if not is_uri(text):
-        return text
-    try:
-        return str(local_copy(text))
-    except FileNotFoundError as e:
-        raise FileNotFoundError(f"model {e}") from None

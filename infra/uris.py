@@ -1,7 +1,7 @@
 """Paths that may be URIs: ``s3://``, ``gs://``, ``memory://``, ``file://`` or a local path, through fsspec.
 
 ``is_uri(path)`` tells the two apart (a ``pathlib.Path`` of ``s3://bucket/x`` is the local ``s3:/bucket/x``);
-``local_copy(uri)`` brings a remote folder (a trained model) into a local cache once, keyed by what the
+``as_local(path)`` is a path, or a URI's local copy; ``local_copy(uri)`` brings a remote folder (a trained model) into a local cache once, keyed by what the
 folder holds (file names, sizes and ETags or modification times), so a second ``eval --model s3://...``
 of the same model reads nothing but the listing, and a model rewritten at the same URI is fetched again.
 Credentials come from the environment or the provider chain (fsspec's); nothing here writes them: the
@@ -23,6 +23,12 @@ COMPLETE = ".structcse_complete"  # written last: a folder without it is an inte
 def is_uri(path: str | os.PathLike | None) -> bool:
     """True for ``scheme://...`` (a ``file://`` URI too), False for a local path."""
     return isinstance(path, str) and "://" in path
+
+
+def as_local(path: str | os.PathLike) -> str:
+    """``path`` itself, or for a URI the local copy of the folder there (:func:`local_copy`)."""
+    text = os.fspath(path)
+    return str(local_copy(text)) if is_uri(text) else text
 
 
 def cache_root() -> Path:

@@ -28,22 +28,11 @@ MOTO_BUCKET = "structcse-test"
 
 @pytest.fixture(scope="session")
 def s3_server():
-    """moto's S3 API server on 127.0.0.1 (a real HTTP S3 endpoint, not a mock of the client), reached
-    through ``AWS_ENDPOINT_URL_S3`` by fsspec/s3fs, pyarrow and boto3 alike, with one bucket. Started
-    before Ray (``ray_session`` asks for it), so Ray's workers inherit the endpoint and the keys."""
-    import logging
+    """moto's S3 API server on 127.0.0.1 (``tests/s3_server.py``) with one bucket. Started before Ray
+    (``ray_session`` asks for it), so Ray's workers inherit the endpoint and the keys."""
+    from tests.s3_server import start_s3_server
 
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    os.environ.update(AWS_ENDPOINT_URL_S3=f"http://{host}:{port}", AWS_ACCESS_KEY_ID="structcse-moto-key",
-                      AWS_SECRET_ACCESS_KEY="structcse-moto-secret-7d1f", AWS_DEFAULT_REGION="us-east-1")
-    import boto3
-
-    boto3.client("s3").create_bucket(Bucket=MOTO_BUCKET)
+    server, _ = start_s3_server(MOTO_BUCKET, "structcse-moto-key", "structcse-moto-secret-7d1f")
     yield f"s3://{MOTO_BUCKET}"
     server.stop()
 

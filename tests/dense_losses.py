@@ -1,16 +1,16 @@
 """The losses as they were before tiling: every (anchors x candidates) logit materialised, then
 ``F.cross_entropy`` (or an explicit log-sum-exp). The oracle ``tests/test_tiled_losses.py`` compares the
 tiled losses of ``train.methods`` with; kept verbatim in what they compute, so a tiling error cannot hide
-in shared code (only the primitives ``cos_logits``, ``similarity_matrix``, ``entity_logits`` are shared,
-and those are dense)."""
+in shared code (only the primitives ``cos_logits`` and ``similarity_matrix`` are shared, and those are
+dense)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
+from train.distributed import gather_nograd, gather_with_grad, local_labels
 from train.methods.contrastive import cos_logits, full
-from train.methods.ease import entity_logits
 from train.methods.pair_losses import Gaussian, parse_gausscse_variant, similarity_matrix
 
 
@@ -64,6 +64,42 @@ def rse_loss(h_i, r_k, h_j, hard_negatives=None, temperature=0.05, *, hard_negat
         return losses.mean()
     w = weights.to(losses)[r]
     return (losses * w).sum() / w.sum()
+
+
+def entity_logits(
+    z: torch.Tensor,
+    pos_emb: torch.Tensor,
+    neg_emb: torch.Tensor,
+    pos_ids: torch.Tensor,
+    neg_ids: torch.Tensor,
+    *,
+    temperature: float,
+    hard_negative_weight: float,
+    mask_duplicates: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits (B, 2N) of local anchors against the gathered [positives | hard negatives], and labels.
+
+    N = global batch. Masked (false-negative) entries are -inf. The dense form of
+    ``train.methods.ease.entity_loss`` (which never builds it).
+    """
+    b = z.shape[0]
+    pos_all = gather_with_grad(pos_emb)
+    neg_all = gather_with_grad(neg_emb)
+    n = pos_all.shape[0]
+    labels = local_labels(b, z.device)
+    rows = torch.arange(b, device=z.device)
+    logits = cos_logits(z, torch.cat([pos_all, neg_all], dim=0), temperature)
+    bias = torch.zeros_like(logits)
+    bias[rows, n + labels] = hard_negative_weight
+    logits = logits + bias
+    if mask_duplicates:
+        pos_ids_all = gather_nograd(pos_ids)
+        neg_ids_all = gather_nograd(neg_ids)
+        same_pos = pos_ids[:, None] == pos_ids_all[None, :]
+        same_pos[rows, labels] = False
+        same_neg = pos_ids[:, None] == neg_ids_all[None, :]
+        logits = logits.masked_fill(torch.cat([same_pos, same_neg], dim=1), float("-inf"))
+    return logits, labels
 
 
 def entity_loss(z, pos_emb, neg_emb, pos_ids, neg_ids, **kw):

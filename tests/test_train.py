@@ -232,7 +232,7 @@ def test_simcse_loss_identical_views_beat_random():
 
 
 def test_ease_hard_negative_weight_is_added_to_own_logit_only():
-    from train.methods.ease import entity_logits
+    from tests.dense_losses import entity_logits
 
     torch.manual_seed(0)
     z, pos, neg = torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 8)
@@ -252,7 +252,8 @@ def test_ease_hard_negative_weight_is_added_to_own_logit_only():
 
 
 def test_ease_masks_duplicate_entities():
-    from train.methods.ease import entity_logits, entity_loss
+    from tests.dense_losses import entity_logits
+    from train.methods.ease import entity_loss
 
     torch.manual_seed(0)
     z, pos, neg = torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 8)

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infra.uris import is_uri
 from train.plan import RunPlan
 
 
@@ -53,7 +54,7 @@ def select_checkpoint(plan: RunPlan, result, run_dir: str) -> tuple:
     """(checkpoint, its metrics): the best by ``plan.checkpoint_metric`` among those kept, else the latest."""
     chosen, metrics = result.checkpoint, dict(result.metrics or {})
     candidates = list(result.best_checkpoints or [])
-    if plan.num_workers == 0 and "://" not in run_dir:  # local mode: Ray keeps no checkpoint history
+    if plan.num_workers == 0 and not is_uri(run_dir):  # local mode: Ray keeps no checkpoint history
         candidates = _local_checkpoints(run_dir)
     metric = plan.checkpoint_metric
     if metric:
@@ -91,20 +92,20 @@ def _local_checkpoints(run_dir: str) -> list:
 
 
 def _run_dir(plan: RunPlan, result) -> str:
-    if result.path and "://" not in plan.storage_path:
+    if result.path and not is_uri(plan.storage_path):
         return str(result.path).rstrip("/")
     return plan.run_folder  # local mode (num_workers=0) has no Result.path; a URI's Result.path lacks its scheme
 
 
 def _as_uri(plan: RunPlan, path: str | None) -> str | None:
     """A checkpoint path as Ray gives it (without the scheme under URI storage: ``bucket/runs/...``) as a URI."""
-    if path is None or "://" in path or "://" not in plan.storage_path:
+    if path is None or is_uri(path) or not is_uri(plan.storage_path):
         return path
     return f"{plan.storage_path.split('://', 1)[0]}://{path.lstrip('/')}"
 
 
 def _copy_dir(src: Path, dst: str) -> None:
-    if "://" in dst:
+    if is_uri(dst):
         import pyarrow.fs
 
         pyarrow.fs.copy_files(str(src), dst)
@@ -116,7 +117,7 @@ def _copy_dir(src: Path, dst: str) -> None:
 
 
 def _write_text(path: str, text: str) -> None:
-    if "://" in path:
+    if is_uri(path):
         import pyarrow.fs
 
         fs, p = pyarrow.fs.FileSystem.from_uri(path)

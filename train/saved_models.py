@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from infra.uris import is_uri, local_copy
+from infra.uris import as_local
 from score.model import (
     HEADS_FILE, METHOD_FILE, ST_MARKER, ModelLoadError, TrainedModel, embedding_dimension,
 )
@@ -44,12 +44,10 @@ def load(model_dir: str | Path, device: str | None = None) -> TrainedModel:
     """
     from sentence_transformers import SentenceTransformer
 
-    if is_uri(model_dir):
-        try:
-            model_dir = local_copy(str(model_dir))
-        except FileNotFoundError as e:
-            raise ModelLoadError(str(e)) from None
-    folder = Path(model_dir).expanduser()
+    try:
+        folder = Path(as_local(model_dir)).expanduser()
+    except FileNotFoundError as e:  # a URI with no folder there
+        raise ModelLoadError(str(e)) from None
     if not folder.is_dir():
         raise ModelLoadError(f"model folder does not exist: {folder}")
     if not (folder / ST_MARKER).is_file():

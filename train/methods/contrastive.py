@@ -10,17 +10,13 @@ entities, masks). Cosines are computed in (at least) float32.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from train.methods.tiled import NORMALIZE_EPS, DEFAULT_LOSS_TILE, Block, cross_entropy_blocks, full, logsumexp_blocks
+from train.methods.tiled import (
+    DEFAULT_LOSS_TILE, NORMALIZE_EPS, Block, cross_entropy_blocks, full, logsumexp_blocks, unit,
+)
 
 __all__ = ["full", "cos_logits", "unit", "cosine_rows", "label_logits", "row_index", "info_nce", "Block", "cross_entropy_blocks",
            "logsumexp_blocks"]
-
-
-def unit(x: torch.Tensor) -> torch.Tensor:
-    """Rows of ``x`` L2-normalised, in at least float32."""
-    return F.normalize(full(x), dim=-1)
 
 
 def cos_logits(anchors: torch.Tensor, candidates: torch.Tensor, temperature: float) -> torch.Tensor:

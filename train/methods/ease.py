@@ -59,10 +59,10 @@ import torch
 from torch import nn
 
 from ingest.sets import read_table
-from train.distributed import gather_nograd, gather_with_grad, local_labels, local_rows
+from train.distributed import gather_nograd, gather_with_grad, local_rows
 from train.methods import register
 from train.methods.base import Method, double
-from train.methods.contrastive import Block, cos_logits, cross_entropy_blocks, label_logits, row_index
+from train.methods.contrastive import Block, cross_entropy_blocks, label_logits, row_index
 from train.methods.simcse_unsup import simcse_loss
 from train.methods.tiled import DEFAULT_LOSS_TILE
 
@@ -84,42 +84,6 @@ class EntityHead(nn.Module):
         return torch.tanh(self.projection(self.embedding(ids)))
 
 
-def entity_logits(
-    z: torch.Tensor,
-    pos_emb: torch.Tensor,
-    neg_emb: torch.Tensor,
-    pos_ids: torch.Tensor,
-    neg_ids: torch.Tensor,
-    *,
-    temperature: float,
-    hard_negative_weight: float,
-    mask_duplicates: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits (B, 2N) of local anchors against the gathered [positives | hard negatives], and labels.
-
-    N = global batch. Masked (false-negative) entries are -inf. The dense form of :func:`entity_loss`
-    (which never builds it): for inspection and as its oracle.
-    """
-    b = z.shape[0]
-    pos_all = gather_with_grad(pos_emb)
-    neg_all = gather_with_grad(neg_emb)
-    n = pos_all.shape[0]
-    labels = local_labels(b, z.device)
-    rows = torch.arange(b, device=z.device)
-    logits = cos_logits(z, torch.cat([pos_all, neg_all], dim=0), temperature)
-    bias = torch.zeros_like(logits)
-    bias[rows, n + labels] = hard_negative_weight
-    logits = logits + bias
-    if mask_duplicates:
-        pos_ids_all = gather_nograd(pos_ids)
-        neg_ids_all = gather_nograd(neg_ids)
-        same_pos = pos_ids[:, None] == pos_ids_all[None, :]
-        same_pos[rows, labels] = False
-        same_neg = pos_ids[:, None] == neg_ids_all[None, :]
-        logits = logits.masked_fill(torch.cat([same_pos, same_neg], dim=1), float("-inf"))
-    return logits, labels
-
-
 def entity_loss(
     z: torch.Tensor,
     pos_emb: torch.Tensor,
@@ -132,8 +96,9 @@ def entity_loss(
     mask_duplicates: bool = True,
     tile: int = DEFAULT_LOSS_TILE,
 ) -> torch.Tensor:
-    """L_ent (module docstring): cross-entropy of :func:`entity_logits`, as a log-sum-exp over two
-    blocks (positives: duplicates of the own positive left out; hard negatives: the own one weighted)."""
+    """L_ent (module docstring) as a log-sum-exp over two blocks: positives (duplicates of the own positive
+    left out) and hard negatives (the own one weighted). Its dense form, every logit built, is
+    ``tests/dense_losses.entity_logits``, the oracle it is tested against."""
     anchors, positives, negatives = z, gather_with_grad(pos_emb), gather_with_grad(neg_emb)
     labels, own = row_index(local_rows(z.shape[0]), positives.shape[0], z.device)
     same_positive, same_as_negative = {}, {}

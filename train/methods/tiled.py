@@ -82,7 +82,7 @@ def tile_logits(block: Block, anchors, candidates, a0: int, c0: int, *, inplace:
     value back from the device.
     """
     if block.score is None:
-        a, c = (_unit(anchors[0]), _unit(candidates[0])) if block.normalize else (anchors[0], candidates[0])
+        a, c = (unit(anchors[0]), unit(candidates[0])) if block.normalize else (anchors[0], candidates[0])
         s = full(a * block.scale @ c.T)
     else:
         s = full(block.score(anchors, candidates))
@@ -113,7 +113,8 @@ def tile_logits(block: Block, anchors, candidates, a0: int, c0: int, *, inplace:
 NORMALIZE_EPS = 1e-12  # F.normalize's
 
 
-def _unit(x: torch.Tensor) -> torch.Tensor:
+def unit(x: torch.Tensor) -> torch.Tensor:
+    """Rows of ``x`` L2-normalised, in at least float32."""
     return F.normalize(full(x), dim=-1, eps=NORMALIZE_EPS)
 
 
@@ -142,17 +143,17 @@ def _logsumexp_(s: torch.Tensor) -> torch.Tensor:
     return torch.log(s.sub_(top).exp_().sum(dim=1)) + top[:, 0]
 
 
-def _tile_sizes(block: Block, tile: int) -> tuple[int, int]:
-    side = max(1, int(tile / block.pair_cost**0.5))
-    return side, side
+def _tile_side(block: Block, tile: int) -> int:
+    """Rows (= columns) of the block's tiles: about tile² pairs' worth of floats, ``pair_cost`` floats a pair."""
+    return max(1, int(tile / block.pair_cost**0.5))
 
 
 def block_logsumexp(block: Block, tile: int = DEFAULT_LOSS_TILE) -> torch.Tensor:
     """(A,) log Σ_j exp(s_ij) over the block's columns: dense when A·C <= tile², else tiled."""
     anchors, candidates = block.parts()
     a, c = anchors[0].shape[0], candidates[0].shape[0]
-    rows, cols = _tile_sizes(block, tile)
-    if tile <= 0 or a * c <= rows * cols:
+    side = _tile_side(block, tile)
+    if tile <= 0 or a * c <= side * side:
         return torch.logsumexp(tile_logits(block, anchors, candidates, 0, 0), dim=1)
     return _TiledLogSumExp.apply(block, tile, len(anchors), *anchors, *candidates)
 
@@ -181,7 +182,7 @@ class _TiledLogSumExp(torch.autograd.Function):
     def forward(ctx, block: Block, tile: int, num_anchor_parts: int, *tensors):
         anchors, candidates = tensors[:num_anchor_parts], tensors[num_anchor_parts:]
         n_a, n_c = anchors[0].shape[0], candidates[0].shape[0]
-        rows, cols = _tile_sizes(block, tile)
+        rows = cols = _tile_side(block, tile)
         device = anchors[0].device
         dtype = torch.float64 if anchors[0].dtype == torch.float64 else torch.float32
         lse = torch.empty(n_a, device=device, dtype=dtype)
@@ -205,7 +206,7 @@ class _TiledLogSumExp(torch.autograd.Function):
         wanted = ctx.needs_input_grad[3:]
         # accumulated in at least float32 (the embeddings may be bf16 under autocast), cast back at the end
         grads = [torch.zeros_like(t, dtype=full(t[:0]).dtype) if need else None for t, need in zip(tensors, wanted)]
-        rows, cols = _tile_sizes(block, ctx.tile)
+        rows = cols = _tile_side(block, ctx.tile)
         device_type, enabled, dtype = ctx.autocast
         # a row whose every column is left out has lse = -inf: no gradient (exp(-inf - -inf) would be nan)
         weight = torch.where(torch.isfinite(lse), grad_lse.to(lse), torch.zeros_like(lse))
@@ -222,7 +223,7 @@ class _TiledLogSumExp(torch.autograd.Function):
                         p = s.sub_(finite_lse[a0 : a0 + ta, None]).exp_().mul_(weight[a0 : a0 + ta, None])
                         a, c = a_tile[0], c_tile[0]
                         if block.normalize:
-                            a, c = _unit(a), _unit(c)
+                            a, c = unit(a), unit(c)
                         if grads[0] is not None:
                             grads[0][a0 : a0 + ta] += full(p @ c.to(p)) * block.scale
                         if grads[k] is not None:
