@@ -52,7 +52,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -62,6 +61,9 @@ from pathlib import Path
 from typing import ClassVar
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from bench.ray_head import free_port, ray_cli, stop_processes  # noqa: E402
+
 SEARCH_NAME = "autoscale"
 WORKER_TYPE = "cpu_worker"
 
@@ -78,17 +80,6 @@ def log(message: str = "") -> None:
 
 
 # ---------------------------------------------------------------- the cluster
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ray_cli() -> str:
-    beside = Path(sys.executable).with_name("ray")
-    return str(beside) if beside.exists() else (shutil.which("ray") or "ray")
-
 
 def _cluster_class():
     from ray.cluster_utils import AutoscalingCluster
@@ -113,10 +104,10 @@ def _cluster_class():
             import ray._private.services
 
             self.ip = ray._private.services.get_node_ip_address()
-            self.port = _free_port()
+            self.port = free_port()
             self.address = f"{self.ip}:{self.port}"
             self.temp_dir = tempfile.mkdtemp(prefix="rayas-", dir="/tmp")  # short: Ray's socket paths live under it
-            self.dashboard_port = _free_port()
+            self.dashboard_port = free_port()
             super().__init__(head_resources, worker_node_types, **config_kwargs)
 
         def _generate_config(self, head_resources, worker_node_types, autoscaler_v2=False, **config_kwargs):
@@ -150,10 +141,10 @@ def _cluster_class():
             with os.fdopen(fd, "w") as f:
                 json.dump(self._config, f)
             head = dict(self._head_resources)
-            cmd = [_ray_cli(), "start", "--head", f"--autoscaling-config={config_path}",
+            cmd = [ray_cli(), "start", "--head", f"--autoscaling-config={config_path}",
                    f"--port={self.port}", f"--temp-dir={self.temp_dir}", f"--dashboard-port={self.dashboard_port}",
-                   "--dashboard-host=127.0.0.1", f"--ray-client-server-port={_free_port()}",
-                   f"--dashboard-agent-listen-port={_free_port()}", f"--num-cpus={head.pop('CPU', 0)}",
+                   "--dashboard-host=127.0.0.1", f"--ray-client-server-port={free_port()}",
+                   f"--dashboard-agent-listen-port={free_port()}", f"--num-cpus={head.pop('CPU', 0)}",
                    f"--num-gpus={head.pop('GPU', 0)}", "--disable-usage-stats"]
             if "object_store_memory" in head:
                 cmd.append(f"--object-store-memory={head.pop('object_store_memory')}")
@@ -165,47 +156,9 @@ def _cluster_class():
             env.pop("RAY_ADDRESS", None)
             subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
 
-        def processes(self) -> list:
-            """This cluster's processes: those whose command line names its temp dir or GCS address."""
-            import psutil
-
-            marks = (self.temp_dir, self.address, f"--gcs-address={self.address}")
-            mine = []
-            for p in psutil.process_iter(["pid", "cmdline"]):
-                try:
-                    cmdline = " ".join(p.info["cmdline"] or ())
-                except (psutil.Error, TypeError):
-                    continue
-                if p.pid != os.getpid() and any(m in cmdline for m in marks):
-                    mine.append(p)
-            return mine
-
         def shutdown(self, grace_s: float = 10.0, keep_logs: Path | None = None) -> int:
             """SIGTERM this cluster's processes (and their children), SIGKILL what is left after ``grace_s``."""
-            import psutil
-
-            found = {}
-            for _ in range(3):  # raylets start workers while dying: look again
-                for p in self.processes():
-                    found[p.pid] = p
-                    try:
-                        for c in p.children(recursive=True):
-                            found[c.pid] = c
-                    except psutil.Error:
-                        pass
-                for p in list(found.values()):
-                    try:
-                        p.terminate()
-                    except psutil.Error:
-                        pass
-                time.sleep(1)
-            _, alive = psutil.wait_procs(list(found.values()), timeout=grace_s)
-            for p in alive:
-                try:
-                    p.kill()
-                except psutil.Error:
-                    pass
-            psutil.wait_procs(alive, timeout=5)
+            found = stop_processes(self.temp_dir, self.address, f"--gcs-address={self.address}", grace_s=grace_s)
             import ray._private.services
 
             ray._private.services.find_gcs_addresses.cache_clear()
@@ -216,7 +169,7 @@ def _cluster_class():
                 for f in list(logs.glob("monitor*")) + list(logs.glob("raylet*.out")) + list(logs.glob("gcs_server.out")):
                     shutil.copy2(f, keep_logs / f.name)
             shutil.rmtree(self.temp_dir, ignore_errors=True)
-            return len(found)
+            return found
 
     return OwnAutoscalingCluster
 

@@ -1,35 +1,50 @@
-"""The cloud path end to end: the demo world through ingest, train, a killed-and-resumed run, Tune and eval,
-once on local folders and once in a bucket of a real S3 API (moto's server on 127.0.0.1), side by side.
+"""The cloud path end to end: the demo world through ingest, train, a killed-and-resumed run, Tune, eval
+and ``ray job submit``, once on local folders and once in a bucket of a real S3 API (moto's server on
+127.0.0.1, behind a loopback proxy that counts the bytes each way), side by side.
 
-    python bench/cloud.py [--out DIR] [--keep]
+    python bench/cloud.py [--out DIR] [--keep] [--stages ...]
 
-Stages (each timed local vs s3; ``stages`` says ok or what failed):
+Stages (each timed local vs s3; ``stages`` says ok or what failed; ``bytes`` the bytes the s3 run sent
+to the server and got back, HTTP headers included):
 
 * ``ingest``: ``python -m ingest``'s pipeline on the demo world's dumps, read from the bucket, sets
   written to the bucket; every parquet file byte-identical to the local run's.
-* ``train``: ``simcse_unsup`` on the sets in the bucket, 1 worker, checkpoints and the final model in the
-  bucket; the final weights equal the local run's (same seed; 1 worker reads its blocks in file order).
-* ``resume``: a run on 2 workers (0.5 CPU each) stopped after 2 steps, then the same command again
-  (same storage and name) resumes from the checkpoint in the bucket to step 4.
+* ``train``: ``simcse_unsup`` on the sets in the bucket, 1 worker, the base model read from the bucket
+  (``--model s3://...``), checkpoints and the final model written there; the final weights equal the
+  local run's (same seed; 1 worker reads its blocks in file order).
+* ``resume``: ``python -m train`` on 2 workers (0.5 CPU each), killed (SIGKILL to the driver's process
+  group and its own Ray) once a checkpoint is in storage, then the same command again: it resumes from
+  that checkpoint (``start_step`` > 0) and finishes; local and s3 final weights compared.
 * ``tune``: ``python -m tune``, 2 trials (random searcher), its storage in the bucket.
-* ``eval``: ``python -m eval --task sts`` of the model in the bucket (a local copy, made once) and of
-  the local model: the same JSON figures.
+* ``eval``: ``python -m eval --task sts`` of the model in the bucket with the STS data in the bucket (local
+  copies made once) and of the local model on the local data: the same JSON figures.
+* ``job_submit``: README.md's bucket block (the one with ``ray job submit`` and ``s3://BUCKET``), each
+  command as written but for the stand-ins listed in ``job_stand_ins``, against a head of this bench's
+  own (``ray start --head``: its own ports, temp dir and auth token, the bucket's endpoint and keys in its
+  environment as an instance profile would give them; stopped by pid): the job succeeds, its model lands
+  in the bucket and ``eval`` reads it from there; ``working_dir``: the files and bytes of the package
+  unpacked on the head, none of the git-ignored output folders among them.
 * ``no_local_uri_folder``: nothing was written under a local ``s3:`` folder (what a URI taken for a
   path becomes).
 
-Not measured here: ``ray job submit`` against a head with remote storage (issue 36 item 3), and the bytes
-read and written. ``--stages`` runs some stages only. The last line printed is one JSON object.
+The last line printed is one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
+import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,6 +53,7 @@ sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != 
 os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from bench.ray_head import LocalHead, stop_processes  # noqa: E402
 
 BUCKET = "structcse-bench"
 STSB = REPO.parent / "shared" / "data" / "stsb" / "senteval_processed"
@@ -100,31 +116,192 @@ def _error_lines(stderr: str) -> str:
     return " | ".join(lines[-3:]) or stderr[-800:]
 
 
-def evaluate(model: str) -> dict:
-    cmd = [sys.executable, "-m", "eval", "--task", "sts", "--data", str(STSB), "--split", "dev", "--model", model]
+def evaluate(model: str, data: str = str(STSB)) -> dict:
+    cmd = [sys.executable, "-m", "eval", "--task", "sts", "--data", data, "--split", "dev", "--model", model]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ})
     if out.returncode != 0:
         raise RuntimeError(f"python -m eval ({model}) exited {out.returncode}: {_error_lines(out.stderr)}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+class CountingProxy(threading.Thread):
+    """A TCP proxy on 127.0.0.1 in front of the S3 server that counts the bytes each way (``sent``: to the
+    server, ``received``: from it), so a stage's traffic is measured on the wire, not estimated."""
+
+    def __init__(self, upstream_port: int):
+        super().__init__(daemon=True)
+        self.upstream_port, self.sent, self.received, self.lock = upstream_port, 0, 0, threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def run(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            threading.Thread(target=self._pump, args=(client, upstream, "sent"), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, "received"), daemon=True).start()
+
+    def _pump(self, src, dst, counter):
+        try:
+            while data := src.recv(1 << 16):
+                dst.sendall(data)
+                with self.lock:
+                    setattr(self, counter, getattr(self, counter) + len(data))
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def counts(self) -> dict:
+        with self.lock:
+            return {"sent": self.sent, "received": self.received}
+
+
+def train_command(data: str, model: str, storage: str, name: str) -> list[str]:
+    return [sys.executable, "-m", "train", "--config", "configs/simcse_unsup.yaml", "--data", data, "--model", model,
+            "--storage", storage, "--name", name, "--num-workers", "2", "--set", "cpus_per_worker=0.5",
+            "--set", "pooling=mean", "--set", "batch_size=16", "--set", "max_len=32", "--set", "max_steps=8",
+            "--set", "checkpoint_every_steps=2", "--set", "log_every_steps=0", "--set", "shuffle_buffer=0"]
+
+
+def killed_and_resumed(command: list[str], run_folder: str, workdir: Path) -> dict:
+    """Run ``command``, SIGKILL it (its process group and its own Ray) once a checkpoint is in ``run_folder``,
+    run it again; what the second run's summary says."""
+    import fsspec
+
+    fs, folder = fsspec.core.url_to_fs(run_folder)
+    ray_tmp = tempfile.mkdtemp(prefix="rayk-", dir="/tmp")  # this run's own Ray, found by its temp dir
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp}
+    env.pop("RAY_ADDRESS", None)
+    with open(workdir / "killed.log", "w") as log:
+        proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        deadline = time.time() + 600
+        while time.time() < deadline and proc.poll() is None:
+            if fs.glob(f"{folder}/step-*/metrics.json"):
+                break
+            time.sleep(0.5)
+        if proc.poll() is not None:
+            raise RuntimeError(f"the run ended (exit {proc.returncode}) before it could be killed: {workdir}/killed.log")
+        killed_at = max(int(p.rsplit("step-", 1)[1].split("/")[0]) for p in fs.glob(f"{folder}/step-*/metrics.json"))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    stop_processes(ray_tmp, grace_s=5)
+    shutil.rmtree(ray_tmp, ignore_errors=True)
+    again = subprocess.run(command, cwd=REPO, env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+                           capture_output=True, text=True, timeout=900)
+    if again.returncode != 0:
+        raise RuntimeError(f"the resumed run exited {again.returncode}: {_error_lines(again.stderr)}")
+    summary = json.loads(fs.cat_file(f"{folder}/train_summary.json"))
+    return {"killed_after_checkpoint": killed_at, "resumed_at": summary["last_metrics"].get("start_step"),
+            "ended_at": summary["last_metrics"].get("step"), "model_path": summary["model_path"]}
+
+
+def readme_bucket_block() -> list[str]:
+    """README.md's ```bash block that runs ``ray job submit`` against ``s3://BUCKET`` on a local head."""
+    for block in re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S):
+        if "ray start" in block and "ray job submit" in block and "s3://BUCKET" in block:
+            lines = [re.split(r"\s+# ", line)[0].rstrip() for line in block.replace("\\\n", " ").splitlines()]
+            return [re.sub(r"\s+", " ", line).strip() for line in lines if line.strip() and not line.startswith("#")]
+    raise LookupError("README.md has no ```bash block with ray start, ray job submit and s3://BUCKET")
+
+
+def job_working_dir(temp_dir: str) -> dict:
+    """What ``--working-dir .`` put on the head: the unpacked package's files and bytes, and which of the
+    repository's git-ignored output folders it holds (none should be there)."""
+    unpacked = [p for p in Path(temp_dir).glob("session_*/runtime_resources/working_dir_files/*") if p.is_dir()]
+    if not unpacked:
+        raise FileNotFoundError(f"no unpacked working dir under {temp_dir}")
+    files = [f for f in unpacked[0].rglob("*") if f.is_file()]
+    ignored = ("runs", "sets", "demo_out", "out", "plots", "reports", "cache", ".git")
+    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files),
+            "git_ignored_present": sorted(d for d in ignored if (unpacked[0] / d).exists())}
+
+
+def job_submit_stage(out: Path, proxy_endpoint: str, notes: dict) -> None:
+    """README.md's bucket block against a head of this bench's own (see the module docstring)."""
+    import fsspec
+
+    commands = readme_bucket_block()
+    head = LocalHead(num_cpus=2, env={k: v for k, v in os.environ.items() if k.startswith("AWS_")})
+    stand_ins = [("s3://BUCKET", f"s3://{BUCKET}", "the bench's bucket"),
+                 ("http://127.0.0.1:9000", proxy_endpoint, "the loopback S3 server's endpoint"),
+                 ("http://127.0.0.1:8265", head.dashboard_url, "the bench head's dashboard port"),
+                 ('"$PWD/demo_out/', f'"{out}/', "the bench's folder for the demo's"),
+                 ("demo_out/", f"{out}/", "the bench's folder for the demo's")]
+    notes["job_stand_ins"] = sorted({why for old, _, why in stand_ins if any(old in c for c in commands)}
+                                    | {"the bench's own ray start (ports, temp dir, token) and stop by pid"})
+    env = {**os.environ, **head.env_for_clients, "RAY_ADDRESS": head.address}
+    ran = []
+    probes = [REPO / d for d in ("runs", "sets", "demo_out") if not (REPO / d).exists()]
+    for folder in probes:  # a git-ignored output folder the upload must leave out, where none exists yet
+        folder.mkdir()
+        (folder / "probe.bin").write_bytes(os.urandom(1 << 20))
+    try:
+        for written in commands:
+            if written.startswith(("ray start", "ray stop")):
+                continue
+            command = written
+            for old, new, _ in stand_ins:
+                command = command.replace(old, new)
+            if command.startswith("export "):
+                for name, _, value in (w.partition("=") for w in shlex.split(command[len("export "):])):
+                    env[name] = value
+                continue
+            t0 = time.perf_counter()
+            done = subprocess.run(["bash", "-c", command], cwd=REPO, env=env, capture_output=True, text=True,
+                                  timeout=900)
+            ran.append({"command": written, "exit": done.returncode, "seconds": round(time.perf_counter() - t0, 1)})
+            with open(out / "job_submit.log", "a") as log:
+                log.write(f"$ {command}\n{done.stdout}{done.stderr}\n")
+            if done.returncode != 0:
+                raise RuntimeError(f"{written!r} exited {done.returncode}: {_error_lines(done.stdout + done.stderr)}")
+            if "ray job submit" in written and "succeeded" not in done.stdout:
+                raise RuntimeError(f"{written!r}: the job did not report success ({out / 'job_submit.log'})")
+            if command.startswith("python -m eval"):
+                notes["job_model_eval_spearman"] = json.loads(done.stdout.strip().splitlines()[-1]).get("spearman")
+        notes["working_dir"] = job_working_dir(head.temp_dir)
+        if notes["working_dir"]["git_ignored_present"]:
+            raise AssertionError(f"the job's working dir holds git-ignored folders: {notes['working_dir']}")
+    finally:
+        notes["job_commands"] = ran
+        head.stop()
+        for folder in probes:
+            shutil.rmtree(folder, ignore_errors=True)
+    submitted = next(c for c in commands if "ray job submit" in c)
+    name = shlex.split(submitted)[shlex.split(submitted).index("--name") + 1]
+    storage = shlex.split(submitted)[shlex.split(submitted).index("--storage") + 1].replace("s3://BUCKET", BUCKET)
+    fs = fsspec.filesystem("s3")
+    if not fs.isfile(f"{storage}/{name}/model/model.safetensors"):
+        raise AssertionError(f"no model at s3://{storage}/{name}/model after the job")
+    notes["job_model_in_bucket"] = f"s3://{storage}/{name}/model"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="local folders (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the local folders")
-    ap.add_argument("--stages", nargs="+", default=["ingest", "train", "resume", "tune", "eval"],
+    ap.add_argument("--stages", nargs="+", default=["ingest", "train", "resume", "tune", "eval", "job_submit"],
                     help="the stages to run (ingest always runs: the others read its sets)")
     args = ap.parse_args(argv)
-    out = args.out or Path(tempfile.mkdtemp(prefix="structcse-cloud-"))
+    out = (args.out or Path(tempfile.mkdtemp(prefix="structcse-cloud-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     from tests.s3_server import start_s3_server
 
-    server, endpoint = start_s3_server(BUCKET, "structcse-bench-key", "structcse-bench-secret")
+    server, server_endpoint = start_s3_server(BUCKET, "structcse-bench-key", "structcse-bench-secret")
+    proxy = CountingProxy(int(server_endpoint.rsplit(":", 1)[1]))
+    proxy.start()
+    os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint  # every client (and Ray's workers) through the counter
     import ray
 
     os.chdir(out)  # a URI taken for a local path would appear here as s3:/...
     ray.init(num_cpus=2, configure_logging=False, include_dashboard=False)
-    stages, seconds, notes = {}, {}, {}
+    stages, seconds, traffic, notes = {}, {}, {}, {}
     bucket = f"s3://{BUCKET}"
 
     def stage(name, fn):
@@ -135,25 +312,37 @@ def main(argv=None) -> int:
             stages[name] = f"failed: {type(e).__name__}: {str(e)[:400]}"
         print(f"[cloud] {name}: {stages[name]} {seconds.get(name, '')}", file=sys.stderr, flush=True)
 
+    def s3_part(name, fn, *a, **kw):
+        """``fn`` timed, and its bytes on the wire counted as stage ``name``'s."""
+        before = proxy.counts()
+        result, took = timed(fn, *a, **kw)
+        after = proxy.counts()
+        traffic[name] = {k: traffic.get(name, {}).get(k, 0) + after[k] - before[k] for k in after}
+        return result, took
+
     from structcse.demo import generate_demo_world
 
     demo = generate_demo_world(out / "world", seed=0)
     import fsspec
 
     s3 = fsspec.filesystem("s3")
-    s3.put(str(demo.wikipedia_dump), f"{BUCKET}/dumps/{demo.wikipedia_dump.name}")
-    s3.put(str(demo.wikipedia_index), f"{BUCKET}/dumps/{demo.wikipedia_index.name}")
-    s3.put(str(demo.wikidata_dump), f"{BUCKET}/dumps/{demo.wikidata_dump.name}")
+    for path in (demo.wikipedia_dump, demo.wikipedia_index, demo.wikidata_dump):
+        s3.put(str(path), f"{BUCKET}/dumps/{path.name}")
     worlds = {"local": {"wikipedia": str(demo.wikipedia_dump), "wikidata": str(demo.wikidata_dump)},
               "s3": {"wikipedia": f"{bucket}/dumps/{demo.wikipedia_dump.name}",
                      "wikidata": f"{bucket}/dumps/{demo.wikidata_dump.name}"}}
     roots = {"local": str(out), "s3": bucket}
 
+    def both(name, fn, args_of):
+        """``fn`` on local folders, then in the bucket; seconds per side; the s3 side's bytes counted."""
+        results, times = {}, {}
+        results["local"], times["local"] = timed(fn, *args_of("local"))
+        results["s3"], times["s3"] = s3_part(name, fn, *args_of("s3"))
+        seconds[name] = times
+        return results
+
     def ingest_stage():
-        times = {}
-        for where in ("local", "s3"):
-            _, times[where] = timed(ingest, worlds[where], f"{roots[where]}/sets")
-        seconds["ingest"] = times
+        both("ingest", ingest, lambda where: (worlds[where], f"{roots[where]}/sets"))
         local = {k: v for k, v in files_of(f"{out}/sets").items() if k.endswith(".parquet")}
         remote = {k: v for k, v in files_of(f"{bucket}/sets").items() if k.endswith(".parquet")}
         notes["ingest_parquet_files"] = len(local)
@@ -167,50 +356,48 @@ def main(argv=None) -> int:
     from train.tiny_bert import build_tiny_bert
 
     model = str(build_tiny_bert(read_table(f"{out}/sets/sentences", ["sentence"])["sentence"].to_pylist(),
-                                out / "tiny_bert"))
+                                out / "models" / "base"))
+    s3.put(model, f"{BUCKET}/models/base", recursive=True)
+    models = {"local": model, "s3": f"{bucket}/models/base"}
     results = {}
 
-    def train_stage():
+    def same_weights(a_path, b_path, what):
         import torch
 
-        times = {}
-        for where in ("local", "s3"):
-            results[where], times[where] = timed(train, model, f"{roots[where]}/sets", f"{roots[where]}/runs", "cloud")
-        seconds["train"] = times
-        notes["model_in_bucket"] = results["s3"].model_path
-        a, b = weights(results["local"].model_path), weights(results["s3"].model_path)
+        a, b = weights(a_path), weights(b_path)
         worst = max(float((a[k] - b[k]).abs().max()) for k in a)
-        notes["train_max_weight_diff"] = worst
         if set(a) != set(b) or not all(torch.allclose(a[k], b[k], atol=1e-6) for k in a):
-            raise AssertionError(f"final weights differ (largest difference {worst})")
+            raise AssertionError(f"{what}: final weights differ (largest difference {worst})")
+        return worst
+
+    def train_stage():
+        results.update(both("train", train, lambda where: (models[where], f"{roots[where]}/sets",
+                                                             f"{roots[where]}/runs", "cloud")))
+        notes["model_in_bucket"] = results["s3"].model_path
+        notes["train_max_weight_diff"] = same_weights(results["local"].model_path, results["s3"].model_path, "train")
 
     if "train" in args.stages or "eval" in args.stages:
         stage("train", train_stage)
 
     def resume_stage():
-        times = {}
-        for where in ("local", "s3"):
-            t0 = time.perf_counter()
-            train(model, f"{roots[where]}/sets", f"{roots[where]}/runs", "resumed", num_workers=2, cpus_per_worker=0.5,
-                  max_steps=2)
-            train(model, f"{roots[where]}/sets", f"{roots[where]}/runs", "resumed", num_workers=2,
-                           cpus_per_worker=0.5, max_steps=4)
-            times[where] = round(time.perf_counter() - t0, 1)
-            fs, path = fsspec.core.url_to_fs(f"{roots[where]}/runs/resumed/train_summary.json")
-            last = json.loads(fs.cat_file(path))["last_metrics"]
-            if (last["start_step"], last["step"]) != (2, 4):
-                raise AssertionError(f"{where}: resumed at {last['start_step']}, ended at {last['step']}")
-        seconds["resume"] = times
+        runs = both("resume", lambda where: killed_and_resumed(
+            train_command(f"{roots[where]}/sets", models[where], f"{roots[where]}/runs", "killed"),
+            f"{roots[where]}/runs/killed", out), lambda where: (where,))
+        notes["resume"] = runs
+        for where, run in runs.items():
+            if not (0 < (run["resumed_at"] or 0) <= run["killed_after_checkpoint"]) or run["ended_at"] != 8:
+                raise AssertionError(f"{where}: killed after step {run['killed_after_checkpoint']}, resumed at "
+                                     f"{run['resumed_at']}, ended at {run['ended_at']}")
+        notes["resume_max_weight_diff"] = same_weights(runs["local"]["model_path"], runs["s3"]["model_path"], "resume")
 
     if "resume" in args.stages:
         stage("resume", resume_stage)
 
     def tune_stage():
-        times, outcomes = {}, {}
-        dev = str(demo.sts_dir)
-        for where in ("local", "s3"):
-            outcomes[where], times[where] = timed(tune, model, f"{roots[where]}/sets", f"{roots[where]}/tune", dev, out)
-        seconds["tune"] = times
+        dev = {"local": str(demo.sts_dir), "s3": f"{bucket}/dev/sts"}
+        s3.put(str(demo.sts_dir), f"{BUCKET}/dev/sts", recursive=True)
+        outcomes = both("tune", tune, lambda where: (models[where], f"{roots[where]}/sets", f"{roots[where]}/tune",
+                                                     dev[where], out))
         notes["tune_best"] = {w: {k: v for k, v in o.items() if k != "best_config"} for w, o in outcomes.items()}
 
     if "tune" in args.stages:
@@ -219,11 +406,10 @@ def main(argv=None) -> int:
     def eval_stage():
         if not STSB.is_dir():
             raise FileNotFoundError(f"{STSB} is absent")
-        times, figures = {}, {}
-        for where in ("local", "s3"):
-            figures[where], times[where] = timed(evaluate, results[where].model_path)
-        seconds["eval"] = times
-        keys = [k for k in figures["local"] if k not in ("model", "total_seconds", "seconds") and "second" not in k]
+        s3.put(str(STSB), f"{BUCKET}/data/stsb", recursive=True)
+        data = {"local": str(STSB), "s3": f"{bucket}/data/stsb"}
+        figures = both("eval", evaluate, lambda where: (results[where].model_path, data[where]))
+        keys = [k for k in figures["local"] if k not in ("model", "data") and "second" not in k]
         differ = [k for k in keys if figures["local"][k] != figures["s3"].get(k)]
         notes["eval_spearman"] = figures["s3"].get("spearman")
         if differ:
@@ -231,12 +417,20 @@ def main(argv=None) -> int:
 
     if "eval" in args.stages:
         stage("eval", eval_stage)
-    stages["no_local_uri_folder"] = "ok" if not (out / "s3:").exists() else f"failed: {out / 's3:'} exists"
     ray.shutdown()
+
+    def job_stage():
+        _, took = s3_part("job_submit", job_submit_stage, out, proxy.endpoint, notes)
+        seconds["job_submit"] = {"s3": took}
+
+    if "job_submit" in args.stages:
+        stage("job_submit", job_stage)
+    stages["no_local_uri_folder"] = "ok" if not (out / "s3:").exists() and not (REPO / "s3:").exists() \
+        else f"failed: {out / 's3:'} or {REPO / 's3:'} exists"
     server.stop()
     identical = all(stages.get(k) == "ok" for k in ("ingest", "train", "eval") if k in stages)
-    result = {"stages": stages, "identical_to_local": identical, "seconds": seconds, **notes,
-              "endpoint": endpoint, "ray_job_submit": "not run (issue 36 item 3 is open)"}
+    result = {"stages": stages, "identical_to_local": identical, "seconds": seconds, "bytes": traffic, **notes,
+              "endpoint": server_endpoint}
     if not args.keep and args.out is None:
         shutil.rmtree(out, ignore_errors=True)
     print(json.dumps(result, default=str))

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from infra.uris import as_local
 from eval.tasks import TASKS, get_task
 
 USAGE_ERROR = 2
@@ -126,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
                            + (f" (it takes {', '.join('--' + o.replace('_', '-') for o in task.options)})"
                               if task.options else ""))
     try:
+        args.data = as_local(args.data, "data")  # a data folder in a bucket: its local copy, made once
+        if options.get("tune_data"):
+            options["tune_data"] = as_local(options["tune_data"], "data")
         task.check_data(args.data, args.split, **options)
     except (FileNotFoundError, ValueError) as error:
         return usage_error(str(error))

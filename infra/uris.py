@@ -25,10 +25,23 @@ def is_uri(path: str | os.PathLike | None) -> bool:
     return isinstance(path, str) and "://" in path
 
 
-def as_local(path: str | os.PathLike) -> str:
+def as_local(path: str | os.PathLike, kind: str = "models") -> str:
     """``path`` itself, or for a URI the local copy of the folder there (:func:`local_copy`)."""
     text = os.fspath(path)
-    return str(local_copy(text)) if is_uri(text) else text
+    return str(local_copy(text, kind)) if is_uri(text) else text
+
+
+def read_text(path: str | os.PathLike, what: str = "file") -> str:
+    """The text of a local file or of the object at a URI; FileNotFoundError names ``what`` and the path."""
+    import fsspec
+
+    from infra.secrets import redact_text
+
+    text = os.fspath(path)
+    fs, local = fsspec.core.url_to_fs(os.path.expanduser(text) if not is_uri(text) else text)
+    if not fs.isfile(local):
+        raise FileNotFoundError(f"{what} {redact_text(text)} does not exist")
+    return fs.cat_file(local).decode()
 
 
 def cache_root() -> Path:
@@ -36,13 +49,16 @@ def cache_root() -> Path:
 
 
 def local_copy(uri: str, kind: str = "models") -> Path:
-    """A local folder with the contents of the folder at ``uri`` (copied at most once per content)."""
+    """A local folder with the contents of the folder at ``uri`` (copied at most once per content); for a
+    file at ``uri``, its local copy."""
     import fsspec
 
     from infra.secrets import redact_text
 
     fs, root = fsspec.core.url_to_fs(uri)
     root = root.rstrip("/")
+    if fs.isfile(root):
+        return local_copy(uri.rstrip("/").rsplit("/", 1)[0], kind) / root.rsplit("/", 1)[1]
     if not fs.isdir(root):
         raise FileNotFoundError(f"no folder at {redact_text(uri)}")
     listing = fs.find(root, detail=True)
@@ -66,3 +82,28 @@ def local_copy(uri: str, kind: str = "models") -> Path:
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     return target
+
+
+def upload_folder(local: str | os.PathLike, uri: str, replace: bool = True) -> None:
+    """Copy the local folder ``local`` to the folder at ``uri`` (what was there first removed when ``replace``)."""
+    import fsspec
+
+    fs, remote = fsspec.core.url_to_fs(uri)
+    remote = remote.rstrip("/")
+    if replace and fs.exists(remote):
+        fs.rm(remote, recursive=True)
+    fs.put(f"{os.fspath(local).rstrip('/')}/", f"{remote}/", recursive=True)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to a local file (its folder made) or to the object at a URI."""
+    import fsspec
+
+    text_path = os.fspath(path)
+    if not is_uri(text_path):
+        Path(text_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(text_path).write_text(text)
+        return
+    fs, remote = fsspec.core.url_to_fs(text_path)
+    with fs.open(remote, "w") as f:
+        f.write(text)

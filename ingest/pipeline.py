@@ -35,7 +35,8 @@ import ray
 
 from ingest import duplicates, entity_pairs, intros, multistream, schemas, wikidata
 from ingest.sets import MANIFEST, check_set, code_version, file_digest, write_json
-from ingest.units import process_unit
+from ingest.units import process_unit, remove_stale_unit_files
+from infra.secrets import redact_text
 
 PASS1_RUNNERS = ("tasks", "data")  # how pass 1 runs its units (IngestConfig.pass1)
 
@@ -209,6 +210,10 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     log(f"[ingest] {len(dump_files)} Wikipedia file(s) ({', '.join(wikis)}) in {len(shards)} shard(s); "
         f"{len(cfg.wikidata)} Wikidata file(s) in {len(wikidata_ranges)} range(s)")
 
+    stale = remove_stale_unit_files(out, units, ("wikipedia", "wikidata") if cfg.wikidata else ("wikipedia",))
+    if stale:
+        log(f"[ingest] {stale} file(s) of an earlier run into {redact_text(out)} that this run's plan does not have "
+            "(other inputs or shard sizes) removed, so no set holds their rows")
     # pass 1: one task per unit, biggest first, so the last task to start is a small one
     units.sort(key=lambda u: (-u["size"], u["kind"], u["unit_id"]))
     results = run_pass1(units, out, task_cfg, cfg.pass1)
@@ -255,7 +260,8 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
                     "files": sorted(r["file"] for r in wikidata_results)}, f"{out}/wikidata/{MANIFEST}")
         sets["wikidata"] = {"path": f"{out}/wikidata", "rows": n_items}
 
-    manifest = {**common, "sets": sets, "duplicate_pages": duplicate_pages, "units": len(units), "units_resumed": resumed, "pass1": cfg.pass1,
+    manifest = {**common, "sets": sets, "duplicate_pages": duplicate_pages, "units": len(units), "units_resumed": resumed,
+                "stale_unit_files_removed": stale, "pass1": cfg.pass1,
                 "peak_rss_mb_per_worker": peak_rss, "pass1_seconds": pass1_seconds,
                 "extractor_loops": dict(sorted(loops.items()))}
     wikidata_set = cfg.wikidata_set or (f"{out}/wikidata" if cfg.wikidata else None)

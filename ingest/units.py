@@ -352,3 +352,33 @@ def process_wikidata_range(rng: "wikidata.WikidataRange", out: str, cfg: dict) -
     name = f"part-{rng.range_id:05d}.parquet"
     write_table(pa.Table.from_pylist(rows, schema=schemas.WIKIDATA), f"{out}/wikidata/{name}")
     return {"source": rng.path, "file": name, "stats": json.dumps(stats.as_dict(), sort_keys=True)}
+
+
+# the folders each kind of unit writes one file to, and that file's name prefix
+UNIT_FILES = {"wikipedia": (("sentences", "_work/mentions", "_work/redirects", "_work/intros", "_work/pages"), "shard"),
+              "wikidata": (("wikidata",), "part")}
+
+
+def remove_stale_unit_files(out: str, units: list[dict], kinds: tuple[str, ...]) -> int:
+    """Remove the pass-1 files (and done-markers) in ``out`` of units of ``kinds`` that this run's plan lacks:
+    what an earlier run into the same ``--out`` with other inputs or shard sizes left, which would otherwise
+    be read as part of this run's sets (rows twice). Returns how many files were removed."""
+    fs, root = fsspec.core.url_to_fs(out)
+    root = root.rstrip("/")
+    planned = {(u["kind"], int(u["unit_id"])) for u in units}
+    stale = []
+    for kind in kinds:
+        folders, prefix = UNIT_FILES[kind]
+        for folder in folders:
+            for path in fs.ls(f"{root}/{folder}", detail=False) if fs.isdir(f"{root}/{folder}") else []:
+                found = re.fullmatch(rf"{prefix}-(\d+)\.parquet", path.rsplit("/", 1)[-1])
+                if found and (kind, int(found.group(1))) not in planned:
+                    stale.append(path)
+        markers = f"{root}/_work/done"
+        for path in fs.ls(markers, detail=False) if fs.isdir(markers) else []:
+            found = re.fullmatch(rf"{kind}-(\d+)\.json", path.rsplit("/", 1)[-1])
+            if found and (kind, int(found.group(1))) not in planned:
+                stale.append(path)
+    for path in stale:
+        fs.rm_file(path)
+    return len(stale)

@@ -18,10 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+from infra.secrets import redact_text
+from infra.uris import is_uri, upload_folder
 from structcse.configs import training_config
 
 # The papers' configs, shrunk to a tiny randomly initialised BERT and a few
@@ -187,11 +191,28 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
             "seconds": round(time.time() - started, 1)}
 
 
+def demo_to(out: str, seed: int, skip_tune: bool, run=None) -> dict:
+    """The demo in ``out``; for a URI (``s3://BUCKET/demo``), run in a local staging folder and uploaded
+    to it when it finishes (its paths in the result then name the URI)."""
+    run = run or demo
+    if not is_uri(out):
+        return run(Path(out), seed, skip_tune)
+    staging = Path(tempfile.mkdtemp(prefix="structcse-demo-"))
+    try:
+        result = run(staging, seed, skip_tune)
+        log(f"uploading {staging} to {redact_text(out)}")
+        upload_folder(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return json.loads(json.dumps(result, default=str).replace(str(staging), out.rstrip("/")))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="structcse", description="structcse: knowledge-structured sentence embeddings on Ray")
     commands = parser.add_subparsers(dest="command", required=True)
     demo_parser = commands.add_parser("demo", help="run the whole pipeline on the embedded demo world")
-    demo_parser.add_argument("--out", default="demo_out", help="output folder (default: demo_out)")
+    demo_parser.add_argument("--out", default="demo_out",
+                             help="output folder, or a URI (s3://BUCKET/demo: uploaded when done; default: demo_out)")
     demo_parser.add_argument("--seed", type=int, default=0)
     demo_parser.add_argument("--skip-tune", action="store_true", help="leave out the Ray Tune step")
     from structcse import aspects
@@ -219,7 +240,7 @@ def main(argv=None) -> int:
         else:
             result = aspects.run_aspects(args, log=log)
     else:
-        result = demo(Path(args.out), args.seed, args.skip_tune)
+        result = demo_to(args.out, args.seed, args.skip_tune)
     print(json.dumps(result, default=str))
     return 0
 

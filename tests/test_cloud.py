@@ -4,7 +4,8 @@ reached through ``AWS_ENDPOINT_URL_S3`` by fsspec, pyarrow and Ray Train's stora
 One short test per stage: ingest writes its sets into a bucket (the same parquet bytes as on a local
 folder, its bz2 index in the bucket's ``_work``); training reads sets from a bucket, checkpoints and
 writes the final model, its card and its summary there; a model in a bucket is
-loaded through a local copy made once per content. Nothing is ever created under a local ``s3:`` folder
+loaded through a local copy made once per content; the config, the base model and the dev data read
+from a bucket; eval of a model and data in a bucket; the demo's output uploaded to one. Nothing is ever created under a local ``s3:`` folder
 (what a URI taken for a path becomes). The end-to-end proof (2 workers, a run resumed from the bucket,
 Tune, eval, each beside the same on local folders) is ``bench/cloud.py``.
 """
@@ -44,20 +45,28 @@ def test_ingest_writes_the_same_sets_into_a_bucket(ray_session, s3_server, demo_
 
 def test_train_reads_and_checkpoints_in_a_bucket(ray_session, s3_server, demo_sets, demo_tiny_bert, tmp_path,
                                                          monkeypatch):
-    from train.config import TrainConfig
+    import yaml
+
+    from structcse.demo import generate_demo_world
+    from train.config import load_config
     from train.run import run
     from train.saved_models import load
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("STRUCTCSE_CACHE", str(tmp_path / "cache"))
     local, _ = demo_sets
     fs = fsspec.filesystem("s3")
     fs.put(str(local / "sentences"), f"{MOTO_BUCKET}/train/sets/sentences", recursive=True)
-    cfg = TrainConfig.from_dict({
-        "method": "simcse_unsup", "model": str(demo_tiny_bert), "data": f"{s3_server}/train/sets",
-        "storage_path": f"{s3_server}/runs", "run_name": "bucket", "batch_size": 8, "max_len": 16,
-        "max_steps": 2, "checkpoint_every_steps": 2, "log_every_steps": 0, "num_workers": 1,
-    }, "test")
+    fs.put(str(demo_tiny_bert), f"{MOTO_BUCKET}/train/base", recursive=True)  # --model s3://...
+    fs.put(str(generate_demo_world(tmp_path / "world", seed=0).sts_dir), f"{MOTO_BUCKET}/train/sts", recursive=True)
+    fs.pipe_file(f"{MOTO_BUCKET}/configs/bucket.yaml", yaml.safe_dump({  # --config s3://...
+        "method": "simcse_unsup", "model": f"{s3_server}/train/base", "data": f"{s3_server}/train/sets",
+        "dev_data": f"{s3_server}/train/sts", "storage_path": f"{s3_server}/runs", "run_name": "bucket",
+        "batch_size": 8, "max_len": 16, "max_steps": 2, "checkpoint_every_steps": 2, "log_every_steps": 0,
+        "num_workers": 1}).encode())
+    cfg = load_config(f"{s3_server}/configs/bucket.yaml")
     first = run(cfg)
+    assert first.metrics.get("dev_spearman") is not None  # the dev data was read from the bucket
     run_folder = f"{MOTO_BUCKET}/runs/bucket"
     assert first.model_path == f"s3://{run_folder}/model"
     assert first.checkpoint_path.startswith(f"s3://{run_folder}/step-")
@@ -73,10 +82,51 @@ def test_train_reads_and_checkpoints_in_a_bucket(ray_session, s3_server, demo_se
     # Train run costs ~25 s here, and the suite stays under 10 minutes
 
     # the model in the bucket: loaded through one local copy per content
-    monkeypatch.setenv("STRUCTCSE_CACHE", str(tmp_path / "cache"))
     model = load(first.model_path)
     assert Path(model.path).is_relative_to(tmp_path / "cache")
     copied = {p: p.stat().st_mtime_ns for p in Path(model.path).rglob("*")}
     again = load(first.model_path)
     assert again.path == model.path and {p: p.stat().st_mtime_ns for p in Path(model.path).rglob("*")} == copied
     assert (again.encode(["the river town"]) == model.encode(["the river town"])).all()
+
+
+def test_eval_reads_model_and_data_from_a_bucket(s3_server, demo_sets, demo_tiny_bert, tmp_path, monkeypatch, capsys):
+    from eval.cli import main
+    from structcse.demo import generate_demo_world
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("STRUCTCSE_CACHE", str(tmp_path / "cache"))
+    fs = fsspec.filesystem("s3")
+    sts = generate_demo_world(tmp_path / "world", seed=0).sts_dir
+    fs.put(str(demo_tiny_bert), f"{MOTO_BUCKET}/eval/base", recursive=True)
+    fs.put(str(sts), f"{MOTO_BUCKET}/eval/sts", recursive=True)
+    scores = []
+    for model, data in ((str(demo_tiny_bert), str(sts)), (f"{s3_server}/eval/base", f"{s3_server}/eval/sts")):
+        assert main(["--task", "sts", "--data", data, "--split", "dev", "--model", model]) == 0
+        scores.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["spearman"])
+    assert scores[0] == scores[1]
+    assert main(["--task", "sts", "--data", f"{s3_server}/eval/absent", "--model", str(demo_tiny_bert)]) == 2
+    assert "no folder at s3://" in capsys.readouterr().err
+    assert not (tmp_path / "s3:").exists()
+
+
+def test_config_and_demo_output_at_a_uri(s3_server, tmp_path):
+    from structcse.cli import demo_to
+    from train.config import ConfigError, load_config
+
+    try:
+        load_config(f"{s3_server}/configs/absent.yaml")
+    except ConfigError as e:
+        assert str(e) == f"config file {s3_server}/configs/absent.yaml does not exist"
+    else:
+        raise AssertionError("a missing config in a bucket loaded")
+
+    def small_demo(out, seed, skip_tune):  # what demo() leaves: a folder of files, paths in its result
+        (out / "runs").mkdir(parents=True)
+        (out / "runs" / "summary.json").write_text(json.dumps({"seed": seed}))
+        return {"report": str(out / "report.json"), "skip_tune": skip_tune}
+
+    result = demo_to(f"{s3_server}/demo", 3, True, run=small_demo)
+    assert result == {"report": f"{s3_server}/demo/report.json", "skip_tune": True}
+    fs = fsspec.filesystem("s3")
+    assert json.loads(fs.cat_file(f"{MOTO_BUCKET}/demo/runs/summary.json")) == {"seed": 3}

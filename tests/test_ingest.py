@@ -275,6 +275,26 @@ def test_killed_job_reruns_to_byte_identical_sets(demo_world, demo_sets, ray_ses
     assert [name for name in clean if clean[name] != rerun[name]] == []
 
 
+def test_a_rerun_with_other_shard_sizes_keeps_no_rows_of_the_first(demo_world, demo_sets, ray_session, tmp_path):
+    """Ingest into a folder an earlier run wrote with other shard sizes: the earlier run's unit files are
+    removed (counted), not read as part of the new sets (they once gave every sentence twice)."""
+    import shutil
+
+    out = tmp_path / "again"
+    shutil.copytree(demo_sets[0], out)  # shard_bytes=1: one shard per stream; one Wikidata range
+    manifest = run_ingest(IngestConfig(wikipedia=[str(demo_world.wikipedia_dump)],
+                                       wikidata=[str(demo_world.wikidata_dump)], out=str(out),
+                                       wikidata_range_bytes=150_000, entity_link_threshold=ENTITY_LINK_THRESHOLD))
+    assert manifest["units"] >= 2 and manifest["stale_unit_files_removed"] > 0
+    clean, rerun = parquet_files(demo_sets[0]), parquet_files(out)
+    assert manifest["sets"]["sentences"]["rows"] == len(read_set(out / "sentences")) == len(
+        read_set(demo_sets[0] / "sentences"))
+    assert sorted(r["qid"] for r in read_set(out / "wikidata")) == sorted(
+        r["qid"] for r in read_set(demo_sets[0] / "wikidata"))
+    for name in ("entities/entities.parquet", *[n for n in clean if n.startswith("entity_pairs/")]):
+        assert rerun[name] == clean[name], name
+
+
 def test_wikidata_in_each_compression_gives_the_same_sets(demo_world, demo_sets, ray_session, tmp_path):
     import gzip
 

@@ -63,6 +63,22 @@ def test_more_cpus_per_worker_than_the_machine_has_are_refused_with_the_setting_
     assert f"--set cpus_per_worker={cpus - 1:g}" in message
 
 
+def test_a_search_space_with_resources_the_machine_lacks_is_refused_before_the_search(ray_session, tmp_path):
+    from train.config import ConfigError
+    from tune.search import TuneSettings, check_searched_resources
+
+    cpus = ray_session.cluster_resources()["CPU"]
+    base = _cfg(tmp_path, num_workers=1, cpus_per_worker=0.5)
+    with pytest.raises(ConfigError) as caught:
+        check_searched_resources(base, TuneSettings(search_space={"use_gpu": {"choice": [False, True]}}))
+    assert _one_line(caught).startswith("search_space use_gpu: True cannot run here: use_gpu=true asks for")
+    with pytest.raises(ConfigError) as caught:
+        check_searched_resources(base, TuneSettings(search_space={"num_workers": {"grid": [1, int(cpus) * 4]}}))
+    assert f"search_space num_workers: {int(cpus) * 4} cannot run here" in _one_line(caught)
+    check_searched_resources(base, TuneSettings(search_space={"num_workers": {"choice": [1, 2]},
+                                                              "lr": {"loguniform": [1e-5, 1e-4]}}))
+
+
 def test_the_resources_before_ray_starts_are_the_ones_ray_starts_with(ray_session):
     """What the check before Ray starts compares with: the session's Ray started with num_cpus=2 on this
     machine; the same request, resolved without starting a Ray, gives the same CPUs and GPUs."""

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from infra.uris import read_text
 from train.errors import ConfigError
 from train.methods.tiled import DEFAULT_LOSS_TILE
 
@@ -267,11 +268,11 @@ def load_config(yaml_path: str | Path | None, overrides: list[str] | tuple[str, 
     source = str(yaml_path) if yaml_path else "<defaults>"
     data: dict = {}
     if yaml_path:
-        path = Path(yaml_path)
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
+        path = str(yaml_path)
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = yaml.safe_load(read_text(path, "config file")) or {}
+        except FileNotFoundError as e:
+            raise ConfigError(str(e)) from None
         except yaml.YAMLError as e:
             raise ConfigError(f"{path}: not valid YAML: {e}") from e
         if not isinstance(data, dict):

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from infra.uris import as_local
 from train.unpadded import one_word_embedding_backward, supports_unpadding, unpadded_forward, unpadded_forward_columns
 
 # BERT/RoBERTa/MPNet/... and DistilBERT names of the encoder's dropout probabilities
@@ -50,12 +51,13 @@ class Encoder(nn.Module):
 
         if pooling not in ("cls", "cls_mlp", "cls_raw", "mean"):
             raise ValueError(f"pooling {pooling!r} is not one of cls, cls_mlp, cls_raw, mean")
+        self.name_or_path = model
+        model = as_local(model)  # a model in a bucket: each node's local copy (made once per content)
         config = AutoConfig.from_pretrained(model)
         if dropout is not None:
             for attr in DROPOUT_ATTRS:
                 if isinstance(getattr(config, attr, None), float):
                     setattr(config, attr, dropout)
-        self.name_or_path = model
         self.pooling = pooling
         self.max_len = max_len
         self.model = AutoModel.from_pretrained(model, config=config)
@@ -167,7 +169,7 @@ ST_POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token"
 
 def _st_file(model: str, name: str) -> Path | None:
     """``name`` of a sentence-transformers folder, or of a hub repo (local cache or fetched); None if absent."""
-    path = Path(model).expanduser()
+    path = Path(as_local(model)).expanduser()
     if path.is_dir():
         return path / name if (path / name).is_file() else None
     try:

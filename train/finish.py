@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.uris import is_uri
+from infra.uris import is_uri, upload_folder, write_text
 from train.plan import RunPlan
 
 
@@ -45,7 +45,7 @@ def finish(plan: RunPlan, result, started: float) -> TrainOutcome:
     }
     from infra.secrets import redact
 
-    _write_text(f"{run_dir}/train_summary.json", json.dumps(redact(summary), indent=2, sort_keys=True, default=str))
+    write_text(f"{run_dir}/train_summary.json", json.dumps(redact(summary), indent=2, sort_keys=True, default=str))
     _write_model_card(plan, final, selected_by, metrics)
     return TrainOutcome(model_path=final, metrics=metrics, checkpoint_path=_as_uri(plan, chosen.path))
 
@@ -106,23 +106,9 @@ def _as_uri(plan: RunPlan, path: str | None) -> str | None:
 
 def _copy_dir(src: Path, dst: str) -> None:
     if is_uri(dst):
-        import pyarrow.fs
-
-        pyarrow.fs.copy_files(str(src), dst)
+        upload_folder(src, dst)
         return
     dst_path = Path(dst)
     if dst_path.exists():
         shutil.rmtree(dst_path)
     shutil.copytree(src, dst_path)
-
-
-def _write_text(path: str, text: str) -> None:
-    if is_uri(path):
-        import pyarrow.fs
-
-        fs, p = pyarrow.fs.FileSystem.from_uri(path)
-        with fs.open_output_stream(p) as f:
-            f.write(text.encode())
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(text)

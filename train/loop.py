@@ -55,6 +55,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from infra.uris import as_local
 from train.batch import length_buckets, to_device
 from train.config import TrainConfig
 from train.encoder import Encoder
@@ -202,7 +203,7 @@ def train_loop_per_worker(config: dict) -> dict:
         )
     dev = None
     if inputs.dev_metric is not None and rank == 0 and not inputs.async_validation:  # else Tune's pool scores
-        dev = (inputs.dev_metric, inputs.dev_metric.read(cfg.dev_data))
+        dev = (inputs.dev_metric, inputs.dev_metric.read(as_local(cfg.dev_data, "data")))
     meter = Meter(examples_per_step=local_bs * world)
     reporter = Reporter(
         cfg,

@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from infra.uris import as_local, is_uri
 from ingest.sets import check_set, set_files, write_json
 from train.config import ConfigError, TrainConfig, metric_for
 from train.methods import get_method
@@ -119,7 +120,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
     try:
         from transformers import AutoConfig
 
-        AutoConfig.from_pretrained(cfg.model)
+        AutoConfig.from_pretrained(as_local(cfg.model))
     except Exception as e:
         raise ConfigError(f"model {cfg.model!r}: cannot load its config ({type(e).__name__}: {e})") from e
     pooling, pooling_reason = decide_pooling(cfg)
@@ -132,7 +133,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
             f"not one full global batch of {cfg.batch_size}"
         )
     dev_metric = metric_for(cfg) if cfg.dev_data else None
-    storage = cfg.storage_path if "://" in cfg.storage_path else str(Path(cfg.storage_path).expanduser().resolve())
+    storage = cfg.storage_path if is_uri(cfg.storage_path) else str(Path(cfg.storage_path).expanduser().resolve())
     return RunPlan(
         config=config,
         worker_config=absolute_paths(config),
@@ -233,7 +234,7 @@ def check_hub_reachable(model: str, timeout_s: float = 3.0) -> None:
     """A model that is neither a local folder nor in the Hugging Face cache comes from the hub: when the
     hub cannot be reached (an offline machine, HF_HUB_OFFLINE=1), a ConfigError at once that says to
     pass a local path, instead of the hub client's retries (25 s) and a long traceback."""
-    if Path(model).expanduser().exists():
+    if is_uri(model) or Path(model).expanduser().exists():
         return
     from huggingface_hub import constants, try_to_load_from_cache
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import fsspec
 
+from infra.uris import as_local, is_uri
 from ingest.sets import file_digest, manifest_path, read_json, write_json
 from train.config import ConfigError, TrainConfig
 
@@ -45,12 +46,13 @@ def _sha256(path: str) -> str | None:
 
 
 def model_key(model: str) -> dict:
-    folder = Path(model).expanduser()
+    folder = Path(as_local(model)).expanduser()  # a model in a bucket: keyed by its URI and its content
     if not folder.is_dir():
         return {"name": model}
     weights = {p.name: p.stat().st_size for p in sorted(folder.iterdir())
                if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)}
-    return {"folder": str(folder.resolve()), "config_sha256": _sha256(str(folder / "config.json")), "weights": weights}
+    where = {"uri": model} if is_uri(model) else {"folder": str(folder.resolve())}
+    return {**where, "config_sha256": _sha256(str(folder / "config.json")), "weights": weights}
 
 
 def run_key(cfg: TrainConfig, set_paths: dict) -> dict:

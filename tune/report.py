@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from infra.uris import is_uri
+from infra.uris import is_uri, upload_folder
 from train.config import TrainConfig
 from tune.trials import base_values, resolved_trial_config
 
@@ -79,12 +79,9 @@ def write_search_report(results, base: TrainConfig, settings, metric: str, folde
     URI: then written in a local staging folder and uploaded)."""
     if not is_uri(folder):
         return _write_search_report(results, base, settings, metric, folder, private, log, max_t)
-    import fsspec
-
-    fs, remote = fsspec.core.url_to_fs(folder)
     with tempfile.TemporaryDirectory(prefix="structcse-search-") as staging:
         outcome = _write_search_report(results, base, settings, metric, staging, private, log, max_t, remote=folder)
-        fs.put(f"{staging}/", remote.rstrip("/") + "/", recursive=True)
+        upload_folder(staging, folder, replace=False)  # the folder holds the trials too
     outcome.folder = folder
     outcome.files = {k: v.replace(staging, folder.rstrip("/"), 1) for k, v in outcome.files.items()}
     return outcome

@@ -28,6 +28,8 @@ import os
 import time
 from pathlib import Path
 
+from infra.uris import as_local, is_uri
+
 RESULT_KEYS = ("scorer", "score_started_at", "score_finished_at", "score_s")
 
 
@@ -39,7 +41,7 @@ class DevScorer:
 
         self.metric = DEV_METRICS[metric_name]
         self.device = device
-        self.data = self.metric.read(dev_data)
+        self.data = self.metric.read(as_local(dev_data, "data"))
         self.scored = 0
         import score.model  # noqa: F401 - transformers' import (seconds) is paid here, not by the first score
         from train.logs import quiet_worker
@@ -145,7 +147,7 @@ def start_pool(metric_name: str, dev_data: str | Path, name: str, namespace: str
     import ray
 
     local = Path(dev_data).expanduser()
-    dev_data = str(local.resolve()) if local.exists() else str(dev_data)
+    dev_data = str(local.resolve()) if not is_uri(dev_data) and local.exists() else str(dev_data)
     default_size, options = default_pool_size_and_resources(ray.cluster_resources())
     if num_cpus is not None:
         options["num_cpus"] = num_cpus

@@ -39,6 +39,7 @@ from typing import Any
 import yaml
 from ray import tune
 
+from infra.uris import read_text
 from train.config import ConfigError, TrainConfig
 from train.ray_env import ray_for_training
 from train.run import build_trainer
@@ -96,10 +97,10 @@ class TuneSettings:
 def load_tune_settings(path: str | Path | None, overrides: dict | None = None) -> TuneSettings:
     data = {}
     if path:
-        if not Path(path).is_file():
-            raise ConfigError(f"tune config {path} does not exist")
         try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
+            data = yaml.safe_load(read_text(path, "tune config")) or {}
+        except FileNotFoundError as e:
+            raise ConfigError(str(e)) from None
         except yaml.YAMLError as e:
             raise ConfigError(f"{path}: not valid YAML: {e}") from None
         if not isinstance(data, dict):
@@ -317,6 +318,38 @@ def search_fingerprint(base: TrainConfig, settings: TuneSettings) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
+RESOURCE_KEYS = ("num_workers", "cpus_per_worker", "use_gpu")
+
+
+def check_searched_resources(base: TrainConfig, settings: TuneSettings) -> None:
+    """A searched value of ``num_workers``, ``cpus_per_worker`` or ``use_gpu`` that a local Ray could never
+    place (``train.ray_env``'s check, made with the largest value each sampler can draw) is refused before
+    the search starts, naming the key and the value: its trials would otherwise wait forever."""
+    import dataclasses
+
+    import ray
+
+    from train.ray_env import check_cluster_resources, check_resources_before_ray
+
+    for key in RESOURCE_KEYS:
+        spec = settings.search_space.get(key)
+        if not isinstance(spec, dict):
+            continue
+        values = [v for sampler, args in spec.items()
+                  for v in (args if isinstance(args, list) else [args]) if v is not None]
+        if not values:
+            continue
+        largest = max(values, key=lambda v: float(v))
+        try:
+            variant = dataclasses.replace(base, **{key: largest})
+            if ray.is_initialized():
+                check_cluster_resources(variant, log=lambda *_: None)  # an autoscaler's wait is the base's to say
+            else:
+                check_resources_before_ray(variant)
+        except ConfigError as e:
+            raise ConfigError(f"search_space {key}: {largest!r} cannot run here: {e}") from None
+
+
 def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOutcome:
     """Run (or continue) the search; write its report; return the best trial's config and metrics."""
     from infra.secrets import SecretInConfigError, check_no_secrets
@@ -331,6 +364,7 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     if not base.dev_data:
         raise ConfigError("a search needs dev data to score trials: set dev_data (--dev-data PATH)")
     plan = make_plan(base)
+    check_searched_resources(base, settings)
     base = plan.worker_config  # trials run in their own folders: relative --data/--dev-data/--model would miss
     dev_metric = metric_for(base)
     metric = settings.metric or dev_metric.key
