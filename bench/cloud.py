@@ -13,8 +13,9 @@ to the server and got back, HTTP headers included):
   (``--model s3://...``), checkpoints and the final model written there; the final weights equal the
   local run's (same seed; 1 worker reads its blocks in file order).
 * ``resume``: ``python -m train`` on 2 workers (0.5 CPU each), killed (SIGKILL to the driver's process
-  group and its own Ray) once a checkpoint is in storage, then the same command again: it resumes from
-  that checkpoint (``start_step`` > 0) and finishes; local and s3 final weights compared.
+  group and its own Ray) once Ray Train has recorded a checkpoint in storage (its
+  ``checkpoint_manager_snapshot.json``), then the same command again: it resumes from the latest recorded
+  checkpoint (``start_step`` > 0) and finishes; local and s3 final weights compared.
 * ``tune``: ``python -m tune``, 2 trials (random searcher), its storage in the bucket.
 * ``eval``: ``python -m eval --task sts`` of the model in the bucket with the STS data in the bucket (local
   copies made once) and of the local model on the local data: the same JSON figures.
@@ -181,14 +182,20 @@ def killed_and_resumed(command: list[str], run_folder: str, workdir: Path) -> di
     with open(workdir / "killed.log", "w") as log:
         proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+        snapshot = f"{folder}/checkpoint_manager_snapshot.json"
+
+        def registered() -> list[int]:  # the checkpoints Ray Train has recorded (a resume starts from these)
+            try:
+                return [int(s) for s in re.findall(r"step-(\d{7})", fs.cat_file(snapshot).decode())]
+            except (OSError, FileNotFoundError):
+                return []
+
         deadline = time.time() + 600
-        while time.time() < deadline and proc.poll() is None:
-            if fs.glob(f"{folder}/step-*/metrics.json"):
-                break
-            time.sleep(0.5)
+        while time.time() < deadline and proc.poll() is None and not registered():
+            time.sleep(0.2)
         if proc.poll() is not None:
             raise RuntimeError(f"the run ended (exit {proc.returncode}) before it could be killed: {workdir}/killed.log")
-        killed_at = max(int(p.rsplit("step-", 1)[1].split("/")[0]) for p in fs.glob(f"{folder}/step-*/metrics.json"))
+        killed_at = max(registered())
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
     stop_processes(ray_tmp, grace_s=5)
@@ -300,7 +307,7 @@ def main(argv=None) -> int:
     import ray
 
     os.chdir(out)  # a URI taken for a local path would appear here as s3:/...
-    ray.init(num_cpus=2, configure_logging=False, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, configure_logging=False, include_dashboard=False)
     stages, seconds, traffic, notes = {}, {}, {}, {}
     bucket = f"s3://{BUCKET}"
 
@@ -385,7 +392,7 @@ def main(argv=None) -> int:
             f"{roots[where]}/runs/killed", out), lambda where: (where,))
         notes["resume"] = runs
         for where, run in runs.items():
-            if not (0 < (run["resumed_at"] or 0) <= run["killed_after_checkpoint"]) or run["ended_at"] != 8:
+            if not (run["resumed_at"] or 0) >= run["killed_after_checkpoint"] > 0 or run["ended_at"] != 8:
                 raise AssertionError(f"{where}: killed after step {run['killed_after_checkpoint']}, resumed at "
                                      f"{run['resumed_at']}, ended at {run['ended_at']}")
         notes["resume_max_weight_diff"] = same_weights(runs["local"]["model_path"], runs["s3"]["model_path"], "resume")

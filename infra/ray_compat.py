@@ -65,6 +65,9 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("preemption_watcher", "ray.train.v2._internal.constants", "ENABLE_PREEMPTION_WATCHER_ENV_VAR",
              "a quiet local Ray without Ray Train's spot-preemption watcher (train.ray_env.ensure_ray)",
              env_var="RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"),
+    Internal("worker_group_start_timeout", "ray.train.v2._internal.constants", "ENV_VARS_TO_PROPAGATE",
+             "worker_start_timeout_s: how long an elastic run waits for lost workers (train.run.build_trainer)",
+             env_var="RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"),
 )
 
 
@@ -213,3 +216,10 @@ def tune_metric_checking_off():
             os.environ.pop(key, None)
         else:
             os.environ[key] = before
+
+
+def set_worker_group_start_timeout(seconds: float) -> None:
+    """Ray Train's wait for a worker group to start (its controller reads
+    ``RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S``, which the trainer passes on from this process's environment)."""
+    internal("worker_group_start_timeout")  # Ray Train still propagates the variable
+    os.environ[_env_var("worker_group_start_timeout")] = f"{seconds:g}"

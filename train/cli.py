@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--data", help="ingest output folder (holds sentences/, entity_pairs/, entities/) or a set folder")
     p.add_argument("--model", help="Hugging Face model path or name")
-    p.add_argument("--num-workers", type=int, help="Ray Train workers (0 = local mode in this process)")
+    p.add_argument("--num-workers", type=_workers, metavar="N|MIN-MAX",
+                   help="Ray Train workers (0 = local mode in this process); MIN-MAX (e.g. 2-8): elastic")
     p.add_argument("--storage", help="storage_path for checkpoints and the final model (local path or URI)")
     p.add_argument("--name", help="run name (same storage + name = resume)")
     p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (max_steps)")
@@ -54,6 +55,16 @@ def _methods_epilog() -> str:
             by_method.setdefault(str(method), []).append(f"configs/{path.name}")
     lines = ["methods (--config):"] + [f"  {m:<13} {', '.join(c)}" for m, c in sorted(by_method.items())]
     return "\n".join(lines)
+
+
+def _workers(text: str) -> str:
+    """``--num-workers``: ``N``, or ``MIN-MAX`` for an elastic run (the override ``num_workers=[MIN,MAX]``)."""
+    import argparse
+
+    low, dash, high = text.partition("-")
+    if not (low.isdigit() and (not dash or high.isdigit())):
+        raise argparse.ArgumentTypeError(f"{text!r} is not N or MIN-MAX (e.g. 4, or 2-8 for an elastic run)")
+    return f"[{low},{high}]" if dash else low
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,7 +69,15 @@ class TrainConfig:
     max_steps: int | None = None  # cap on optimizer steps (across epochs)
     shuffle_buffer: int = 10_000  # rows in Ray Data's local shuffle buffer; 0 = no shuffle
     # hardware
-    num_workers: int = 1  # Ray Train workers; 0 = local mode (runs in the driver)
+    # Ray Train workers; 0 = local mode (runs in the driver); [min, max]: elastic (train.global_order): it starts
+    # with what the cluster has between min and max, goes on with fewer when a node is lost, grows when
+    # capacity returns, and trains on the same rows at every global step whatever the number of workers
+    num_workers: int | list[int] = 1
+    resize_check_s: float = 60.0  # elastic: how often Ray Train looks for capacity to grow into
+    # Ray Train's wait for a worker group to start (None: Ray's 60 s); an elastic run that lost a node first
+    # waits this long for the lost workers before it restarts on the ones left
+    worker_start_timeout_s: float | None = None
+    log_sample_ids: bool = False  # elastic: every worker writes the ids of the rows it trained on (sample_ids/)
     use_gpu: bool = False
     cpus_per_worker: float | None = None  # ScalingConfig resources_per_worker CPU (None: Ray's 1)
     mixed_precision: str = "none"  # none | bf16 | fp16 (fp16 needs a GPU)
@@ -88,7 +96,7 @@ class TrainConfig:
     checkpoint_every_steps: int = 125  # SimCSE/EASE checked STS-B dev every 125 steps; 0 = epoch ends only
     keep_checkpoints: int = 2
     checkpoint_metric: str | None = None  # default: the dev metric's key (dev_spearman, dev_auprc, ...) with dev_data
-    max_failures: int = 0
+    max_failures: int = 0  # Ray Train restarts from the last checkpoint after a worker is lost; -1: no limit
     log_every_steps: int = 50  # rank-0 progress line between reports; 0 = reports only
     # model selection (score.dev_metrics): scored at every checkpoint, in the loop or by Tune's evaluation pool
     # dev_data: what the dev metric reads: sts-dev.csv's folder; GaussCSE: a SentEval NLI folder;
@@ -122,6 +130,48 @@ class TrainConfig:
         if opts and name in opts:
             return opts[name]
         raise AttributeError(f"TrainConfig has no field or method section {name!r}")
+
+    @property
+    def elastic(self) -> bool:
+        """``num_workers: [min, max]``: an elastic run (``train.global_order``)."""
+        return isinstance(self.num_workers, list)
+
+    @property
+    def min_workers(self) -> int:
+        return self.num_workers[0] if self.elastic else self.num_workers
+
+    @property
+    def max_workers(self) -> int:
+        return self.num_workers[-1] if self.elastic else self.num_workers
+
+    def _validate_elastic(self, bad) -> None:
+        """What an elastic run needs, checked before Ray starts."""
+        if len(self.num_workers) != 2:
+            raise bad(f"num_workers must be a number or [min, max], got {self.num_workers}")
+        low, high = self.num_workers
+        if low < 1:
+            raise bad(f"num_workers {self.num_workers}: an elastic run needs at least 1 Ray Train worker "
+                      "(local mode, 0, runs in the driver and cannot resize)")
+        if low > high:
+            raise bad(f"num_workers {self.num_workers}: min {low} is more than max {high}")
+        uneven = [w for w in range(low, high + 1) if self.batch_size % w]
+        if uneven:
+            step = math.lcm(*range(low, high + 1))
+            fits = max(step, self.batch_size // step * step)
+            raise bad(f"batch_size={self.batch_size} (global) does not split evenly over {uneven[0]} worker(s), a "
+                      f"world size num_workers {self.num_workers} allows: every size from {low} to {high} must "
+                      f"divide it (a multiple of {step}, e.g. batch_size={fits})")
+        if self.max_failures == 0:
+            raise bad(f"num_workers {self.num_workers}: an elastic run restarts on the workers left when one is "
+                      "lost, which Ray Train counts as a failure: set max_failures (e.g. 10; -1: no limit)")
+        if self.length_bucketing:
+            raise bad("length_bucketing regroups each worker's own stream; an elastic run takes every global batch "
+                      "as train.global_order names it: set length_bucketing=0")
+        if self.pretokenize:
+            raise bad("pretokenize tokenizes in Ray Data, which an elastic run does not stream from (each worker "
+                      "reads the set): set pretokenize=false")
+        if not self.resize_check_s > 0:
+            raise bad("resize_check_s must be > 0")
 
     @property
     def options(self):
@@ -211,13 +261,17 @@ class TrainConfig:
         for key in ("lr", "temperature"):
             if not getattr(self, key) > 0:
                 raise bad(f"{key} must be > 0, got {getattr(self, key)}")
-        if self.num_workers < 0:
+        if self.elastic:
+            self._validate_elastic(bad)
+        elif self.num_workers < 0:
             raise bad(f"num_workers must be >= 0, got {self.num_workers}")
-        world = max(self.num_workers, 1)
+        world = max(self.max_workers, 1)
         if self.batch_size % world:
             raise bad(f"batch_size={self.batch_size} (global) is not divisible by num_workers={world}")
         if self.batch_size // world < 2:
             raise bad("each worker needs a local batch of at least 2 (in-batch negatives)")
+        if self.worker_start_timeout_s is not None and not self.worker_start_timeout_s > 0:
+            raise bad("worker_start_timeout_s must be > 0 or null")
         if self.chunk_size is not None and self.chunk_size < 1:
             raise bad(f"chunk_size must be >= 1 or null, got {self.chunk_size}")
         if self.length_bucketing < 0:
@@ -226,10 +280,11 @@ class TrainConfig:
             raise bad(f"max_steps must be >= 1 or null, got {self.max_steps}")
         if self.dropout is not None and not 0 <= self.dropout < 1:
             raise bad(f"dropout must be in [0, 1), got {self.dropout}")
-        for key in ("checkpoint_every_steps", "warmup_steps", "shuffle_buffer", "max_failures", "log_every_steps",
-                    "loss_tile"):
+        for key in ("checkpoint_every_steps", "warmup_steps", "shuffle_buffer", "log_every_steps", "loss_tile"):
             if getattr(self, key) < 0:
                 raise bad(f"{key} must be >= 0")
+        if self.max_failures < -1:
+            raise bad("max_failures must be >= 0, or -1 (no limit)")
         if self.keep_checkpoints < 1:
             raise bad("keep_checkpoints must be >= 1")
         if self.cpus_per_worker is not None and self.cpus_per_worker <= 0:
@@ -342,7 +397,18 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return _coerce(value, inner[0], key, source)
+        for option in inner[:-1]:
+            try:
+                return _coerce(value, option, key, source)
+            except ConfigError:
+                pass
+        try:
+            return _coerce(value, inner[-1], key, source)
+        except ConfigError:
+            if len(inner) == 1:
+                raise
+            names = " or ".join(str(getattr(a, "__name__", a)) if typing.get_origin(a) is None else str(a) for a in inner)
+            raise ConfigError(f"{source}: key {key!r} expects {names}, got {value!r} ({type(value).__name__})") from None
 
     def wrong() -> ConfigError:
         return ConfigError(
@@ -373,6 +439,10 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     if tp is str:
         if isinstance(value, str):
             return value
+        raise wrong()
+    if origin is list:
+        if isinstance(value, (list, tuple)):
+            return [_coerce(v, args[0], key, source) for v in value] if args else list(value)
         raise wrong()
     if tp is dict or origin is dict:
         if isinstance(value, dict):

@@ -32,6 +32,7 @@ def finish(plan: RunPlan, result, started: float) -> TrainOutcome:
         if not metrics and (Path(d) / "metrics.json").is_file():  # e.g. a re-run with nothing left to do
             metrics = json.loads((Path(d) / "metrics.json").read_text())
     selected_by = plan.checkpoint_metric or "latest"
+    elastic = _elastic_facts(plan, run_dir)
     summary = {
         "run_name": plan.config.name,
         "method": plan.config.method,
@@ -42,11 +43,12 @@ def finish(plan: RunPlan, result, started: float) -> TrainOutcome:
         "last_metrics": dict(result.metrics or {}),
         "wall_s": round(time.time() - started, 2),
         "config": plan.config.to_dict(),
+        **({"elastic": elastic} if elastic is not None else {}),
     }
     from infra.secrets import redact
 
     write_text(f"{run_dir}/train_summary.json", json.dumps(redact(summary), indent=2, sort_keys=True, default=str))
-    _write_model_card(plan, final, selected_by, metrics)
+    _write_model_card(plan, final, selected_by, metrics, elastic)
     return TrainOutcome(model_path=final, metrics=metrics, checkpoint_path=_as_uri(plan, chosen.path))
 
 
@@ -67,7 +69,21 @@ def select_checkpoint(plan: RunPlan, result, run_dir: str) -> tuple:
     return chosen, metrics
 
 
-def _write_model_card(plan: RunPlan, final: str, selected_by: str, metrics: dict) -> None:
+def _elastic_facts(plan: RunPlan, run_dir: str) -> dict | None:
+    """An elastic run's worker range and its resizes (``resizes.jsonl``, written by rank 0 as they happen)."""
+    if not plan.elastic:
+        return None
+    import fsspec
+
+    from train.loop import RESIZES_FILE
+
+    fs, path = fsspec.core.url_to_fs(f"{run_dir}/{RESIZES_FILE}")
+    lines = fs.cat_file(path).decode().splitlines() if fs.exists(path) else []
+    return {"num_workers": [plan.config.min_workers, plan.config.max_workers],
+            "resizes": [json.loads(line) for line in lines if line.strip()]}
+
+
+def _write_model_card(plan: RunPlan, final: str, selected_by: str, metrics: dict, elastic: dict | None = None) -> None:
     """Append what the model is to the README.md sentence-transformers wrote (a local folder or a URI)."""
     import fsspec
 
@@ -78,7 +94,7 @@ def _write_model_card(plan: RunPlan, final: str, selected_by: str, metrics: dict
     fs, readme = fsspec.core.url_to_fs(f"{final}/README.md")
     text = fs.cat_file(readme).decode() if fs.isfile(readme) else "# SentenceTransformer\n"
     with fs.open(readme, "w") as f:
-        f.write(text.rstrip("\n") + "\n" + redact_text(card_section(plan.config, sets, selected_by, metrics)))
+        f.write(text.rstrip("\n") + "\n" + redact_text(card_section(plan.config, sets, selected_by, metrics, elastic)))
 
 
 def _local_checkpoints(run_dir: str) -> list:

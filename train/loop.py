@@ -9,10 +9,12 @@ Read top to bottom, a worker:
    pretrained heads (e.g. EASE's Wikipedia2Vec vectors);
 3. ``prepare_model`` (device + DDP), AdamW (no decay on bias/LayerNorm) with a
    linear warmup/decay schedule; restores optimizer/scheduler/step/epoch;
-4. for each epoch iterates its shard of the Ray dataset in batches of
+4. for each epoch iterates its batches (``train.feeds``): its shard of the Ray dataset in batches of
    ``batch_size // world`` (``drop_last=True`` so every worker's all-gather has
-   the same shape), optionally regrouped by length (``length_bucketing``),
-   collates (``method.collate``: tokenizes, or cuts Ray Data's pre-tokenized
+   the same shape), optionally regrouped by length (``length_bucketing``); or, in an elastic run
+   (``num_workers: [min, max]``), its share of each global batch ``train.global_order`` names,
+   whatever the world size (a share that grew as workers went is embedded in GradCache chunks of
+   the full-size share); collates (``method.collate``: tokenizes, or cuts Ray Data's pre-tokenized
    arrays to the batch's longest row) and takes a step (``train.step``: plain,
    or GradCache with ``chunk_size``; optional ``torch.autocast``, fp16 with a
    GradScaler; the dropout RNG is reseeded from (seed, rank, step) before every
@@ -37,6 +39,10 @@ streaming split hands blocks to whichever worker asks first, so the skipped
 rows are the same *number*, not necessarily the same rows. SimCSE/EASE train
 one epoch, where restarting the epoch would repeat everything. The RNG needs no
 saving: it is a function of (seed, rank, step).
+
+Elastic runs resume at the next global step (no batch is read to be dropped), and a checkpoint
+written at another world size is a resize: rank 0 says so in one line after its first step, puts
+``world_size`` in TensorBoard and appends the resize to ``resizes.jsonl`` in the run folder.
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ import torch
 from torch import nn
 
 from infra.uris import as_local
-from train.batch import length_buckets, to_device
+from train.batch import to_device
 from train.config import TrainConfig
 from train.encoder import Encoder
 from train.methods import get_method
@@ -148,16 +154,21 @@ def train_loop_per_worker(config: dict) -> dict:
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     device = ray.train.torch.get_device()
     local_bs = cfg.batch_size // world
-    steps_per_epoch = (num_rows // world) // local_bs
+    # an elastic run's share of the global batch grows as workers go: GradCache keeps each forward to
+    # the share at full size (the loss and its gradient are the same either way)
+    chunk_size = cfg.chunk_size or (cfg.batch_size // cfg.max_workers if cfg.elastic else None)
+
+    # 2. model, restored or freshly initialised; the worker's batches ----------------------------
+    torch.manual_seed(cfg.seed)
+    trainee = build_trainee(cfg, inputs.data_info)
+    feed = make_feed(cfg, inputs, rank, world, trainee)
+    steps_per_epoch = feed.steps_per_epoch
     if steps_per_epoch < 1:
         raise ValueError(f"{num_rows} rows give no full batch of {cfg.batch_size} over {world} workers")
     total_steps = cfg.epochs * steps_per_epoch
     if cfg.max_steps:
         total_steps = min(total_steps, cfg.max_steps)
-
-    # 2. model, restored or freshly initialised ----------------------------
-    torch.manual_seed(cfg.seed)
-    trainee = build_trainee(cfg, inputs.data_info)
+    feed.stop_at = total_steps
     state = None
     checkpoint = ray.train.get_checkpoint()
     if checkpoint:
@@ -194,9 +205,13 @@ def train_loop_per_worker(config: dict) -> dict:
         if scaler is not None and state.get("scaler"):
             scaler.load_state_dict(state["scaler"])
         step, epoch, skip = state["step"], state["resume_epoch"], state["resume_skip"]
+        if cfg.elastic:  # the next global step, whatever the world size the checkpoint was written at
+            epoch, skip = divmod(step, steps_per_epoch)
     start_step = step
+    resize = elastic_resize(state, world, step) if cfg.elastic else None
     if rank == 0:
-        where = f"resumed at step {step} (epoch {epoch}, skipping {skip} batches)" if state else "fresh start"
+        position = f"from its batch {skip}" if cfg.elastic else f"skipping {skip} batches"
+        where = f"resumed at step {step} (epoch {epoch}, {position})" if state else "fresh start"
         say(
             f"[train] {cfg.method} on {world} worker(s): global batch {cfg.batch_size} ({local_bs}/worker), "
             f"{steps_per_epoch} steps/epoch, {total_steps} steps in all, {torch.get_num_threads()} torch threads; {where}"
@@ -208,6 +223,7 @@ def train_loop_per_worker(config: dict) -> dict:
     reporter = Reporter(
         cfg,
         rank,
+        world,
         trainee,
         optimizer,
         scheduler,
@@ -217,40 +233,29 @@ def train_loop_per_worker(config: dict) -> dict:
         local_root=inputs.local_checkpoint_root,
         async_validation=inputs.async_validation,
         run_folder=inputs.run_folder,
+        sample_log=getattr(feed, "sample_log", None),
     )
+    if rank == 0:
+        reporter.tracking.log(step, {"world_size": world})
 
     # 4. the loop -----------------------------------------------------------
-    shard = ray.train.get_dataset_shard("train")
     last_reported = step
     eta = Eta(start_step, total_steps)
     # a terminal on the driver: rank 0 feeds its progress bar (train.progress) instead of printing lines
     progress = (ProgressWriter(inputs.progress_file, total_steps, step)
                 if rank == 0 and inputs.progress_file else None)
     while epoch < cfg.epochs and step < total_steps:
-        batches = shard.iter_batches(
-            batch_size=local_bs,
-            drop_last=True,
-            batch_format="numpy",
-            local_shuffle_buffer_size=cfg.shuffle_buffer or None,
-            local_shuffle_seed=(cfg.seed + epoch) if cfg.shuffle_buffer else None,
-        )
-        if cfg.length_bucketing:
-            column = trainee.method.tokenized_columns(cfg.options)[0]
-            batches = length_buckets(batches, column, cfg.length_bucketing, cfg.seed + 1000 * epoch + rank)
-        done = 0
-        for i, batch in enumerate(meter.timed(batches)):
-            if i >= steps_per_epoch or step >= total_steps:
+        done = skip
+        for i, batch in enumerate(meter.timed(feed.epoch(epoch, skip)), start=skip):
+            if step >= total_steps:
                 break
-            if i < skip:  # resumed mid-epoch: these were trained on before
-                done = i + 1
-                continue
-            inputs = to_device(trainee.method.collate(batch, trainee.encoder), device)
+            tensors = to_device(trainee.method.collate(batch, trainee.encoder), device)
             torch.manual_seed(cfg.seed + 7919 * rank + 104729 * step)  # dropout masks: f(seed, rank, step)
             loss, parts = forward_backward(
                 model,
                 trainee,
-                inputs,
-                chunk_size=cfg.chunk_size,
+                tensors,
+                chunk_size=chunk_size,
                 backward_scale=scaler.scale if scaler is not None else (lambda x: x),
                 autocast=autocast,
             )
@@ -267,6 +272,9 @@ def train_loop_per_worker(config: dict) -> dict:
             optimizer.zero_grad(set_to_none=True)
             step, done = step + 1, i + 1
             meter.add(loss.detach(), parts)
+            if resize is not None and rank == 0:  # the first step at the new size: what the resize cost
+                record_resize(inputs.run_folder, resize, reporter.tracking)
+                resize = None
             if progress is not None:
                 progress.write(step, meter.peek)
             if rank == 0 and cfg.log_every_steps and step % cfg.log_every_steps == 0:
@@ -287,6 +295,65 @@ def train_loop_per_worker(config: dict) -> dict:
 
 
 # ----------------------------------------------------------------- helpers
+
+
+def make_feed(cfg: TrainConfig, inputs: LoopInputs, rank: int, world: int, trainee: Trainee):
+    """The worker's batches (``train.feeds``): its Ray Data shard, or for an elastic run its share of each
+    global batch, from the set it reads itself."""
+    import ray.train
+
+    from train.feeds import GlobalFeed, StreamFeed
+    from train.global_order import SampleLog
+
+    if not cfg.elastic:
+        columns = trainee.method.tokenized_columns(cfg.options)
+        return StreamFeed(cfg, ray.train.get_dataset_shard("train"), inputs.num_rows, rank, world,
+                          columns[0] if columns else None)
+    method = get_method(cfg.method)
+    sample_log = None
+    if cfg.log_sample_ids:
+        checkpoint = ray.train.get_checkpoint()
+        start = 0
+        if checkpoint is not None:
+            with checkpoint.as_directory() as d:
+                start = json.loads((Path(d) / METRICS_FILE).read_text())["step"]
+        sample_log = SampleLog(inputs.run_folder, rank, world, start)
+    return GlobalFeed(cfg, inputs.set_paths[method.train_set], list(method.sets[method.train_set]), inputs.num_rows,
+                      rank, world, sample_log)
+
+
+def elastic_resize(state: dict | None, world: int, step: int) -> dict | None:
+    """A resize when the checkpoint this elastic run resumes from was written at another world size: its
+    step, the sizes and why (Ray Train restarts the worker group at the size the cluster can hold)."""
+    before = (state or {}).get("world_size")
+    if before is None or before == world:
+        return None
+    why = ("fewer workers could be placed (a node was lost)" if world < before
+           else "more workers could be placed (capacity returned)")
+    return {"step": step, "from": before, "to": world, "why": why, "checkpoint_reported_at": state.get("reported_at")}
+
+
+RESIZES_FILE = "resizes.jsonl"
+
+
+def record_resize(run_folder: str, resize: dict, tracking) -> None:
+    """Rank 0, after the first step at the new size: one log line, a TensorBoard point (``train/world_size``)
+    and a line in ``{run folder}/resizes.jsonl``, with the seconds since the checkpoint it resumed from (the
+    work redone, the wait for the lost workers and the restart)."""
+    import fsspec
+
+    from infra.uris import write_text
+
+    now = time.time()
+    since = resize.pop("checkpoint_reported_at", None)
+    resize = {**resize, "first_step_at": now, "seconds_lost": round(now - since, 2) if since else None}
+    say(f"[train] resized: {resize['from']} -> {resize['to']} worker(s) at step {resize['step']}, {resize['why']}; "
+        f"{resize['seconds_lost']} s since the checkpoint it resumed from")
+    tracking.log(resize["step"], {"world_size": resize["to"]})
+    path = f"{run_folder}/{RESIZES_FILE}"
+    fs, local = fsspec.core.url_to_fs(path)
+    before = fs.cat_file(local).decode() if fs.exists(local) else ""
+    write_text(path, before + json.dumps(resize) + "\n")
 
 
 def param_groups(trainee: Trainee, weight_decay: float, lr: float) -> list[dict]:
@@ -366,9 +433,10 @@ class _NoLog:
 class Reporter:
     """Checkpoint (rank 0) + score + TensorBoard (rank 0) + ``ray.train.report`` (all ranks)."""
 
-    def __init__(self, cfg, rank, trainee, optimizer, scheduler, scaler, dev, start_step, local_root=None,
-                 async_validation=False, run_folder=None):
-        self.cfg, self.rank, self.trainee = cfg, rank, trainee
+    def __init__(self, cfg, rank, world, trainee, optimizer, scheduler, scaler, dev, start_step, local_root=None,
+                 async_validation=False, run_folder=None, sample_log=None):
+        self.cfg, self.rank, self.world, self.trainee = cfg, rank, world, trainee
+        self.sample_log = sample_log
         self.local_root, self.async_validation = local_root, async_validation
         self.optimizer, self.scheduler, self.scaler = optimizer, scheduler, scaler
         self.dev, self.start_step = dev, start_step
@@ -405,6 +473,7 @@ class Reporter:
             "epoch": epoch,
             "lr": self.scheduler.get_last_lr()[0],
             "start_step": self.start_step,
+            "world_size": self.world,
             "reported_at": time.time(),
         }
         with self._staging(step) as tmp:
@@ -420,6 +489,8 @@ class Reporter:
                         "epoch": epoch,
                         "resume_epoch": resume[0],
                         "resume_skip": resume[1],
+                        "world_size": self.world,
+                        "reported_at": metrics["reported_at"],
                         "config": self.cfg.to_dict(),
                     },
                     Path(tmp) / STATE_FILE,
@@ -445,6 +516,8 @@ class Reporter:
                 validation = ValidationTaskConfig(fn_kwargs={"step": step, "examples_seen": metrics["examples_seen"]})
             ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=f"step-{step:07d}",
                              validation=validation)
+        if self.sample_log is not None:
+            self.sample_log.flush()
         self.last_metrics = metrics
         meter.reset()
 

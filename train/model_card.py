@@ -28,7 +28,7 @@ def set_facts(kind: str, folder: Path) -> dict:
     return facts
 
 
-def card_section(cfg, sets: list[dict], selected_by: str, metrics: dict) -> str:
+def card_section(cfg, sets: list[dict], selected_by: str, metrics: dict, elastic: dict | None = None) -> str:
     lines = ["", "## Training (structcse)", "",
              f"- **Base model:** `{cfg.model}` (pooling `{cfg.pooling}`, max length {cfg.max_len})",
              f"- **Method:** `{cfg.method}` — {get_method(cfg.method).citation or cfg.method}",
@@ -42,5 +42,9 @@ def card_section(cfg, sets: list[dict], selected_by: str, metrics: dict) -> str:
         lines.append(f"- **Selected by:** `{selected_by}` = {metrics[selected_by]:.4f} (dev data `{cfg.dev_data}`)")
     else:
         lines.append("- **Selected by:** the latest checkpoint (no dev data)")
+    if elastic is not None:
+        moves = ", ".join(f"{r['from']}→{r['to']} at step {r['step']}" for r in elastic["resizes"]) or "none"
+        lines.append(f"- **Elastic:** {elastic['num_workers'][0]} to {elastic['num_workers'][1]} workers, the same "
+                     f"rows at every global step at any size; resizes: {moves}")
     lines += ["- **Run:** `train_summary.json` and `tensorboard/` beside this folder", ""]
     return "\n".join(lines)

@@ -45,7 +45,7 @@ class RunPlan:
     pooling_reason: str  # why the run trains with config.pooling
     dev_metric: Any  # the DevMetric checkpoints are scored with (score.dev_metrics); None without dev data
     checkpoint_metric: str | None  # what the final checkpoint is selected by (max); None: the latest
-    num_workers: int  # 0: Ray Train's local mode, in the driver
+    num_workers: int  # 0: Ray Train's local mode, in the driver; an elastic run's most
     cpus_per_worker: float | None  # None: Ray's default (1)
     gpus_per_worker: int
     storage_path: str  # absolute, or a URI
@@ -56,6 +56,10 @@ class RunPlan:
         return self.config.pooling
 
     @property
+    def elastic(self) -> bool:
+        return self.config.elastic
+
+    @property
     def train_set(self) -> str:
         return self.method.train_set
 
@@ -64,7 +68,9 @@ class RunPlan:
         if self.num_workers:
             cpus = f"{self.cpus_per_worker:g}" if self.cpus_per_worker is not None else "1"
             gpus = f" + {self.gpus_per_worker} GPU" if self.gpus_per_worker else ""
-            where = f"on {self.num_workers} worker(s), {cpus} CPU{gpus} each"
+            count = (f"{self.config.min_workers} to {self.num_workers} worker(s) (elastic: the same rows at every "
+                     "global step at any size)") if self.elastic else f"{self.num_workers} worker(s)"
+            where = f"on {count}, {cpus} CPU{gpus} each"
         else:
             where = "in local mode (in this process)"
         sets = ", ".join(f"{kind} {path}" for kind, path in self.set_paths.items())
@@ -96,7 +102,7 @@ class RunPlan:
             "dev_metric": None if metric is None else {"name": metric.name, "key": metric.key, "mode": metric.mode,
                                                         "data": self.worker_config.dev_data},
             "selected_by": self.checkpoint_metric or "latest",
-            "resources": {"num_workers": self.num_workers, "cpus_per_worker": self.cpus_per_worker,
+            "resources": {"num_workers": self.config.num_workers, "cpus_per_worker": self.cpus_per_worker,
                           "gpus_per_worker": self.gpus_per_worker},
             "storage_path": self.storage_path,
             "run_folder": self.run_folder,
@@ -126,7 +132,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
     pooling, pooling_reason = decide_pooling(cfg)
     config = dataclasses.replace(cfg, pooling=pooling)
     num_rows = sum(pq.read_metadata(f).num_rows for f in set_files(set_paths[method.train_set]))
-    world = max(cfg.num_workers, 1)
+    world = max(cfg.max_workers, 1)
     if (num_rows // world) // (cfg.batch_size // world) < 1:
         raise ConfigError(
             f"set {method.train_set!r} at {set_paths[method.train_set]} has {num_rows} rows: "
@@ -144,7 +150,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
         pooling_reason=pooling_reason,
         dev_metric=dev_metric,
         checkpoint_metric=cfg.checkpoint_metric or (dev_metric.key if dev_metric is not None else None),
-        num_workers=cfg.num_workers,
+        num_workers=cfg.max_workers,
         cpus_per_worker=cfg.cpus_per_worker,
         gpus_per_worker=1 if cfg.use_gpu else 0,
         storage_path=storage,

@@ -97,7 +97,7 @@ def check_resources(cfg: TrainConfig, resources: dict, *, where: str = "this mac
     autoscaler (``autoscaled``) the wait is the way to get nodes: one line says what is awaited."""
     cpus, gpus = float(resources.get("CPU", 0.0)), float(resources.get("GPU", 0.0))
     has = f"{where} has {cpus:g} CPUs and {gpus:g} GPUs"
-    workers = cfg.num_workers
+    workers = cfg.min_workers  # an elastic run starts with min
     per_worker = cfg.cpus_per_worker if cfg.cpus_per_worker is not None else 1.0
     if workers < 1:
         if cfg.use_gpu and gpus < 1 and where == "this machine" and not autoscaled:
@@ -107,6 +107,8 @@ def check_resources(cfg: TrainConfig, resources: dict, *, where: str = "this mac
     short_gpus = cfg.use_gpu and workers > gpus
     short_cpus = workers * per_worker > cpus
     if autoscaled:
+        short_gpus, short_cpus = cfg.use_gpu and cfg.max_workers > gpus, cfg.max_workers * per_worker > cpus
+        workers = f"{cfg.min_workers}-{cfg.max_workers}" if cfg.elastic else workers
         if short_gpus or short_cpus:
             asked = f"{per_worker:g} CPU" + (" + 1 GPU" if cfg.use_gpu else "")
             now = f"{gpus:g} GPUs" if short_gpus else f"{cpus:g} CPUs"
@@ -128,8 +130,9 @@ def check_resources(cfg: TrainConfig, resources: dict, *, where: str = "this mac
 
 def check_worker_cpus(cfg: TrainConfig, machine_cpus: float, where: str = "this machine") -> None:
     """On one machine without an autoscaler, the workers must leave a CPU to Ray Data's read tasks,
-    else the run waits for one forever: a ConfigError with the setting that fits."""
-    if cfg.num_workers < 1:
+    else the run waits for one forever: a ConfigError with the setting that fits. (An elastic run does not
+    stream through Ray Data: its workers read the set themselves.)"""
+    if cfg.elastic or cfg.num_workers < 1:
         return
     per_worker = cfg.cpus_per_worker if cfg.cpus_per_worker is not None else 1.0
     if cfg.num_workers * per_worker > machine_cpus - 1:

@@ -93,15 +93,19 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
     from train.loop import LoopInputs, train_loop_per_worker
 
     config, method = plan.worker_config, plan.method  # the workers' config: local paths absolute
-    ds = ray.data.read_parquet(plan.set_paths[method.train_set]).select_columns(method.sets[method.train_set])
-    if config.pretokenize:
-        from train.batch import pretokenize
+    datasets = data_config = None
+    if not config.elastic:  # an elastic run's workers read the set themselves (train.feeds.GlobalFeed)
+        ds = ray.data.read_parquet(plan.set_paths[method.train_set]).select_columns(method.sets[method.train_set])
+        if config.pretokenize:
+            from train.batch import pretokenize
 
-        ds = pretokenize(ds, config.model, config.max_len, list(method.tokenized_columns(config.options)))
-    # blocks in file order, not in the order their read tasks finish: a one-worker run (and local
-    # mode, which iterates ds itself) sees the same rows in the same order every time; with several
-    # workers the streaming split hands blocks to whichever worker asks first
-    ds.context.execution_options.preserve_order = True
+            ds = pretokenize(ds, config.model, config.max_len, list(method.tokenized_columns(config.options)))
+        # blocks in file order, not in the order their read tasks finish: a one-worker run (and local
+        # mode, which iterates ds itself) sees the same rows in the same order every time; with several
+        # workers the streaming split hands blocks to whichever worker asks first
+        ds.context.execution_options.preserve_order = True
+        datasets = {"train": ds}
+        data_config = DataConfig(execution_options=ds.context.execution_options)  # Train copies them per shard
     local_mode = plan.num_workers == 0
     if local_mode:
         validation = None  # local mode runs no validation tasks: rank 0 scores in the loop
@@ -130,6 +134,13 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
             callbacks=list(callbacks) or None,
         )
     scaling = {"num_workers": plan.num_workers, "use_gpu": plan.gpus_per_worker > 0}
+    if config.elastic:
+        scaling.update(num_workers=(config.min_workers, config.max_workers),
+                       elastic_resize_monitor_interval_s=config.resize_check_s)
+    if config.worker_start_timeout_s is not None:
+        from infra.ray_compat import set_worker_group_start_timeout
+
+        set_worker_group_start_timeout(config.worker_start_timeout_s)
     if plan.cpus_per_worker is not None and plan.num_workers > 0:
         scaling["resources_per_worker"] = {"CPU": plan.cpus_per_worker,
                                            **({"GPU": plan.gpus_per_worker} if plan.gpus_per_worker else {})}
@@ -139,7 +150,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         scaling_config=ScalingConfig(**scaling),
         torch_config=TorchConfig(backend=None if config.use_gpu else "gloo"),
         run_config=run_config,
-        datasets={"train": ds},
-        dataset_config=DataConfig(execution_options=ds.context.execution_options),  # Train copies them per shard
+        datasets=datasets,
+        dataset_config=data_config,
         validation_config=validation,
     )

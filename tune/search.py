@@ -336,7 +336,7 @@ def check_searched_resources(base: TrainConfig, settings: TuneSettings) -> None:
         if not isinstance(spec, dict):
             continue
         values = [v for sampler, args in spec.items()
-                  for v in (args if isinstance(args, list) else [args]) if v is not None]
+                  for v in (args if isinstance(args, list) else [args]) if isinstance(v, (bool, int, float))]
         if not values:
             continue
         largest = max(values, key=lambda v: float(v))

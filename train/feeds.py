@@ -1,0 +1,60 @@
+"""Where a worker's batches come from, epoch by epoch: ``feed.epoch(epoch, skip)`` yields the numpy batches
+of an epoch from its batch ``skip`` on (a resumed run starts mid-epoch), at most ``feed.steps_per_epoch``.
+
+* :class:`StreamFeed` (a fixed number of workers): the worker's shard of the Ray dataset, streamed in
+  batches of ``batch_size // world`` (``drop_last`` so every all-gather has one shape), shuffled in a local
+  buffer, optionally regrouped by length; a resumed epoch reads and drops its first ``skip`` batches.
+* :class:`GlobalFeed` (``num_workers: [min, max]``, elastic): the rows of global step s are
+  ``train.global_order``'s, whatever the number of workers; this worker's share of them, from the set held
+  in memory. A resumed epoch starts at its batch ``skip`` without reading the ones before.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from train.batch import length_buckets
+from train.global_order import GlobalOrder, SampleLog, SetRows
+
+
+class StreamFeed:
+    def __init__(self, cfg, shard, num_rows: int, rank: int, world: int, bucketing_column: str | None):
+        self.cfg, self.shard, self.rank, self.bucketing_column = cfg, shard, rank, bucketing_column
+        self.local_batch = cfg.batch_size // world
+        self.steps_per_epoch = (num_rows // world) // self.local_batch
+
+    def epoch(self, epoch: int, skip: int):
+        cfg = self.cfg
+        batches = self.shard.iter_batches(
+            batch_size=self.local_batch,
+            drop_last=True,
+            batch_format="numpy",
+            local_shuffle_buffer_size=cfg.shuffle_buffer or None,
+            local_shuffle_seed=(cfg.seed + epoch) if cfg.shuffle_buffer else None,
+        )
+        if cfg.length_bucketing:
+            batches = length_buckets(batches, self.bucketing_column, cfg.length_bucketing,
+                                     cfg.seed + 1000 * epoch + self.rank)
+        return itertools.islice(batches, skip, self.steps_per_epoch)  # the first `skip` were trained on before
+
+
+class GlobalFeed:
+    def __init__(self, cfg, set_path: str, columns: list[str], num_rows: int, rank: int, world: int,
+                 sample_log: SampleLog | None = None):
+        self.rows = SetRows(set_path, columns)
+        if len(self.rows) != num_rows:
+            raise ValueError(f"the set at {set_path} has {len(self.rows)} rows, the run was planned on {num_rows}")
+        self.order = GlobalOrder(num_rows, cfg.batch_size, cfg.seed, shuffle=cfg.shuffle_buffer > 0)
+        self.steps_per_epoch = self.order.steps_per_epoch
+        self.rank, self.world, self.sample_log = rank, world, sample_log
+        self.stop_at: int | None = None  # the run's last step: no batch (nor sample-log line) past it
+
+    def epoch(self, epoch: int, skip: int):
+        for i in range(skip, self.steps_per_epoch):
+            step = epoch * self.steps_per_epoch + i
+            if self.stop_at is not None and step >= self.stop_at:
+                return
+            ids = self.order.share(step, self.rank, self.world)
+            if self.sample_log is not None:
+                self.sample_log.add(step, ids)
+            yield self.rows.take(ids)

@@ -1,0 +1,123 @@
+"""The rows of every global step as a function of (seed, epoch, step) alone: what an elastic run trains on.
+
+A fixed-size run streams its set through Ray Data, whose split hands blocks to whichever worker asks
+first: the rows of a step depend on the number of workers and on timing. An elastic run
+(``num_workers: [min, max]``) must train on the same rows at step s with 4, 3 or 1 workers, and resume
+at the next global step after a resize, so its workers do not stream: each reads the training set's
+columns once (Arrow, in memory; :class:`SetRows`) and takes its share of the global batch that
+:class:`GlobalOrder` names:
+
+    epoch = step // steps_per_epoch               steps_per_epoch = rows // batch_size
+    order = permutation(rows, seed=(seed, epoch))  (file order when shuffling is off)
+    batch(step) = order[i * batch_size : (i + 1) * batch_size]     i = step % steps_per_epoch
+    share(step, rank, world) = batch(step)[rank * batch_size / world : (rank + 1) * batch_size / world]
+
+so the global batch, its rows and their order in the gathered embeddings (rank-major) are the same at
+every world size; only which worker embeds which rows changes. Sample ids are row positions in the set
+(its files in name order, rows in file order).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+
+class GlobalOrder:
+    def __init__(self, num_rows: int, batch_size: int, seed: int, shuffle: bool = True):
+        if num_rows < batch_size:
+            raise ValueError(f"{num_rows} rows give no full global batch of {batch_size}")
+        self.num_rows, self.batch_size, self.seed, self.shuffle = num_rows, batch_size, seed, shuffle
+        self.steps_per_epoch = num_rows // batch_size
+        self._epoch, self._order = None, None
+
+    def epoch_of(self, step: int) -> int:
+        return step // self.steps_per_epoch
+
+    def order(self, epoch: int) -> np.ndarray:
+        if epoch != self._epoch:
+            self._epoch = epoch
+            self._order = (np.random.default_rng([self.seed, epoch]).permutation(self.num_rows) if self.shuffle
+                           else np.arange(self.num_rows))
+        return self._order
+
+    def batch(self, step: int) -> np.ndarray:
+        """The row ids of global step ``step`` (0-based: the step that takes the run from ``step`` to ``step+1``)."""
+        i = step % self.steps_per_epoch
+        return self.order(self.epoch_of(step))[i * self.batch_size:(i + 1) * self.batch_size]
+
+    def share(self, step: int, rank: int, world: int) -> np.ndarray:
+        if self.batch_size % world:
+            raise ValueError(f"global batch {self.batch_size} does not split evenly over {world} workers")
+        per = self.batch_size // world
+        return self.batch(step)[rank * per:(rank + 1) * per]
+
+
+class SetRows:
+    """The columns ``columns`` of the set at ``path`` (a folder or a URI), read once into memory; ``take(ids)``
+    is a numpy batch as Ray Data's ``batch_format="numpy"`` gives it (strings as object arrays)."""
+
+    def __init__(self, path: str, columns: list[str]):
+        import pyarrow.parquet as pq
+
+        from ingest.sets import set_files
+
+        files = sorted(set_files(path))
+        self.table = pq.read_table(files[0], columns=columns) if len(files) == 1 else _concat(
+            [pq.read_table(f, columns=columns) for f in files])
+        self.table = self.table.combine_chunks()
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def take(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        rows = self.table.take(ids)
+        return {name: rows.column(name).to_numpy(zero_copy_only=False) for name in rows.column_names}
+
+
+def _concat(tables):
+    import pyarrow as pa
+
+    return pa.concat_tables(tables, promote_options="default")
+
+
+class SampleLog:
+    """What each worker trained on, for checking an elastic run (``log_sample_ids``): one JSON line per step,
+    ``{"step", "rank", "world", "ids"}``, in ``{run_folder}/sample_ids/rank{r}-of{w}-from{start}.jsonl``,
+    rewritten whole at each checkpoint (lines of steps after a run's last checkpoint are lost with it,
+    and trained again by the next attempt)."""
+
+    def __init__(self, run_folder: str, rank: int, world: int, start_step: int):
+        self.path = f"{run_folder}/sample_ids/rank{rank}-of{world}-from{start_step:07d}.jsonl"
+        self.rank, self.world, self.lines = rank, world, []
+
+    def add(self, step: int, ids: np.ndarray) -> None:
+        self.lines.append(json.dumps({"step": step, "rank": self.rank, "world": self.world,
+                                      "ids": [int(i) for i in ids]}))
+
+    def flush(self) -> None:
+        from infra.uris import write_text
+
+        write_text(self.path, "\n".join(self.lines) + "\n")
+
+
+def read_sample_logs(run_folder: str) -> dict[int, list[list[int]]]:
+    """``{step: [the global batch's ids as trained, once per attempt that trained it]}`` from a run's sample
+    logs: each attempt's shares of a step concatenated in rank order (the global batch's order)."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(f"{run_folder}/sample_ids")
+    shares: dict[tuple[int, str, int], dict[int, list[int]]] = {}
+    for path in sorted(fs.glob(f"{root}/*.jsonl")):
+        attempt = os.path.basename(path).split("-from", 1)[1]
+        for line in fs.cat_file(path).decode().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                shares.setdefault((row["step"], attempt, row["world"]), {})[row["rank"]] = row["ids"]
+    steps: dict[int, list[list[int]]] = {}
+    for (step, _, world), by_rank in sorted(shares.items()):
+        if len(by_rank) == world:  # every rank's share of this attempt's step was written
+            steps.setdefault(step, []).append([i for rank in range(world) for i in by_rank[rank]])
+    return steps
