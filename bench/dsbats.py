@@ -17,7 +17,7 @@
    slides' p⁻-only loss, which collapses every offset onto one direction
    after ~50 steps here; batch 64, lr 2e-5, ``--steps`` steps, max_len 64, on
    CPU), scored on SRSD (the test split: ``--holdout lines``, BATS lines never
-   trained on, the nearer reading of the slides' DSBATS-dic, or ``words``, no
+   trained on; not the slides' DSBATS-dic, a different test: WordNet glosses, not dictionaries), or ``words``, no
    test word trained on either; other-cluster distractor, chance 50%; and the
    reversed-pair variant), STS-B dev Spearman (the STS
    column; the slides average SentEval's STS tasks, which are not here) and
@@ -121,7 +121,7 @@ def main() -> int:
     p.add_argument("--negatives", default="reversed+other_clusters", choices=["reversed", "reversed+other_clusters"],
                    help="dsbats.negatives: also other clusters' p_j⁺ (default), or the slides' p_j⁻ only")
     p.add_argument("--holdout", default="lines", choices=["lines", "words"],
-                   help="SRSD's test split: BATS lines never trained on (default, nearer the slides' DSBATS-dic), "
+                   help="SRSD's test split: BATS lines never trained on (default), "
                         "or no test word trained on either")
     p.add_argument("--skip-minilm", action="store_true")
     args = p.parse_args()

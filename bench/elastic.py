@@ -20,6 +20,9 @@ checkpoint every 10 steps.
     a sum over 2 workers' gradients vs 1 differ by about lr per step in some weights).
 (d) the wall time each resize cost: from the checkpoint the new worker group resumed from to its first
     step (the work done since that checkpoint, the detection and the restart), from ``resizes.jsonl``.
+(e) a fixed-size run (1 worker, ``max_failures``) whose Ray Train worker process is SIGKILLed once Ray has
+    recorded a checkpoint at step >= 20: restarted from it, it ends at the same step, its loss and weights
+    beside the uninterrupted run's (``killed_worker``).
 
 Nodes are removed and added from this process's main thread (``Cluster.add_node`` from another thread
 fails on a signal handler); the training drivers are subprocesses. Last line: one JSON object with
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -80,10 +84,35 @@ def config(out: Path, data: str, model: str, steps: int) -> Path:
     return path
 
 
-def start_run(cfg: Path, name: str, address: str, logs: Path) -> subprocess.Popen:
+def start_run(cfg: Path, name: str, address: str, logs: Path, *overrides: str) -> subprocess.Popen:
     env = {**os.environ, "RAY_ADDRESS": address}
-    return subprocess.Popen([sys.executable, "-m", "train", "--config", str(cfg), "--name", name], cwd=REPO, env=env,
-                            stdout=open(logs / f"{name}.log", "w"), stderr=subprocess.STDOUT)
+    sets = [a for o in overrides for a in ("--set", o)]
+    return subprocess.Popen([sys.executable, "-m", "train", "--config", str(cfg), "--name", name, *sets], cwd=REPO,
+                            env=env, stdout=open(logs / f"{name}.log", "w"), stderr=subprocess.STDOUT)
+
+
+def registered(run: Path) -> list[int]:
+    """The checkpoints Ray Train has recorded for the run (a restart resumes from the latest of these)."""
+    try:
+        return [int(s) for s in re.findall(r"step-(\d{7})", (run / "checkpoint_manager_snapshot.json").read_text())]
+    except OSError:
+        return []
+
+
+def kill_train_workers(cluster) -> list[int]:
+    """SIGKILL the Ray Train workers of this cluster (the head raylet's children, not another Ray's)."""
+    import psutil
+
+    raylet = psutil.Process(cluster.head_node.all_processes["raylet"][0].process.pid)
+    killed = []
+    for child in raylet.children(recursive=True):
+        try:
+            if "RayTrainWorker" in " ".join(child.cmdline()):
+                child.kill()
+                killed.append(child.pid)
+        except psutil.Error:
+            pass
+    return killed
 
 
 def checkpoints(run: Path) -> list[int]:
@@ -118,6 +147,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--kill-at", type=int, default=40, help="remove the node after the first checkpoint at or past this step")
+    ap.add_argument("--fixed-steps", type=int, default=60, help="(e): the fixed-size run whose worker is killed")
     args = ap.parse_args(argv)
     out = (args.out or Path(tempfile.mkdtemp(prefix="structcse-elastic-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -181,6 +211,26 @@ def main(argv=None) -> int:
         result["max_abs_weight_diff_2_workers_vs_1"] = max(float((c[k] - b[k]).abs().max()) for k in c)
         result["wall_seconds"] = {"a": wall_a, "b": wall_b, "c": wall_c}
         result["world_sizes_in_summary"] = summary_a.get("elastic")
+
+        # (e) a fixed-size run (1 worker, max_failures) whose worker process is killed: Ray Train restarts it
+        # from the last recorded checkpoint, and it ends where the uninterrupted run ends
+        node = cluster.add_node(num_cpus=1)  # 2 CPUs: the worker's, and one for Ray Data's read tasks
+        fixed = ("num_workers=1", f"max_steps={args.fixed_steps}", "log_sample_ids=false")
+        clean = start_run(cfg, "fixed-clean", cluster.address, out, *fixed)
+        clean.wait(timeout=900)
+        faulty = start_run(cfg, "fixed-killed", cluster.address, out, *fixed)
+        run_k = out / "runs" / "fixed-killed"
+        killed_after = wait_for("a recorded checkpoint at step >= 20",
+                                lambda: [s for s in registered(run_k) if s >= 20], faulty, 600)[-1]
+        pids = kill_train_workers(cluster)
+        faulty.wait(timeout=900)
+        last_k = json.loads((run_k / "train_summary.json").read_text())["last_metrics"] if faulty.returncode == 0 else {}
+        last_c = json.loads((out / "runs" / "fixed-clean" / "train_summary.json").read_text())["last_metrics"]
+        k, c = final_weights(run_k), final_weights(out / "runs" / "fixed-clean")
+        result["killed_worker"] = {
+            "killed_pids": len(pids), "killed_after_checkpoint": killed_after, "resumed_at": last_k.get("start_step"),
+            "ended_at": last_k.get("step"), "loss": last_k.get("loss"), "uninterrupted_loss": last_c.get("loss"),
+            "max_abs_weight_diff": max(float((k[n] - c[n]).abs().max()) for n in c)}
     finally:
         import ray
 
@@ -192,7 +242,9 @@ def main(argv=None) -> int:
     # Adam turns float noise (a sum over 2 workers' gradients vs 1) into differences of the order of lr per step:
     # the resized run must stay within what 2 workers vs 1 make without any resize
     noise = result.get("max_abs_weight_diff_2_workers_vs_1") or 0
-    ok = result["finished"] and result["same_samples_per_step"] \
+    killed = result.get("killed_worker") or {}
+    ok = result["finished"] and result["same_samples_per_step"] and killed.get("ended_at") == args.fixed_steps \
+        and (killed.get("resumed_at") or 0) >= killed.get("killed_after_checkpoint", 1) > 0 \
         and (result["max_abs_weight_diff"] or 0) <= max(3 * noise, 1e-5) \
         and [(r["from"], r["to"]) for r in result["resizes"]] == [(2, 1), (1, 2)]
     return 0 if ok else 1

@@ -11,11 +11,11 @@ any encoder. Protocol, per aspect:
   a seed;
 * for each seed, rank the aspect's other documents by cosine (the seed
   itself excluded; ties broken by set order) and take the top k:
-  P@k = hits / k, R@k = hits / |relevant|, MRR@k = 1 / rank of the first
-  hit within k (0 if none); averaged over the seeds;
+  P@k = hits / retrieved, R@k = hits / |relevant|, MRR@k = 1 / rank of the
+  first hit within k (0 if none); averaged over the seeds;
 * k ∈ {5, 10, 25, 50}. When k exceeds the pool (n_docs − 1 candidates) the
-  whole pool is taken, as Ostendorff's code does, and P@k still divides by k
-  (so P@k is at most pool / k).
+  whole pool is taken and P@k divides by what was retrieved, min(k, pool), as
+  Ostendorff's ``eval_cli`` does.
 
 Result: ``per_aspect[aspect]`` = ``{n_docs, n_seeds, P@k, R@k, MRR@k ...}``
 (fractions) and, at the top level, each metric's unweighted mean over the

@@ -173,8 +173,8 @@ BATS_DEFINITIONS = pa.schema(
 )
 
 # DSBATS4CL: p = (anchor_first, anchor_second) and p+ = (positive_first,
-# positive_second), two definition pairs of one cluster; p- is p reversed,
-# (anchor_second, anchor_first), by construction, so it is not stored twice.
+# positive_second), two definition pairs of one cluster; p- is p+ reversed (the slides' figure), or p
+# reversed (dsbats.reversed_pair: anchor), by construction, so it is not stored twice.
 DSBATS4CL = pa.schema(
     [
         pa.field("anchor_first", pa.string(), nullable=False),

@@ -98,7 +98,7 @@ def retrieval_metrics(embeddings: np.ndarray, labels: list[frozenset[str]], ks=K
             h = hits[:, :k]
             found = h.sum(axis=1)
             first = np.where(h.any(axis=1), 1.0 / (h.argmax(axis=1) + 1), 0.0)
-            sums[f"P@{k}"] += float((found / k).sum())
+            sums[f"P@{k}"] += float((found / h.shape[1]).sum())  # over what was retrieved: min(k, pool)
             sums[f"R@{k}"] += float((found / n_relevant).sum())
             sums[f"MRR@{k}"] += float(first.sum())
         n_seeds += len(idx)

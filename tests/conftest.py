@@ -42,7 +42,9 @@ def ray_session(s3_server):
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, configure_logging=False)  # the dashboard serves the State API that frees a stopped trial's placement group
+        # a Ray of this session's own (never a `ray start` cluster named in /tmp/ray, another user's or a bench's);
+        # the dashboard serves the State API that frees a stopped trial's placement group
+        ray.init(address="local", num_cpus=2, configure_logging=False)
     yield ray
     ray.shutdown()
 

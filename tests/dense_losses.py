@@ -62,8 +62,9 @@ def rse_loss(h_i, r_k, h_j, hard_negatives=None, temperature=0.05, *, hard_negat
     losses = F.cross_entropy(logits, r, reduction="none")
     if weights is None:
         return losses.mean()
-    w = weights.to(losses)[r]
-    return (losses * w).sum() / w.sum()
+    every = weights.to(losses)
+    w = every[r]  # this worker's anchors; their weighted sum over every worker's weights, times the world size
+    return (losses * w).sum() * (n / w.numel()) / every.sum()
 
 
 def entity_logits(

@@ -112,6 +112,26 @@ def test_aspect_sets_split_rules_and_accounting(aspect_sets):
                 assert all(n[x] and not (n[x] & a[x]) for x in aspects)
 
 
+def test_triplets_per_anchor_gives_that_many_distinct_positives(aspect_sets, demo_sets, tmp_path):
+    """--triplets-per-anchor 3 draws up to 3 distinct positives per anchor from its label groups (it was capped
+    at one per label: 119 rows for 119 anchors); the first is the one a single positive takes."""
+    from collections import defaultdict
+
+    from ingest.aspects.triplets import AspectSetConfig, build_aspect_sets
+
+    labels, [(one_folder, _)] = aspect_sets[0], aspect_sets[1][:1]
+    build_aspect_sets(labels, str(demo_sets[0] / "intros"), str(tmp_path), AspectSetConfig(triplets_per_anchor=3),
+                      log=lambda *a: None)
+    one = read_table(one_folder / "single-P17" / "aspect_triplets", kind="aspect_triplets").to_pylist()
+    three = read_table(tmp_path / "single-P17" / "aspect_triplets", kind="aspect_triplets").to_pylist()
+    by_anchor = defaultdict(list)
+    for r in three:
+        by_anchor[r["anchor_qid"]].append(r["positive_qid"])
+    assert len(three) > 2 * len(one) and max(len(p) for p in by_anchor.values()) == 3
+    assert all(len(set(p)) == len(p) for p in by_anchor.values())
+    assert all(r["positive_qid"] in by_anchor[r["anchor_qid"]] for r in one)
+
+
 def test_cli_rejects_bad_options_in_one_line(demo_sets, capsys):
     from ingest.aspects.__main__ import main
 

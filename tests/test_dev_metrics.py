@@ -132,8 +132,9 @@ def test_aspect_p10_on_embeddings_chosen_by_hand(tmp_path):
     Each seed ranks the 11 others and keeps 10. A seed 0-4 ranks its 4 a's first and doc 5 last:
     4 hits; seed 5 ranks the six b's (cos >= 0) above the a's (cos ~ -1) and keeps the a's 1-4:
     4 hits; a b seed finds its 5 b's first: 5 hits. P@10 = (6 x 4/10 + 6 x 5/10) / 12 = 0.45.
-    P452: docs 6 and 7 share one label: 1 hit each in a pool of 1, P@10 = 1/10. P31: docs 0-2 share
-    no label: no seed, left out of the mean. aspect_p10 = (0.45 + 0.1) / 2 = 0.275."""
+    P452: docs 6 and 7 share one label: 1 hit each in a pool of 1, P@10 = 1/1 (over what was retrieved,
+    as Ostendorff's eval_cli). P31: docs 0-2 share no label: no seed, left out of the mean.
+    aspect_p10 = (0.45 + 1.0) / 2 = 0.725."""
     from eval.aspect_retrieval import evaluate_aspect_retrieval
     from ingest.schemas import ASPECT_DOCS
     from score.dev_metrics import DEV_METRICS
@@ -146,11 +147,11 @@ def test_aspect_p10_on_embeddings_chosen_by_hand(tmp_path):
                                                 "aspect": a, "labels": labels} for i, a, labels in rows], ASPECT_DOCS)
     metric = DEV_METRICS["aspect_p10"]
     assert (metric.key, metric.mode) == ("dev_p10", "max")
-    assert metric.score(encoder, metric.read(str(folder))) == pytest.approx(0.275, abs=1e-12)
+    assert metric.score(encoder, metric.read(str(folder))) == pytest.approx(0.725, abs=1e-12)
     task = evaluate_aspect_retrieval(encoder, folder)  # python -m eval's figure: the same hand-worked value
-    assert task["P@10"] == pytest.approx(0.275, abs=1e-12)
+    assert task["P@10"] == pytest.approx(0.725, abs=1e-12)
     assert {a: (m["n_seeds"], m["P@10"]) for a, m in task["per_aspect"].items()} == {
-        "P17": (12, pytest.approx(0.45)), "P452": (2, pytest.approx(0.1)), "P31": (0, 0.0)}
+        "P17": (12, pytest.approx(0.45)), "P452": (2, pytest.approx(1.0)), "P31": (0, 0.0)}
 
 
 def _brute_force_p10(embeddings: dict[str, np.ndarray], rows: list[dict]) -> float:

@@ -144,13 +144,16 @@ def _cfg(**kw):
     return load_config(REPO / "configs" / "dsbats.yaml", [f"{k}={v}" for k, v in kw.items()])
 
 
-@pytest.mark.parametrize("representation,negatives", [("offset", "reversed"), ("concat_mlp", "reversed"),
-                                                       ("offset", "reversed+other_clusters")])
-def test_method_loss_equals_the_formula_in_numpy(tiny, representation, negatives):
+@pytest.mark.parametrize("representation,negatives,reversed_pair", [
+    ("offset", "reversed", "positive"), ("concat_mlp", "reversed", "positive"),
+    ("offset", "reversed+other_clusters", "positive"), ("offset", "reversed", "anchor"),
+    ("concat_mlp", "reversed", "anchor")])
+def test_method_loss_equals_the_formula_in_numpy(tiny, representation, negatives, reversed_pair):
     from train.loop import build_trainee
 
     cfg = _cfg(model=tiny, data="unused", max_len=32, dropout=0.0,
-               **{"dsbats.pair_representation": representation, "dsbats.negatives": negatives})
+               **{"dsbats.pair_representation": representation, "dsbats.negatives": negatives,
+                  "dsbats.reversed_pair": reversed_pair})
     torch.manual_seed(0)
     trainee = build_trainee(cfg, {}).double()
     rng = np.random.default_rng(3)
@@ -164,8 +167,9 @@ def test_method_loss_equals_the_formula_in_numpy(tiny, representation, negatives
         e = method.embed(trainee.encoder, batch)  # float64, the embeddings the loss took
         assert set(e) == set(COLUMNS) and all(v.shape == (6, 32) for v in e.values())
         r = (lambda a, b: (b - a).numpy()) if representation == "offset" else (lambda a, b: method.pair(a, b).numpy())
+        side = "positive" if reversed_pair == "positive" else "anchor"
         p, pos, neg = r(e["anchor_first"], e["anchor_second"]), r(e["positive_first"], e["positive_second"]), \
-            r(e["anchor_second"], e["anchor_first"])
+            r(e[f"{side}_second"], e[f"{side}_first"])
     p, pos, neg = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (p, pos, neg))
     others = [[j for j in range(6) if clusters[j] != clusters[i]] if negatives != "reversed" else [] for i in range(6)]
     want = np.mean([-(p[i] @ pos[i]) / 0.05 + math.log(np.exp(neg @ p[i] / 0.05).sum()

@@ -54,6 +54,26 @@ def test_sense_choice_prefers_the_relation_then_the_gloss_then_the_clusters_clas
     assert choose(same, [sense("big.a.01", "large", word="large")], None, no_relation, tally, tally) == []
 
 
+@pytest.mark.skipif(not WORDNET.is_dir(), reason="WordNet (Debian wordnet-base) is not installed")
+def test_synonyms_in_one_synset_are_dropped_not_given_unrelated_senses_and_no_gloss_names_its_own_word():
+    """The review's cases on the real WordNet: L08 airplane:plane share airplane.n.01 (the synonym reading):
+    ``same_synset``, never "cut or remove with a plane"; father's own definition naming *father* is not a
+    gloss of *beget* (whose lemmas include father); a synset reached through two base forms is one sense."""
+    from ingest.dsbats.definitions import category_definitions
+    from ingest.dsbats.senses import glosses
+    from ingest.semnet import open_network
+
+    network = open_network({"kind": "wordnet", "folder": str(WORDNET)})
+    rows = category_definitions(network, SenseConfig(), "L08", "synonyms - exact",
+                                [{"line": 1, "word": "airplane", "answers": ["plane"]}])
+    assert [r["outcome"] for r in rows] == ["same_synset"]
+    father = next(s for s in network.senses("father") if s.id == "father.n.01")
+    beget = next(s for s in network.senses("mother") if s.id == "beget.v.01")
+    assert not glosses(father, beget) and not glosses(beget, father)
+    ids = [s.id for s in network.senses("bases")]
+    assert len(ids) == len(set(ids)) and [s.rank for s in network.senses("bases")] == list(range(len(ids)))
+
+
 def test_bats_reader_counts_malformed_lines_and_names_bad_categories(tmp_path):
     from ingest.dsbats.bats import read_bats
 
@@ -100,7 +120,7 @@ def test_every_bats_pair_is_written_or_dropped_with_a_reason(dsbats_sets):
                  for line in f.read_text().splitlines() for a in line.split("\t")[1].split("/") if a.strip())
     assert pairs["accounted"] and pairs["in_input"] == listed == 1220
     assert pairs["written"] + sum(pairs["dropped"].values()) == pairs["in_input"]
-    assert set(pairs["dropped"]) <= {"duplicate_answer", "same_word", "same_definition", "no_synset_first", "no_synset_second",
+    assert set(pairs["dropped"]) <= {"duplicate_answer", "same_word", "same_definition", "same_synset", "no_synset_first", "no_synset_second",
                                      "low_degree_first", "low_degree_second"}
     table = read_table(out / "bats_definitions").to_pylist()
     assert len(table) == pairs["written"] and sorted(r["pair_id"] for r in table) == [r["pair_id"] for r in table]
@@ -165,6 +185,29 @@ def test_srsd_items_hold_one_same_cluster_answer(dsbats_sets):
         else:
             assert all(defs[c]["cluster"] != item["cluster"] for i, c in enumerate(candidates) if i != item["answer"])
     assert 0.3 < sum(i["answer"] == 0 for i in items) / len(items) < 0.7  # candidates in a seeded order
+    # no query or candidate is a training pair's two definitions (toad : croak told as frog : croak)
+    trained = {(r["first_definition"], r["second_definition"])
+               for r in read_table(out / "bats_definitions").to_pylist() if r["split"] == "train"}
+    assert not {(i["query_first"], i["query_second"]) for i in items} & trained
+    assert not {c for i in items for c in zip(i["candidates_first"], i["candidates_second"])} & trained
+
+
+def test_srsd_leaves_out_test_pairs_equal_to_a_training_pair():
+    from ingest.dsbats.contrastive import srsd_rows
+
+    def pair(pid, category, line, first, second, split):
+        return {"pair_id": pid, "category": category, "line": line, "cluster": category, "split": split,
+                "first_definition": first, "second_definition": second}
+
+    rows = [pair("E07:1:croak", "E07", 1, "tailless amphibian", "a harsh sound", "train"),
+            pair("E07:2:croak", "E07", 2, "tailless amphibian", "a harsh sound", "test"),  # frog = toad's synset
+            pair("E07:3:moo", "E07", 3, "bovine", "a low sound", "test"),
+            pair("E07:4:hiss", "E07", 4, "a reptile", "a sibilant sound", "test"),
+            pair("L01:5:animal", "L01", 5, "a dog", "a living thing", "test")]
+    table, info = srsd_rows(rows, seed=0, distractors=1)
+    assert info["test_pairs_equal_to_training"] == 1
+    assert "tailless amphibian" not in set(table.column("query_first").to_pylist())
+    assert {q.split("/")[0] for q in table.column("item_id").to_pylist()} == {"E07:3:moo", "E07:4:hiss"}
 
 
 def test_cli_errors_name_the_option_before_ray_starts(tmp_path, capsys):

@@ -117,7 +117,8 @@ def test_an_autoscaler_is_one_that_names_node_types_from_a_cluster_config(monkey
 def test_train_cli_refuses_use_gpu_on_a_cpu_only_machine_at_once_in_one_line(tmp_path):
     """`python -m train ... --set use_gpu=true` on this CPU-only machine: refused before the sets are read
     and before any Ray starts (an empty --data folder is not even looked at)."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    # a Ray temp dir of its own: a `ray start` cluster live on this machine (named in /tmp/ray) would be joined
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(tmp_path)}
     started = time.monotonic()
     out = subprocess.run([sys.executable, "-m", "train", "--config", "configs/simcse_unsup.yaml", "--data",
                           str(tmp_path), "--storage", str(tmp_path / "runs"), "--set", "use_gpu=true"],

@@ -210,6 +210,26 @@ def _draw(cfg: AspectSetConfig, *parts) -> int:
     return stable_hash(":".join(map(str, (cfg.seed, *parts))))
 
 
+def _positives(cfg, name: str, anchor: str, key, members: list[str]) -> list[str]:
+    """Up to ``triplets_per_anchor`` distinct members of the anchor's label group ``members`` (not the anchor),
+    drawn by seed (the first draw is the one a single positive always took), then in set order if the
+    draws repeat themselves."""
+    want = min(cfg.triplets_per_anchor, len(members) - 1)
+    picked: dict[str, None] = {}
+    for j in range(4 * want):
+        pick = members[_draw(cfg, name, "pos", anchor, key, *((j,) if j else ())) % len(members)]
+        if pick == anchor:
+            pick = members[(members.index(anchor) + 1) % len(members)]
+        picked[pick] = None
+        if len(picked) == want:
+            return list(picked)
+    for member in members:
+        if len(picked) == want:
+            break
+        if member != anchor:
+            picked[member] = None
+    return list(picked)
+
 def _variant_triplets(name: str, kind: str, aspects: list[str], train: list[str], raw: dict, kept: dict,
                       pool: list[str], cfg: AspectSetConfig) -> tuple[list[dict], Counter]:
     groups: dict[str, list[str]] = defaultdict(list)
@@ -229,11 +249,9 @@ def _variant_triplets(name: str, kind: str, aspects: list[str], train: list[str]
             members = groups[key]
             if len(members) < 2:
                 continue
-            pick = members[_draw(cfg, name, "pos", anchor, key) % len(members)]
-            if pick == anchor:
-                pick = members[(members.index(anchor) + 1) % len(members)]
-            draw = _draw(cfg, name, "rank", anchor, pick)
-            candidates[pick] = min(draw, candidates.get(pick, draw))
+            for pick in _positives(cfg, name, anchor, key, members):
+                draw = _draw(cfg, name, "rank", anchor, pick)
+                candidates[pick] = min(draw, candidates.get(pick, draw))
         if not candidates:
             stats["anchors_without_positive"] += 1
             continue

@@ -4,9 +4,10 @@
 answers) goes to ``test`` when a hash of (seed, category, word) falls under
 ``test_share``. ``holdout: lines`` (default) keeps the lines apart: a test
 pair's relationship (dog : bark) is never trained on, but its words may be,
-in other lines (the answer *animal* of L01 recurs across lines). That is the
-nearer reading of the slides' test set, DSBATS-dic: the same BATS
-relationships as training, told with other definitions. ``holdout: words``
+in other lines (the answer *animal* of L01 recurs across lines). It is not the
+slides' test set DSBATS-dic (dictionary definitions of L01/L02/L04, 603 items):
+SRSD here holds the training source's own WordNet glosses of all categories, a
+different test whose figures do not compare with the slides'. ``holdout: words``
 is stricter: a train-side row that shares a word (either side) with any test
 row is ``held_out``, in neither DSBATS4CL nor SRSD, so no test word's
 definition is ever trained on (measured: SRSD does not rise under it,
@@ -14,8 +15,8 @@ definition is ever trained on (measured: SRSD does not rise under it,
 
 **DSBATS4CL** (``dsbats4cl_rows``): for every train pair p of a cluster,
 ``positives_per_pair`` seeded draws p⁺ among the cluster's train pairs of
-OTHER lines (dog : bark with cat : meow, never with dog : growl); p⁻ = p
-reversed is implicit in the row. The slides' 2,244,530 rows over 38,676
+OTHER lines (dog : bark with cat : meow, never with dog : growl); p⁻ (p⁺
+reversed, or p reversed: ``dsbats.reversed_pair``) is implicit in the row. The slides' 2,244,530 rows over 38,676
 DSBATS-sn pairs are ≈ 58 positives per pair, the default. Rows are ordered
 by a seeded hash, so a shuffle buffer sees every cluster.
 
@@ -89,8 +90,17 @@ def dsbats4cl_rows(rows: list[dict], seed: int, positives_per_pair: int) -> tupl
     return pa.Table.from_pylist(out, schema=schemas.DSBATS4CL), {"anchors_without_positive": no_positive}
 
 
+def _definitions(r: dict) -> tuple[str, str]:
+    return r["first_definition"], r["second_definition"]
+
+
 def srsd_rows(rows: list[dict], seed: int, distractors: int) -> tuple[pa.Table, dict]:
-    clusters = _by_cluster(rows, "test")
+    """The SRSD items of the test pairs. A test pair whose two definitions are a training pair's (toad : croak
+    told with frog : croak's senses, one synset) is trained on as it stands: it is neither a query nor a
+    candidate, and ``test_pairs_equal_to_training`` counts it."""
+    trained = {_definitions(r) for r in rows if r["split"] == "train"}
+    clusters = _by_cluster([r for r in rows if r["split"] != "test" or _definitions(r) not in trained], "test")
+    seen_in_training = sum(1 for r in rows if r["split"] == "test" and _definitions(r) in trained)
     out, no_partner = [], 0
     for cluster, members in clusters.items():
         elsewhere = [q for c, m in clusters.items() if c != cluster for q in m]
@@ -113,4 +123,5 @@ def srsd_rows(rows: list[dict], seed: int, distractors: int) -> tuple[pa.Table, 
                             "candidates_first": [candidates[i][0] for i in order],
                             "candidates_second": [candidates[i][1] for i in order],
                             "answer": order.index(0)})
-    return pa.Table.from_pylist(out, schema=schemas.SRSD), {"queries_without_partner": no_partner}
+    return pa.Table.from_pylist(out, schema=schemas.SRSD), {"queries_without_partner": no_partner,
+                                                             "test_pairs_equal_to_training": seen_in_training}

@@ -9,6 +9,8 @@ pair(s) (``ingest/dsbats/senses.py``) or the reason it was dropped:
 - ``no_synset_first`` / ``no_synset_second``: the network has no sense of the word / the answer;
 - ``only_names_*``: every sense is a named entity or capitalised (with ``names_when_only_sense: false``);
 - ``low_degree_*``: every surviving sense has fewer than ``min_degree`` relations;
+- ``same_synset``: a synonym category's (L07, L08) two words share a synset — the synonym reading,
+  whose one definition twice carries no relationship (``senses: one``; never two unrelated senses instead);
 - ``same_definition``: every sense pair is one definition twice (synonyms of one synset).
 
 A category is the unit of work because the sense choice tallies classes over a
@@ -24,7 +26,8 @@ import json
 import pyarrow as pa
 
 from ingest.dsbats.bats import BatsFolder
-from ingest.dsbats.senses import CATEGORY_RELATIONS, SenseConfig, all_pairs, choose, group_tally, surviving
+from ingest.dsbats.senses import (CATEGORY_RELATIONS, SYNONYM_CATEGORIES, SenseConfig, all_pairs, choose, group_tally,
+                                  shares_synset, surviving)
 
 _STR, _INT, _BOOL = pa.string(), pa.int64(), pa.bool_()
 OUTCOMES = pa.schema([
@@ -52,6 +55,9 @@ def category_definitions(network, cfg: SenseConfig, category: str, relation: str
             second, reason2, names2 = kept[answer]
             outcome = ("same_word" if answer == ln["word"] else f"{reason1}_first" if reason1 else
                        f"{reason2}_second" if reason2 else None)
+            if outcome is None and cfg.senses == "one" and category in SYNONYM_CATEGORIES \
+                    and shares_synset(first, second):
+                outcome = "same_synset"
             if outcome is None:
                 chosen = (choose(first, second, wanted, network.related, tally1, tally2) if cfg.senses == "one"
                           else all_pairs(first, second))

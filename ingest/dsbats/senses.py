@@ -123,8 +123,25 @@ def mentions(definition: str, names: set[str]) -> bool:
     return any(f" {n} " in text for n in names)
 
 
+def glosses(sense: Sense, other: Sense) -> bool:
+    """``sense``'s definition names ``other`` (its word or a lemma) by a name that is not also ``sense``'s own:
+    *father* "a male parent (also ... your father)" does not name *beget* "make children" although
+    *father* is one of beget's lemmas."""
+    return mentions(sense.definition, _names(other, other.word) - _names(sense, sense.word))
+
+
 def _coherent(senses: list[Sense], tally: Counter) -> Sense:
     return min(senses, key=lambda s: (-tally[s.group], s.rank))
+
+
+# synonyms - intensity, synonyms - exact: two words in one synset are the category's reading, and one
+# definition twice carries no relationship: such a pair is dropped (``same_synset``), never given two
+# unrelated senses instead (airplane:plane -> "cut or remove with a plane")
+SYNONYM_CATEGORIES = ("L07", "L08")
+
+
+def shares_synset(first: list[Sense], second: list[Sense]) -> bool:
+    return bool({s.id for s in first} & {s.id for s in second})
 
 
 def choose(first: list[Sense], second: list[Sense], relation: str | None, related, tally1: Counter,
@@ -139,8 +156,7 @@ def choose(first: list[Sense], second: list[Sense], relation: str | None, relate
         if linked:
             a, b = min(linked, key=lambda p: (p[0].rank + p[1].rank, p[0].rank))
             return [(a, b, "relation")]
-    glossed = [(a, b) for a, b in distinct
-               if mentions(a.definition, _names(b, b.word)) or mentions(b.definition, _names(a, a.word))]
+    glossed = [(a, b) for a, b in distinct if glosses(a, b) or glosses(b, a)]
     if glossed:
         # the named side's sense is not what the gloss decides: the cluster's classes do
         a, b = min(glossed, key=lambda p: (-tally1[p[0].group] - tally2[p[1].group], p[0].rank + p[1].rank))

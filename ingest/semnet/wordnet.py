@@ -138,7 +138,13 @@ class WordNet:
             forms = ({word} | set(self._wn._morphy(word, pos))) if synsets else set()
             blocks.append([(s, [lem for lem in s.lemmas() if lem.name().lower() in forms]) for s in synsets])
         ordered = _merge(blocks, self._count if self._counts else (lambda lemmas: 0))
-        return [self._sense(word, rank, synset, matching) for rank, (synset, matching) in enumerate(ordered)]
+        # a synset reached through two base forms (NLTK's synsets() lists it once per form) is one sense
+        seen, unique = set(), []
+        for synset, matching in ordered:
+            if synset.name() not in seen:
+                seen.add(synset.name())
+                unique.append((synset, matching))
+        return [self._sense(word, rank, synset, matching) for rank, (synset, matching) in enumerate(unique)]
 
     def _count(self, lemmas) -> int:
         return max((lem.count() for lem in lemmas), default=0)

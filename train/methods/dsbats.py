@@ -5,9 +5,12 @@ Reads: the ``dsbats4cl`` set (``ingest.schemas.DSBATS4CL``; columns
 ``anchor_first``, ``anchor_second``, ``positive_first``, ``positive_second``):
 p_i = (anchor_first, anchor_second) and p_i⁺ = (positive_first,
 positive_second) are two definition-sentence pairs of one BATS cluster (same
-relationship: def(dog) : def(bark) :: def(cat) : def(meow)); p_i⁻ is p_i
-reversed, (anchor_second, anchor_first): the slides' "intra-cluster data
-augmentation", implicit in the set (not stored).
+relationship: def(dog) : def(bark) :: def(cat) : def(meow)); p_i⁻ is p_i⁺
+reversed, (positive_second, positive_first): the slides' "intra-cluster data
+augmentation" as their figure draws it (duck:quack with cat:meow gives
+meow:cat), implicit in the set (not stored). ``reversed_pair: anchor`` takes
+the anchor reversed, (anchor_second, anchor_first), the slides' text read the
+other way (the reading of the figures measured before 2026-11-26).
 Batch: B rows; the four text columns are encoded row-wise, each padded to its
 own longest row (``base.encode_columns``), so the loop's GradCache splits them
 by rows like any other method. ``pooling: mean`` (definitions are one
@@ -33,7 +36,8 @@ as here, the numerator's term is NOT in the denominator (unlike InfoNCE), so
 the loss is not a cross-entropy and can be negative; it is bounded below by
 log S − 2/τ because cosines lie in [−1, 1]. ``positive_in_denominator: true``
 adds the own positive to the denominator (the InfoNCE reading; not the
-slides). Under ``offset`` the j = i term is sim(p_i, −p_i) = −1, a constant.
+slides). Under ``offset`` with ``reversed_pair: anchor`` the j = i term is sim(p_i, −p_i) = −1, a
+constant; with the positive reversed it is −sim(p_i, p_i⁺), which the numerator already raises.
 j runs over the GLOBAL batch: the p⁻ representations are all-gathered with
 gradient (``train.distributed``); anchors and positives stay local (loss_i
 uses only row i's). τ: the slides give none; 0.05 (SimCSE's) is our choice.
@@ -81,6 +85,7 @@ from train.methods.tiled import DEFAULT_LOSS_TILE
 
 PAIR_REPRESENTATIONS = ("offset", "concat_mlp")
 NEGATIVES = ("reversed", "reversed+other_clusters")
+REVERSED_PAIRS = ("positive", "anchor")
 COLUMNS = ("anchor_first", "anchor_second", "positive_first", "positive_second")
 
 
@@ -143,6 +148,10 @@ class DSBATS(Method):
         pair_representation: str = "offset"  # offset: e(second) − e(first) | concat_mlp: MLP([e(first); e(second)])
         positive_in_denominator: bool = False  # the slides: only the p_j⁻ in the denominator
         negatives: str = "reversed"  # the slides | reversed+other_clusters: also other clusters' p_j⁺
+        # p_j⁻ is row j's positive reversed (the slides' augmentation figure: duck:quack with cat:meow gives
+        # meow:cat) | anchor: row j's anchor reversed (the slides' text read the other way; the reading the
+        # figures in bench/results/dsbats-2core*.txt before 2026-11-26 used)
+        reversed_pair: str = "positive"
 
     @classmethod
     def validate_options(cls, options, cfg):
@@ -154,6 +163,8 @@ class DSBATS(Method):
             )
         if options.negatives not in NEGATIVES:
             raise ConfigError(f"dsbats.negatives {options.negatives!r} is not one of {list(NEGATIVES)}")
+        if options.reversed_pair not in REVERSED_PAIRS:
+            raise ConfigError(f"dsbats.reversed_pair {options.reversed_pair!r} is not one of {list(REVERSED_PAIRS)}")
 
     def __init__(self, options, *, hidden_size, temperature, data_info=None):
         super().__init__(options, hidden_size=hidden_size, temperature=temperature, data_info=data_info)
@@ -180,7 +191,11 @@ class DSBATS(Method):
         a1, a2 = emb["anchor_first"], emb["anchor_second"]
         anchor = self.pair(a1, a2)
         positive = self.pair(emb["positive_first"], emb["positive_second"])
-        negatives = gather_with_grad(self.pair(a2, a1))  # p_j⁻ = p_j reversed, every worker's rows
+        if self.options.reversed_pair == "positive":  # p_j⁻: row j's positive reversed, every worker's rows
+            reversed_pairs = self.pair(emb["positive_second"], emb["positive_first"])
+        else:
+            reversed_pairs = self.pair(a2, a1)
+        negatives = gather_with_grad(reversed_pairs)
         other = clusters = other_clusters = None
         if self.options.negatives == "reversed+other_clusters":
             other = gather_with_grad(positive)

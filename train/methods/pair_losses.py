@@ -389,7 +389,10 @@ def rse_loss(
     negatives of rows that have none (the set's nullable ``hard_negative``;
     put any vector, e.g. zeros, in those rows). ``weights`` (N,) gives a
     weighted mean Σ w_i L_i / Σ w_i over the anchors (not in the paper;
-    default: plain mean).
+    default: plain mean); on W workers (``rows`` this worker's N/W anchors,
+    ``weights`` every worker's), the sum over this worker's anchors is divided
+    by the GLOBAL Σ w and multiplied by W, so that DDP's mean over workers is
+    the weighted mean over the global batch, as on one worker.
     """
     n = h_j.shape[0]
     r, own = row_index(rows, n, h_i.device)
@@ -404,8 +407,9 @@ def rse_loss(
     losses = cross_entropy_blocks(blocks, label_logits(u, tails, own, temperature), tile)
     if weights is None:
         return losses.mean()
-    w = weights.to(losses)[own]
-    return (losses * w).sum() / w.sum()
+    every = weights.to(losses)
+    w = every[own]
+    return (losses * w).sum() * (n / w.numel()) / every.sum()
 
 
 def relation_scores(
