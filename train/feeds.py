@@ -39,14 +39,14 @@ class StreamFeed:
 
 
 class GlobalFeed:
-    def __init__(self, cfg, set_path: str, columns: list[str], num_rows: int, rank: int, world: int,
-                 sample_log: SampleLog | None = None):
+    def __init__(self, cfg, set_path: str, columns: list[str], num_rows: int, rank: int, world: int):
         self.rows = SetRows(set_path, columns)
         if len(self.rows) != num_rows:
             raise ValueError(f"the set at {set_path} has {len(self.rows)} rows, the run was planned on {num_rows}")
         self.order = GlobalOrder(num_rows, cfg.batch_size, cfg.seed, shuffle=cfg.shuffle_buffer > 0)
         self.steps_per_epoch = self.order.steps_per_epoch
-        self.rank, self.world, self.sample_log = rank, world, sample_log
+        self.rank, self.world = rank, world
+        self.sample_log: SampleLog | None = None  # the loop's, once it knows the step it resumes at
         self.stop_at: int | None = None  # the run's last step: no batch (nor sample-log line) past it
 
     def epoch(self, epoch: int, skip: int):

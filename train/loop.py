@@ -209,6 +209,11 @@ def train_loop_per_worker(config: dict) -> dict:
             epoch, skip = divmod(step, steps_per_epoch)
     start_step = step
     resize = elastic_resize(state, world, step) if cfg.elastic else None
+    sample_log = None
+    if cfg.elastic and cfg.log_sample_ids:  # the rows this worker trains on from here (train.global_order)
+        from train.global_order import SampleLog
+
+        sample_log = feed.sample_log = SampleLog(inputs.run_folder, rank, world, start_step)
     if rank == 0:
         position = f"from its batch {skip}" if cfg.elastic else f"skipping {skip} batches"
         where = f"resumed at step {step} (epoch {epoch}, {position})" if state else "fresh start"
@@ -233,7 +238,7 @@ def train_loop_per_worker(config: dict) -> dict:
         local_root=inputs.local_checkpoint_root,
         async_validation=inputs.async_validation,
         run_folder=inputs.run_folder,
-        sample_log=getattr(feed, "sample_log", None),
+        sample_log=sample_log,
     )
     if rank == 0:
         reporter.tracking.log(step, {"world_size": world})
@@ -303,23 +308,14 @@ def make_feed(cfg: TrainConfig, inputs: LoopInputs, rank: int, world: int, train
     import ray.train
 
     from train.feeds import GlobalFeed, StreamFeed
-    from train.global_order import SampleLog
 
     if not cfg.elastic:
         columns = trainee.method.tokenized_columns(cfg.options)
         return StreamFeed(cfg, ray.train.get_dataset_shard("train"), inputs.num_rows, rank, world,
                           columns[0] if columns else None)
     method = get_method(cfg.method)
-    sample_log = None
-    if cfg.log_sample_ids:
-        checkpoint = ray.train.get_checkpoint()
-        start = 0
-        if checkpoint is not None:
-            with checkpoint.as_directory() as d:
-                start = json.loads((Path(d) / METRICS_FILE).read_text())["step"]
-        sample_log = SampleLog(inputs.run_folder, rank, world, start)
     return GlobalFeed(cfg, inputs.set_paths[method.train_set], list(method.sets[method.train_set]), inputs.num_rows,
-                      rank, world, sample_log)
+                      rank, world)
 
 
 def elastic_resize(state: dict | None, world: int, step: int) -> dict | None:
