@@ -5,7 +5,7 @@ A set is a folder of ``*.parquet`` files plus its manifest, ``_manifest.json``
 underscore is what Arrow's dataset discovery skips, so a set folder reads as
 is with ``pandas.read_parquet``, ``pyarrow.dataset`` or
 ``ray.data.read_parquet``; sets written before it was named so
-(``manifest.json``, DESIGN.md's first name) are still read. Paths are fsspec
+(``manifest.json``, its first name, ``docs/architecture.md``) are still read. Paths are fsspec
 URIs, so ``s3://…`` and ``gs://…`` work where local paths work. Ingest jobs,
 train and eval all use this module:
 

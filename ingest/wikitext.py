@@ -1,7 +1,7 @@
 """Wikitext to plain text with hyperlink spans, and a rule-based sentence splitter.
 
 `wikitext_to_text` is a regex-and-scanner extractor (no template expansion), the
-fast default recommended in docs/ray.md section 5. It works in passes over the
+fast default recommended in ../shared/docs/ray.md section 5. It works in passes over the
 page, each one removing a kind of markup that cannot carry article text:
 
 1. HTML comments; an unclosed ``<!--`` hides the rest of the page, as in MediaWiki.

@@ -3,7 +3,8 @@ retrieval metrics, once — the ``aspect_p10`` dev metric (``score.dev_metrics``
 aspect_retrieval`` (``eval.aspect_retrieval``, which describes the protocol) both score with these.
 
 :class:`AspectDocs`, :func:`read_aspect_docs` (an ``aspect_docs`` set), :func:`normalise`,
-:func:`label_matrix`, :func:`retrieval_metrics` (P@k / R@k / MRR@k of one aspect), :func:`embed_aspects`
+:func:`label_matrix`, :func:`retrieval_metrics` (P@k / R@k / MRR@k of one aspect), :func:`retrieval_ceiling` (the best any
+ranking can reach), :func:`embed_aspects`
 (each distinct qid encoded once; ``model``: anything with ``encode(texts, batch_size=...)``),
 :func:`retrieval_by_aspect` (per aspect, and each metric's mean over the aspects that have seeds),
 :func:`has_seeds`.
@@ -102,6 +103,31 @@ def retrieval_metrics(embeddings: np.ndarray, labels: list[frozenset[str]], ks=K
             sums[f"R@{k}"] += float((found / n_relevant).sum())
             sums[f"MRR@{k}"] += float(first.sum())
         n_seeds += len(idx)
+    out = {"n_docs": n, "n_seeds": n_seeds}
+    out.update({key: (value / n_seeds if n_seeds else 0.0) for key, value in sums.items()})
+    return out
+
+
+def retrieval_ceiling(labels: list[frozenset[str]], ks=KS) -> dict:
+    """The best P@k / R@k / MRR@k any ranking can reach on these labels (every relevant document first),
+    over the same seeds and with the same divisions as :func:`retrieval_metrics`."""
+    n = len(labels)
+    inc = label_matrix(labels)
+    pool = max(n - 1, 0)
+    sums = {f"{m}@{k}": 0.0 for k in ks for m in ("P", "R", "MRR")}
+    n_seeds = 0
+    for start in range(0, n, SEED_CHUNK):
+        idx = np.arange(start, min(start + SEED_CHUNK, n))
+        relevant = (inc[idx] @ inc.T).toarray() > 0
+        relevant[np.arange(len(idx)), idx] = False
+        n_relevant = relevant.sum(axis=1)
+        n_relevant = n_relevant[n_relevant > 0]
+        for k in ks:
+            found = np.minimum(n_relevant, k)
+            sums[f"P@{k}"] += float((found / min(k, pool)).sum())
+            sums[f"R@{k}"] += float((found / n_relevant).sum())
+            sums[f"MRR@{k}"] += float(len(n_relevant))
+        n_seeds += len(n_relevant)
     out = {"n_docs": n, "n_seeds": n_seeds}
     out.update({key: (value / n_seeds if n_seeds else 0.0) for key, value in sums.items()})
     return out

@@ -197,7 +197,7 @@ def test_plain_xml_file_in_utf16_be(tmp_path):
 
 
 def test_multistream_dump_streams_and_fragments(tmp_path):
-    """Rebuild a multistream file (header, 100 pages per stream, footer) as in docs/ray.md."""
+    """Rebuild a multistream file (header, 100 pages per stream, footer) as in ../shared/docs/ray.md."""
     text = bz2.decompress(shared_data(*ENWIKI).read_bytes()).decode("utf-8")
     first_page = text.index("  <page>")
     footer = text.rindex("</mediawiki>")

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from infra.uris import as_local
+from train.errors import ConfigError
 from train.unpadded import one_word_embedding_backward, supports_unpadding, unpadded_forward, unpadded_forward_columns
 
 # BERT/RoBERTa/MPNet/... and DistilBERT names of the encoder's dropout probabilities
@@ -167,35 +168,81 @@ class Encoder(nn.Module):
 ST_POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls_raw"}
 
 
+def _one_line(e: BaseException) -> str:
+    return " ".join(f"{type(e).__name__}: {e}".split())
+
+
 def _st_file(model: str, name: str) -> Path | None:
-    """``name`` of a sentence-transformers folder, or of a hub repo (local cache or fetched); None if absent."""
+    """``name`` of a sentence-transformers folder, or of a hub repo (local cache or fetched); None only when
+    the folder or repo is known not to have it. A lookup that cannot tell (offline and not cached, a network
+    error, no such repo) is a ConfigError naming the model: a base's Pooling or Normalize is never dropped
+    because the hub could not be asked."""
     path = Path(as_local(model)).expanduser()
     if path.is_dir():
         return path / name if (path / name).is_file() else None
+    from huggingface_hub import _CACHED_NO_EXIST, hf_hub_download, try_to_load_from_cache
+    from huggingface_hub.utils import EntryNotFoundError, LocalEntryNotFoundError
+
     try:
-        from huggingface_hub import hf_hub_download
-
         return Path(hf_hub_download(model, name))
-    except Exception:  # not a sentence-transformers repo, or offline: a plain encoder
+    except LocalEntryNotFoundError as e:  # offline or unreachable, and not in the cache
+        if try_to_load_from_cache(model, name) is _CACHED_NO_EXIST:  # an earlier lookup found the repo without it
+            return None
+        cause = e
+    except EntryNotFoundError:  # the repo has no such file
         return None
+    except Exception as e:
+        cause = e
+    raise ConfigError(f"model {model!r}: cannot tell whether it is a sentence-transformers model: {name} could not "
+                      f"be looked up ({_one_line(cause)}); pass a local folder, or retry with the hub reachable")
 
 
-def base_pooling(model: str) -> str | None:
-    """The pooling of a sentence-transformers ``model``'s own Pooling module as this encoder names it
-    (mean tokens -> ``mean``, CLS token -> ``cls_raw``); None for a plain transformers model or a mode
-    the encoder does not have (max, weighted mean, last token)."""
+def _st_modules(model: str) -> list[dict] | None:
+    """The modules of a sentence-transformers ``model`` (its modules.json, each module a dict with a ``type``);
+    None for a plain transformers model. A modules.json that is not such a list is a ConfigError."""
     modules_file = _st_file(model, "modules.json")
     if modules_file is None:
         return None
     try:
         modules = json.loads(modules_file.read_text())
-        pooling = next((m for m in modules if str(m.get("type", "")).rsplit(".", 1)[-1] == "Pooling"), None)
-        if pooling is None:
-            return None
-        config_file = _st_file(model, f"{pooling['path']}/config.json")
-        modes = json.loads(config_file.read_text()) if config_file else {}
-    except (OSError, ValueError, KeyError, AttributeError) as e:
-        raise ValueError(f"{modules_file}: not a sentence-transformers modules list with a Pooling config ({e})") from e
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"model {model!r}: {modules_file} is not a sentence-transformers modules list "
+                          f"({_one_line(e)})") from e
+    if not isinstance(modules, list):
+        raise ConfigError(f"model {model!r}: {modules_file} is not a sentence-transformers modules list "
+                          f"(a {type(modules).__name__}, not a list)")
+    for i, m in enumerate(modules):
+        if not (isinstance(m, dict) and isinstance(m.get("type"), str) and m["type"]
+                and isinstance(m.get("path", ""), str)):
+            raise ConfigError(f"model {model!r}: {modules_file}: module {i} ({json.dumps(m)[:200]}) is not an "
+                              "object with a type (and a path)")
+    return modules
+
+
+def _module_class(module: dict) -> str:
+    return module["type"].rsplit(".", 1)[-1]
+
+
+def base_pooling(model: str) -> str | None:
+    """The pooling of a sentence-transformers ``model``'s own Pooling module as this encoder names it
+    (mean tokens -> ``mean``, CLS token -> ``cls_raw``); None for a plain transformers model or a mode
+    the encoder does not have (max, weighted mean, last token). A Pooling module whose config is missing
+    or unreadable is a ConfigError naming the model."""
+    modules = _st_modules(model)
+    pooling = next((m for m in modules or [] if _module_class(m) == "Pooling"), None)
+    if pooling is None:
+        return None
+    name = f"{pooling.get('path') or '(no path)'}/config.json"
+    config_file = _st_file(model, name) if pooling.get("path") else None
+    if config_file is None:
+        raise ConfigError(f"model {model!r}: its modules.json names a Pooling module, but its Pooling config "
+                          f"{name} is missing")
+    try:
+        modes = json.loads(config_file.read_text())
+        if not isinstance(modes, dict):
+            raise ValueError(f"a {type(modes).__name__}, not an object")
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"model {model!r}: {config_file} is not a Pooling config ({_one_line(e)})") from e
     on = [ST_POOLING_MODES.get(k) for k, v in modes.items() if k.startswith("pooling_mode_") and v is True]
     return on[0] if len(on) == 1 else None
 
@@ -203,12 +250,5 @@ def base_pooling(model: str) -> str | None:
 def base_normalizes(model: str) -> bool:
     """Whether ``model`` is a sentence-transformers folder (or hub repo) whose modules include
     ``Normalize``. A hub name is looked up in the local cache or fetched (``modules.json`` only); a
-    plain transformers model, or a lookup that fails offline, is False."""
-    modules_file = _st_file(model, "modules.json")
-    if modules_file is None:
-        return False
-    try:
-        modules = json.loads(modules_file.read_text())
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{modules_file}: not a sentence-transformers modules list ({e})") from e
-    return any(str(m.get("type", "")).rsplit(".", 1)[-1] == "Normalize" for m in modules if isinstance(m, dict))
+    plain transformers model is False, a lookup that cannot tell (offline, not cached) a ConfigError."""
+    return any(_module_class(m) == "Normalize" for m in _st_modules(model) or [])

@@ -208,10 +208,7 @@ def decide_pooling(cfg: TrainConfig) -> tuple[str, str]:
         return cfg.pooling, "the config's (base_pooling is false)"
     from train.encoder import base_pooling
 
-    try:
-        own = base_pooling(cfg.model)
-    except ValueError as e:
-        raise ConfigError(f"model {cfg.model!r}: {e}") from e
+    own = base_pooling(cfg.model)  # a modules.json or Pooling config it cannot read: a ConfigError naming the model
     name = Path(cfg.model).name or cfg.model
     if not own:
         return cfg.pooling, f"the config's ({name} has no sentence-transformers pooling of its own)"

@@ -162,8 +162,8 @@ def start_pool(metric_name: str, dev_data: str | Path, name: str, namespace: str
     return pool
 
 
-def stop_pool(name: str, namespace: str) -> bool:
-    """Kill the pool and its scorers; False when there was none."""
+def stop_pool(name: str, namespace: str, timeout_s: float = 60.0) -> bool:
+    """Kill the pool and its scorers and wait until its name is free; False when there was none."""
     import ray
 
     try:
@@ -171,7 +171,16 @@ def stop_pool(name: str, namespace: str) -> bool:
     except ValueError:
         return False
     ray.kill(pool)  # its scorers are owned by it and die with it
-    return True
+    # ray.kill returns before the actor is gone; until then its name still resolves, and a
+    # start_pool of the same name (get_if_exists) would hand back the dying pool.
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            return True
+        time.sleep(0.1)
+    raise TimeoutError(f"the evaluation pool {namespace}/{name} was killed but still had its name after {timeout_s:.0f} s")
 
 
 class PoolValidation:

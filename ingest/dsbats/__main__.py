@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", help="disk cache folder for --babelnet responses")
     p.add_argument("--categories", nargs="+", default=list(DEFAULT_CATEGORIES))
     p.add_argument("--senses", choices=("one", "all"), default="one",
-                   help="one definition pair per BATS pair (default) or every surviving sense pair (the slides' sizes)")
+                   help="one definition pair per BATS pair (default) or every surviving sense pair "
+                        "(not the slides' sizes: docs/methods.md §6d)")
     p.add_argument("--min-degree", type=int, default=SenseConfig.min_degree)
     p.add_argument("--keep-named-entities", action="store_true", help="do not drop named-entity senses")
     p.add_argument("--keep-capitalised", action="store_true", help="do not drop capitalised (proper noun) senses")

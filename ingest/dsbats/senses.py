@@ -46,8 +46,10 @@ A pair whose two chosen definitions are the same text (a synonym pair in one
 synset) carries no relationship (its offset is zero) and is dropped as
 ``same_definition``; rules 1–3 never choose such a pair when another one
 exists (rules 1–3). ``senses: all`` writes every (s₁, s₂) ∈ S₁×S₂ with distinct
-definitions instead (rule ``all``): the slides' DSBATS-sn sizes (E07 633
-pairs from 89 word-answer pairs) are of that enumeration.
+definitions instead (rule ``all``). The slides' DSBATS-sn sizes are not those of
+this enumeration over WordNet (0.13× to 6.3× of them per category; E01, E02 and
+E04 empty with the literal name filter): they point to BabelNet's sense
+inventory, which the figures are drawn from (docs/methods.md §6d).
 """
 
 from __future__ import annotations

@@ -228,20 +228,26 @@ def load_entity_vectors(
     ``dim`` fields are the vector). A ``count dim`` header is checked against
     ``dim``. When the file has ``ENTITY/``-prefixed names (word + entity
     files), only those lines are used; ``_`` in names reads as a space.
+    Blank lines are skipped; a line without a name and ``dim`` values, or a
+    used vector with a value that is not a number, is a ValueError naming
+    ``file:line`` (never a silently missing vector).
     """
     wanted = {t.replace("_", " "): r for t, r in title_to_row.items()}
     plain: dict[int, list[float]] = {}
     prefixed: dict[int, list[float]] = {}
     seen_prefix = False
     with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f):
+        for lineno, line in enumerate(f, 1):
             parts = line.rstrip("\n").rstrip().split(" ")
-            if lineno == 0 and len(parts) == 2 and all(p.isdigit() for p in parts):
+            if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
                 if int(parts[1]) != dim:
                     raise ValueError(f"{path}: vectors have dimension {parts[1]}, but ease.entity_dim is {dim}")
                 continue
-            if len(parts) <= dim:
+            if parts == [""]:
                 continue
+            if len(parts) <= dim:
+                raise ValueError(f"{path}:{lineno}: {len(parts)} fields, not a name and {dim} vector values "
+                                 f"(ease.entity_dim): {line.strip()[:80]!r}")
             name = " ".join(parts[:-dim])
             is_entity = name.startswith("ENTITY/")
             if is_entity:
@@ -250,7 +256,10 @@ def load_entity_vectors(
             row = wanted.get(name.replace("_", " "))
             if row is None:
                 continue
-            (prefixed if is_entity else plain)[row] = [float(x) for x in parts[-dim:]]
+            try:
+                (prefixed if is_entity else plain)[row] = [float(x) for x in parts[-dim:]]
+            except ValueError as e:
+                raise ValueError(f"{path}:{lineno}: a vector value is not a number ({e})") from None
     found = prefixed if seen_prefix else plain
     rows = sorted(found)
     return rows, [found[r] for r in rows]
