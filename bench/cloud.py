@@ -54,7 +54,7 @@ sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != 
 os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-from bench.ray_head import LocalHead, stop_processes  # noqa: E402
+from bench.ray_head import LocalHead, recorded_checkpoints, stop_processes  # noqa: E402
 
 BUCKET = "structcse-bench"
 STSB = REPO.parent / "shared" / "data" / "stsb" / "senteval_processed"
@@ -182,20 +182,12 @@ def killed_and_resumed(command: list[str], run_folder: str, workdir: Path) -> di
     with open(workdir / "killed.log", "w") as log:
         proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-        snapshot = f"{folder}/checkpoint_manager_snapshot.json"
-
-        def registered() -> list[int]:  # the checkpoints Ray Train has recorded (a resume starts from these)
-            try:
-                return [int(s) for s in re.findall(r"step-(\d{7})", fs.cat_file(snapshot).decode())]
-            except (OSError, FileNotFoundError):
-                return []
-
         deadline = time.time() + 600
-        while time.time() < deadline and proc.poll() is None and not registered():
+        while time.time() < deadline and proc.poll() is None and not recorded_checkpoints(run_folder):
             time.sleep(0.2)
         if proc.poll() is not None:
             raise RuntimeError(f"the run ended (exit {proc.returncode}) before it could be killed: {workdir}/killed.log")
-        killed_at = max(registered())
+        killed_at = max(recorded_checkpoints(run_folder))
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
     stop_processes(ray_tmp, grace_s=5)

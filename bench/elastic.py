@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +46,8 @@ sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != 
 os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from bench.ray_head import recorded_checkpoints  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -89,14 +90,6 @@ def start_run(cfg: Path, name: str, address: str, logs: Path, *overrides: str) -
     sets = [a for o in overrides for a in ("--set", o)]
     return subprocess.Popen([sys.executable, "-m", "train", "--config", str(cfg), "--name", name, *sets], cwd=REPO,
                             env=env, stdout=open(logs / f"{name}.log", "w"), stderr=subprocess.STDOUT)
-
-
-def registered(run: Path) -> list[int]:
-    """The checkpoints Ray Train has recorded for the run (a restart resumes from the latest of these)."""
-    try:
-        return [int(s) for s in re.findall(r"step-(\d{7})", (run / "checkpoint_manager_snapshot.json").read_text())]
-    except OSError:
-        return []
 
 
 def kill_train_workers(cluster) -> list[int]:
@@ -221,7 +214,7 @@ def main(argv=None) -> int:
         faulty = start_run(cfg, "fixed-killed", cluster.address, out, *fixed)
         run_k = out / "runs" / "fixed-killed"
         killed_after = wait_for("a recorded checkpoint at step >= 20",
-                                lambda: [s for s in registered(run_k) if s >= 20], faulty, 600)[-1]
+                                lambda: [s for s in recorded_checkpoints(str(run_k)) if s >= 20], faulty, 600)[-1]
         pids = kill_train_workers(cluster)
         faulty.wait(timeout=900)
         last_k = json.loads((run_k / "train_summary.json").read_text())["last_metrics"] if faulty.returncode == 0 else {}

@@ -127,11 +127,12 @@ def option(command: str, name: str) -> str | None:
 
 
 def run_folder(command: str) -> Path:
-    import yaml
+    from train.config import load_config
 
-    config = yaml.safe_load(Path(option(command, "--config")).read_text())
-    name = option(command, "--name") or config["run_name"]
-    return Path(option(command, "--storage") or config.get("storage_path") or "runs") / name
+    model = option(command, "--model")
+    config = load_config(option(command, "--config"), [f"model={model}"] if model else [])  # run_name: "...-{model}"
+    name = option(command, "--name") or config.name
+    return Path(option(command, "--storage") or config.storage_path or "runs") / name
 
 
 def run(command: str, exports: list[str]) -> tuple[int, str, dict]:

@@ -17,6 +17,20 @@ import time
 from pathlib import Path
 
 
+def recorded_checkpoints(run_folder: str) -> list[int]:
+    """The steps of the checkpoints Ray Train has recorded for a run (its ``checkpoint_manager_snapshot.json``;
+    a restart resumes from the latest of these); ``run_folder``: a local path or an fsspec URI."""
+    import re
+
+    import fsspec
+
+    try:
+        with fsspec.open(f"{run_folder}/checkpoint_manager_snapshot.json", "rt") as f:
+            return [int(s) for s in re.findall(r"step-(\d{7})", f.read())]
+    except (OSError, FileNotFoundError):
+        return []
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     task_options.add_argument("--representation", default=None, choices=("offset", "concat_mlp"),
                               help="srsd: the pair representation (default: the model's own; offset for any model "
                                    "without DSBATS heads)")
+    from infra.logs import add_verbose_flag
+
+    add_verbose_flag(parser)
     return parser
 
 
@@ -109,6 +112,9 @@ def describe(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from infra.logs import setup_logging_from_argv
+
+    setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["report"]:  # python -m eval report MODEL_OR_RUN ... (eval.scoreboard)
         return report_main(argv[1:])
@@ -134,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as error:
         return usage_error(str(error))
 
+    from eval.models import check_model
+
+    try:
+        check_model(args.model)  # before torch: an uncached hub name offline is one line at once, not 75 s of retries
+    except FileNotFoundError as error:
+        return usage_error(str(error))
     from eval.models import load_encoder, load_trained
 
     started = time.perf_counter()
@@ -142,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
             model = load_trained(args.model, device=args.device)
         else:
             model = load_encoder(args.model, device=args.device)
-    except FileNotFoundError as error:
-        return usage_error(str(error))
+    except OSError as error:  # FileNotFoundError; the hub's errors (no such repo, gated, ...), multi-line
+        from infra.preflight import first_line
+
+        return usage_error(first_line(error))
     if task.requires and not model.has(task.requires):
         return usage_error(f"task {task.name} needs a model whose method has {task.requires}; {args.model} is "
                            + (f"a {model.method_name} model" if model.method_name else "a plain encoder (no heads)"))

@@ -20,12 +20,13 @@ import logging
 import os
 from pathlib import Path
 
-from infra.uris import as_local
-from score.model import ST_MARKER
+from infra.preflight import check_model_name, missing_path
+from infra.uris import as_local, is_uri
 
 log = logging.getLogger(__name__)
 
 HF_MARKER = "config.json"
+ST_MARKER = "modules.json"  # score.model.ST_MARKER (not imported here: it imports torch; eval's preflight runs without it)
 
 
 def looks_like_local_path(path_or_name: str) -> bool:
@@ -53,6 +54,30 @@ def resolve_model_folder(folder: Path) -> Path:
         f"{folder} is not a model folder: it has neither {ST_MARKER} "
         f"(SentenceTransformer) nor {HF_MARKER} (Hugging Face model), nor a model/ subfolder with them"
     )
+
+
+MODEL_LAYOUTS = ("a SentenceTransformer folder (modules.json), a Hugging Face model folder (config.json), a train "
+                 "run's model/ folder, or a Hugging Face hub name")
+
+
+def check_model(path_or_name: str | os.PathLike) -> None:
+    """Before torch is imported: a ``FileNotFoundError`` with a one-line message when ``path_or_name`` is a
+    local path that does not exist or holds no model, or a hub name that is not cached while the hub
+    cannot be reached (``infra.preflight.check_model_name``: HF_HUB_OFFLINE, or 3 s without a connection).
+    A URI is checked when its local copy is made."""
+    text = os.fspath(path_or_name)
+    if is_uri(text):
+        return
+    local = Path(text).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise FileNotFoundError(f"model path {local} is a file, not a model folder (expected {MODEL_LAYOUTS})")
+        if not any((folder / marker).is_file() for folder in (local, local / "model") for marker in (ST_MARKER, HF_MARKER)):
+            resolve_model_folder(local)  # the error naming what is missing
+        return
+    if looks_like_local_path(text):
+        raise FileNotFoundError(missing_path(text, "model folder", MODEL_LAYOUTS))
+    check_model_name(text, fix="pass a local folder with --model /path/to/model")
 
 
 def load_encoder(path_or_name: str | os.PathLike, device: str | None = None):

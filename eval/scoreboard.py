@@ -15,12 +15,25 @@ The data flags say which tasks run; a task whose flag is absent is left out:
   ``link_prediction`` (``--nli DIR``), AspectCSE ``aspect_retrieval``
   (``--aspects DIR``), DSBATS ``srsd`` (``--srsd DIR``).
 
+The untrained base (``--base MODEL``; by default the base model every run
+folder's ``train_summary.json`` names, when they all name the same one) is a
+row of every table, scored in the same run on the same data: on a method's own
+tasks as the papers' baselines score a plain encoder (NLI and aspect retrieval
+with cosine, SRSD with the offset representation, RSE's link prediction with no
+relation vector: cos(h_1, h_j)); GaussCSE's table also has the paper's length
+baseline for the direction. Each table has a ``Δ`` column (model − base) and a
+``vs base`` column marking a model that is not above the base (``≤ base``); the
+run ends with one line naming them.
+
 Written to ``--out`` (default ``report``): ``report.md`` (the main table:
-models as rows, STS sets, STS avg, MRPC, STC as columns; the method tables;
-the papers' published figures as reference rows marked *published*, never
-mixed with measured ones; the runs scored, with links), ``report.json`` (every
-task's full result per model) and ``report_<column>.png`` (a bar chart per
-column). ``--limit N`` scores the first N items of every set (a smoke run).
+models as rows, STS sets, STS avg, MRPC, STC as columns, and the similarity
+each model was scored with; the method tables; each table says its split and
+similarity on the line under its heading; the papers' published figures as
+reference rows marked *published*, test splits, never mixed with measured
+ones; the runs scored, with links), ``report.json`` (every task's full result
+per model) and ``report_<column>.png`` (a bar chart per column; no STS avg
+chart when the average is over one set: it would be that set's chart again).
+``--limit N`` scores the first N items of every set (a smoke run).
 """
 
 from __future__ import annotations
@@ -59,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--device", default=None)
     p.add_argument("--no-published", action="store_true", help="leave out the papers' reference rows")
+    p.add_argument("--base", help="the untrained base encoder (LABEL=PATH names its row): a row of every table, "
+                   "with the difference of every model to it; default: the base model the run folders' "
+                   "train_summary.json all name")
+    p.add_argument("--no-base", action="store_true", help="no base row (and no difference to it)")
     return p
 
 
@@ -103,6 +120,37 @@ def check_inputs(args) -> list[dict]:
     return [resolve(m) for m in args.models]
 
 
+def base_entry(args, entries: list[dict]) -> dict | None:
+    """The untrained base's entry (``"base": True``): ``--base``, else the base model all the run folders'
+    summaries name; an entry of ``entries`` that is the same model is the base row itself (its label kept).
+    None with ``--no-base`` or when there is no one base to take."""
+    if getattr(args, "no_base", False):
+        return None
+    if getattr(args, "base", None):
+        base = resolve(args.base)
+    else:
+        named = set()
+        for entry in entries:
+            if entry["config"]:
+                named.add((json.loads(Path(entry["config"]).read_text()).get("config") or {}).get("model"))
+        if len(named) != 1 or None in named or not all(e["config"] for e in entries if e["run"]):
+            return None
+        base = resolve(named.pop())
+        base["label"] = f"{base['label']} (untrained base)"
+    for entry in entries:
+        if _same_model(entry["model"], base["model"]):
+            entry["base"] = True
+            return entry
+    return {**base, "base": True}
+
+
+def _same_model(a: str, b: str) -> bool:
+    pa, pb = Path(a).expanduser(), Path(b).expanduser()
+    if pa.exists() and pb.exists():
+        return pa.resolve() == pb.resolve()
+    return a == b
+
+
 def _mrpc_split(folder: str) -> str:
     from eval.mrpc import SPLIT_FILES
 
@@ -143,14 +191,79 @@ def score_model(entry: dict, args, log=print) -> tuple[dict, dict]:
     return row, results
 
 
-def method_tables(main_rows: list[dict], all_results: list[dict]) -> list[tuple[str, list[dict], list]]:
-    """One ``(title, rows, columns)`` per method with scored method tasks (``main_rows``: each model's row)."""
+class NoRelation:
+    """The untrained base in RSE's link prediction: no relation vector (r = 0 for every relation of the RSE
+    model), so the tail candidates are ranked by cos(h_1, h_j) of the plain encoder."""
+
+    method_name = None
+
+    def __init__(self, model, relation_names: list[str]):
+        self.model, self.relation_names = model, list(relation_names)
+
+    def encode(self, texts, batch_size: int = 64):
+        return self.model.encode(texts, batch_size=batch_size)
+
+    def relation_table(self):
+        import numpy as np
+
+        dim = int(np.asarray(self.model.encode(["a"])).shape[-1])
+        return np.zeros((len(self.relation_names), dim), dtype=np.float32)
+
+
+# what each method's table says the base was scored with, and its split and similarity
+BASE_AS = {"nli": "cosine(premise, hypothesis)", "direction": "no directional score (cosine is symmetric)",
+           "link_prediction": "no relation vector: cos(h_1, h_j)", "aspect_retrieval": "cosine",
+           "srsd": "the offset representation"}
+TASK_SIMILARITY = {
+    "nli": "GaussCSE: sim(hyp‖prem) (asymmetric KL); the base: cosine. Split: test; the threshold tuned on dev",
+    "direction": "GaussCSE: sim(hyp‖prem) vs sim(prem‖hyp) and Σ log σ²; the length baseline: word counts",
+    "link_prediction": "RSE: cos(h_1 + r_k, h_j); the base: cos(h_1, h_j). Split: test",
+    "aspect_retrieval": "cosine, held-out entities (the aspect_docs set: the test side)",
+    "srsd": "cosine of pair representations (DSBATS: its pair head; the base: the offset), held-out split (test)",
+}
+
+
+def score_base_on_method_tasks(base: dict, methods: list[str], method_results: dict, args, log=print) -> dict:
+    """``{task: result}`` of the untrained base on the own tasks of ``methods`` (those whose data is given):
+    the paper's baseline way for a plain encoder (``BASE_AS``). ``method_results``: ``{task: a result of a
+    model of the method}`` (RSE's relation names)."""
+    from eval.models import load_trained
+    from eval.tasks import get_task
+
+    data = _task_data(args)
+    wanted = [(task, flag) for method in methods for task, flag, _ in method_tasks(method) if data[flag]]
+    wanted = [w for w in dict.fromkeys(wanted) if w[0] in method_results]
+    if not wanted:
+        return {}
+    model = load_trained(base["model"], device=args.device)
+    limit = {"limit": args.limit} if args.limit else {}
+    results = {}
+    for task, flag in wanted:
+        started = time.perf_counter()
+        t = get_task(task)
+        if task == "link_prediction":
+            target = NoRelation(model, method_results[task]["relations"])
+        else:
+            target = model if t.model_kind == "trained" else model.encoder
+        results[task] = t.run(target, data[flag], "test", batch_size=args.batch_size, **limit)
+        log(f"[report] {base['label']} (base): {task} in {time.perf_counter() - started:.1f} s")
+    return results
+
+
+def method_tables(main_rows: list[dict], all_results: list[dict], base_label: str | None = None,
+                  base_results: dict | None = None) -> list[tuple[str, list[dict], list, list[str], list[dict]]]:
+    """One ``(title, rows, columns, notes, below base)`` per method with scored method tasks (``main_rows``:
+    each model's row). With a base (``base_label``, its results on the methods' tasks ``base_results``) the
+    base is the first row, the paper's baseline (GaussCSE's length baseline) the next, and a Δ column of the
+    table's first metric and a ``vs base`` column follow."""
+    from eval.report import compare_with_base
+
     tables = []
     for method in dict.fromkeys(row["method"] for row in main_rows):
         tasks = method_tasks(method)
         rows = []
         for main_row, results in zip(main_rows, all_results):
-            if main_row["method"] != method:
+            if main_row["method"] != method or main_row["model"] == base_label:
                 continue
             row = {"model": main_row["model"]}
             for task, _, keys in tasks:
@@ -159,23 +272,63 @@ def method_tables(main_rows: list[dict], all_results: list[dict]) -> list[tuple[
                         row[header] = results[task].get(key)
             if len(row) > 1:
                 rows.append(row)
-        if rows:
-            columns = ["model"] + [h for task, _, keys in tasks for h in keys.values() if any(h in r for r in rows)]
-            tables.append((f"{method}: its own tasks", rows, columns))
+        if not rows:
+            continue
+        scored = [task for task, _, _ in tasks if any(task in r for m, r in zip(main_rows, all_results)
+                                                      if m["method"] == method)]
+        notes = [f"{task}: {TASK_SIMILARITY[task]}." for task in scored if task in TASK_SIMILARITY]
+        extra = []
+        if base_label is not None and base_results:
+            base_row = {"model": f"{base_label} (untrained base)"}
+            for task, _, keys in tasks:
+                if task in base_results:
+                    base_row.update({h: base_results[task].get(k) for k, h in keys.items()})
+            if len(base_row) > 1:
+                extra.append(base_row)
+                notes.append("The untrained base: " + "; ".join(f"{t} with {BASE_AS[t]}" for t in scored
+                                                                 if t in BASE_AS and t in base_results) + ".")
+        if any(task == "direction" for task, _, _ in tasks):
+            length = next((r["direction"]["length_baseline_acc"] for m, r in zip(main_rows, all_results)
+                           if m["method"] == method and "direction" in r), None)
+            if length is not None:
+                extra.append({"model": "length baseline (GaussCSE paper: the longer sentence is the premise)",
+                              **{h: length for k, h in dict(next(k for t, _, k in tasks if t == "direction")).items()}})
+        columns = ["model"] + [h for task, _, keys in tasks for h in keys.values()
+                               if any(h in r for r in rows + extra)]
+        rows = extra + rows
+        below = []
+        if extra and extra[0]["model"].endswith("(untrained base)"):
+            primary = columns[1]
+            baseline_rows = [r["model"] for r in extra[1:]]
+            rows, delta_columns, below = compare_with_base(
+                rows, extra[0]["model"], [(primary, primary)], base_label=extra[0]["model"],
+                own={m: [] for m in baseline_rows})
+            for r in rows:
+                if r["model"] in baseline_rows:
+                    r["vs_base"] = "paper's baseline"
+            columns = columns + delta_columns
+        tables.append((f"{method}: its own tasks", rows, columns, notes, below))
     return tables
 
 
-def bar_charts(rows: list[dict], columns: list[tuple[str, str]], stem: Path) -> list[Path]:
+def bar_charts(rows: list[dict], columns: list[tuple[str, str]], stem: Path, base_label: str | None = None,
+               skip: tuple[str, ...] = ()) -> list[Path]:
+    """A bar chart per column (``skip``: keys left out); the base row's bar is grey and its value a dashed line."""
     from eval.plots import _figure, _save
 
     paths = []
     for key, header in columns:
         scored = [(r["model"], r[key]) for r in rows if isinstance(r.get(key), float)]
-        if not scored:
+        if not scored or key in skip:
             continue
         fig = _figure(6, 0.4 * len(scored) + 1)
         ax = fig.add_subplot(111)
-        ax.barh([m for m, _ in scored][::-1], [v for _, v in scored][::-1], color="#4477aa")
+        ax.barh([m for m, _ in scored][::-1], [v for _, v in scored][::-1],
+                color=["#999999" if m == base_label else "#4477aa" for m, _ in scored][::-1])
+        base_value = next((v for m, v in scored if m == base_label), None)
+        if base_value is not None:
+            ax.axvline(base_value, color="black", linestyle="--", linewidth=1, label=f"untrained base {base_value:.4f}")
+            ax.legend(fontsize=7, loc="lower right")
         ax.set_xlabel(header)
         ax.set_title(header)
         safe = "".join(c if c.isalnum() else "_" for c in key)
@@ -183,54 +336,112 @@ def bar_charts(rows: list[dict], columns: list[tuple[str, str]], stem: Path) -> 
     return paths
 
 
-def write(args, entries: list[dict], rows: list[dict], all_results: list[dict]) -> tuple[Path, Path, list[Path]]:
-    from eval.report import format_markdown
+def _primary(columns: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """The main table's column a model is judged on against the base: STS avg, else MRPC acc, else STC acc."""
+    keys = dict(columns)
+    return next(((k, keys[k]) for k in ("sts_avg", "mrpc_accuracy", "stc_accuracy") if k in keys), None)
+
+
+def write(args, entries: list[dict], rows: list[dict], all_results: list[dict],
+          base_results: dict | None = None) -> tuple[Path, Path, list[Path], list[dict]]:
+    """``report.md``, ``report.json`` and the charts; returns them and the models not above the base
+    (``eval.report.compare_with_base``'s list: on the main table's STS avg for a model without tasks of its
+    own, on its method table's first metric for one with)."""
+    from eval.report import compare_with_base, format_markdown
     from infra.secrets import redact
 
     stem = Path(args.out)
     if stem.suffix in (".md", ".json"):
         stem = stem.with_suffix("")
     stem.parent.mkdir(parents=True, exist_ok=True)
+    md_path, json_path = stem.with_name(stem.name + ".md"), stem.with_name(stem.name + ".json")
+    base = next((e for e in entries if e.get("base")), None)
+    base_label = base["label"] if base else None
     columns = [c for c in MAIN_COLUMNS if any(r.get(c[0]) is not None for r in rows)]
     main_columns = [("model", "model"), ("method", "method"), *columns]
+    if args.sts:
+        main_columns.append(("similarity", "STS similarity"))
     scored_sets = [k for k in STS_KEYS if any(r.get(k) is not None for r in rows)]
-    sts_note = (f"STS: SentEval 'all' protocol, split {args.split}, each model with its own similarity "
-                f"(`similarity` in report.json); STS avg is the mean over the {len(scored_sets)} of 7 sets scored"
+    primary = _primary(columns)
+    own_tasks = {r["model"] for r, res in zip(rows, all_results)
+                 if any(task in res for task, _, _ in method_tasks(r["method"]))}
+    shown = rows
+    below: list[dict] = []
+    if base is not None and primary is not None:
+        shown, delta_columns, below = compare_with_base(rows, base_label, [primary], base_label=base_label)
+        main_columns += delta_columns
+        below = [b for b in below if b["model"] not in own_tasks]
+    split_parts = []
+    if args.sts:
+        split_parts.append(f"STS {args.split} split (SentEval 'all' protocol)")
+    if args.mrpc:
+        split_parts.append("MRPC " + ("train → test" if _mrpc_split(args.mrpc) == "test"
+                                      else "10-fold cross-validation on train (no test file)"))
+    if args.stc:
+        split_parts.append("STC: the whole sets")
+    similarity = ("; similarity: each model's own (column STS similarity; the field `similarity` of each row in "
+                  f"{json_path.name}): cosine, GaussCSE's symmetric KL, RSE's relational score" if args.sts else
+                  "; similarity: cosine features") if split_parts else ""
+    table_line = f"Split: {', '.join(split_parts)}{similarity}."
+    sts_note = (f"STS avg is the mean over the {len(scored_sets)} of 7 sets scored"
                 + (f" (not found: {', '.join(k for k in STS_KEYS if k not in scored_sets)}; the published "
-                   "averages are over all 7)" if args.sts and len(scored_sets) < 7 else "") + ". " if args.sts else "")
-    lines = ["# Evaluation report", "",
-             f"{sts_note}Spearman, MRPC and STC accuracy as fractions. Models: {len(rows)}.", "",
-             format_markdown(rows, main_columns), ""]
+                   "averages are over all 7)" if len(scored_sets) < 7 else "") + ". " if args.sts else "")
+    base_note = (f"The untrained base: **{base_label}** (`{base['model']}`), scored here on the same data; Δ "
+                 f"{primary[1]} is each model minus it, `≤ base` marks a model not above it. "
+                 if base is not None and primary else
+                 "No untrained base in this report (give `--base MODEL`): no difference to it. " if base is None
+                 else "")
+    lines = ["# Evaluation report", "", table_line, "",
+             f"{sts_note}{base_note}Spearman, MRPC and STC accuracy as fractions. Models: {len(rows)}.", "",
+             format_markdown(shown, main_columns), ""]
     published = [] if args.no_published else [r for r in PUBLISHED if any(r.get(c[0]) is not None for c in columns)]
     if published:
         lines += ["## Published figures (reference rows: the papers' numbers, not measured here)", "",
+                  "Split: the papers' test splits (STS sets and MRPC test; EASE's STC: the whole sets); "
+                  "similarity: cosine (RSE: its relational score)"
+                  + (f". **The measured rows above are on the {args.split} split: not comparable with these.**"
+                     if args.sts and args.split != "test" else ".") + "", "",
                   format_markdown(published, [("model", "model"), *columns]), ""]
-    for title, method_rows, method_columns in method_tables(rows, all_results):
-        lines += [f"## {title}", "", format_markdown(method_rows, method_columns), ""]
+    for title, method_rows, method_columns, notes, method_below in method_tables(rows, all_results, base_label,
+                                                                                 base_results):
+        lines += [f"## {title}", "", " ".join(notes) or "Split: test.", "",
+                  format_markdown(method_rows, method_columns), ""]
+        below += method_below
     lines += ["## Runs scored", ""]
     for entry in entries:
-        links = [f"model `{entry['model']}`"]
+        links = [f"model `{entry['model']}`"] + (["the untrained base"] if entry.get("base") else [])
         if entry["run"]:
             links += [f"run [{entry['run']}]({entry['run']})", f"config [train_summary.json]({entry['config']})"]
             if (Path(entry["run"]) / "tensorboard").is_dir():  # train.tracking's event files
                 links.append(f"TensorBoard `tensorboard --logdir {Path(entry['run']) / 'tensorboard'}`")
         lines.append(f"- **{entry['label']}**: " + ", ".join(links))
-    charts = bar_charts(rows, columns, stem)
+    one_set = len(scored_sets) == 1
+    charts = bar_charts(rows, columns, stem, base_label, skip=("sts_avg",) if one_set else ())
     if charts:
-        lines += ["", "## Charts", ""] + [f"![{p.stem}]({p.name})" for p in charts]
-    md_path, json_path = stem.with_name(stem.name + ".md"), stem.with_name(stem.name + ".json")
+        lines += ["", "## Charts", ""]
+        if one_set and args.sts:
+            lines += [f"No STS avg chart: the average is over one set ({scored_sets[0]}), whose chart it would "
+                      "repeat.", ""]
+        lines += [f"![{p.stem}]({p.name})" for p in charts]
     md_path.write_text(redact("\n".join(lines) + "\n"), encoding="utf-8")
-    payload = {"rows": rows, "published": published,
-               "results": {e["label"]: r for e, r in zip(entries, all_results)}, "runs": entries}
+    payload = {"rows": shown, "published": published, "base": base_label, "below_base": below,
+               "results": {e["label"]: r for e, r in zip(entries, all_results)},
+               "base_method_tasks": base_results or {}, "runs": entries}
     json_path.write_text(json.dumps(redact(payload), indent=2, default=str) + "\n", encoding="utf-8")
-    return md_path, json_path, charts
+    return md_path, json_path, charts, below
 
 
 def run_report(argv: list[str], log=print) -> tuple[Path, Path, list[Path], list[dict]]:
     """Score and write (``argv`` as on the command line); a user error is a ``ValueError`` /
-    ``FileNotFoundError`` naming the model or folder. Returns (markdown, JSON, charts, rows)."""
+    ``FileNotFoundError`` naming the model or folder. Returns (markdown, JSON, charts, rows). The last line
+    logged says which models are not above the untrained base."""
+    from eval.report import below_base_line
+
     args = build_parser().parse_args(argv)
     entries = check_inputs(args)
+    base = base_entry(args, entries)
+    if base is not None and base not in entries:
+        entries = [base, *entries]
     rows, all_results = [], []
     for entry in entries:
         try:
@@ -239,6 +450,15 @@ def run_report(argv: list[str], log=print) -> tuple[Path, Path, list[Path], list
             raise type(error)(f"{entry['label']}: {error}") from None
         rows.append(row)
         all_results.append(results)
-    md_path, json_path, charts = write(args, entries, rows, all_results)
+    base_results = {}
+    if base is not None:
+        methods = [r["method"] for r in rows if r["model"] != base["label"]]
+        done = {task: result for results in all_results for task, result in results.items()}
+        try:
+            base_results = score_base_on_method_tasks(base, list(dict.fromkeys(methods)), done, args, log=log)
+        except (FileNotFoundError, ValueError) as error:
+            raise type(error)(f"{base['label']} (base): {error}") from None
+    md_path, json_path, charts, below = write(args, entries, rows, all_results, base_results)
+    if base is not None:
+        log(f"[report] {below_base_line(below, base['label'])}")
     return md_path, json_path, charts, rows
-

@@ -38,7 +38,7 @@ class Internal:
 
 INTERNALS: tuple[Internal, ...] = (
     Internal("gcs_addresses", "ray._private.services", "find_gcs_addresses",
-             "the warning about other Ray instances on this machine (train.ray_env.warn_if_other_ray_instances)"),
+             "the warning about other Ray instances on this machine (infra.ray_local.warn_if_other_ray_instances)"),
     Internal("read_ray_address", "ray._private.utils", "read_ray_address",
              "finding the `ray start` cluster a plain ray.init() would join (infra.ray_local)"),
     Internal("ray_address_file", "ray._private.utils", "get_ray_address_file",
@@ -223,3 +223,11 @@ def set_worker_group_start_timeout(seconds: float) -> None:
     ``RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S``, which the trainer passes on from this process's environment)."""
     internal("worker_group_start_timeout")  # Ray Train still propagates the variable
     os.environ[_env_var("worker_group_start_timeout")] = f"{seconds:g}"
+
+
+def checkpoint_manager_logger():
+    """The logger of the checkpoint manager Tune keeps per trial (it logs "Result dict has no key: ..." for
+    a report without the checkpoint score attribute); a logger name, so nothing breaks if Ray renames it."""
+    import logging
+
+    return logging.getLogger("ray.train._internal.checkpoint_manager")

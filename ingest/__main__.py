@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-dashboard", action="store_true",
                         help="with --num-cpus: start that local Ray without its dashboard, which takes CPU the "
                         "workers need on a small machine")
+    from infra.logs import add_verbose_flag
+
+    add_verbose_flag(parser)
     return parser
 
 
@@ -94,6 +97,9 @@ def _missing_inputs(cfg: IngestConfig) -> list[str]:
 
 
 def main(argv=None) -> int:
+    from infra.logs import setup_logging_from_argv
+
+    setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     cfg, args = parse_args(argv)
     missing = _missing_inputs(cfg)
     if missing:  # before Ray starts

@@ -106,6 +106,8 @@ def check_set(path: str | Path, kind: str, required: list[str] | None = None) ->
         raise schemas.SchemaError(f"unknown set kind {kind!r}; known: {sorted(schemas.SCHEMAS)}")
     fs, files = _set_files(path)
     if not files:
+        if "://" not in os.fspath(path) and not os.path.exists(os.fspath(path)):
+            raise schemas.SchemaError(f"set {kind!r} at {path}: no such folder")
         raise schemas.SchemaError(f"set {kind!r} at {path}: no parquet files found")
     schemas_found = []
     for f in files:
@@ -133,13 +135,34 @@ def check_set_folder(path: str | Path, kind: str, required: list[str] | None = N
     """``check_set`` of a folder a user named (an evaluation's ``--data``): a local path that does
     not exist is a ``FileNotFoundError`` naming it; a folder that is not the set, a ``SchemaError``
     saying so."""
+    from infra.preflight import did_you_mean, missing_path, subfolders_holding
+
     folder = Path(path).expanduser()
-    if "://" not in str(path) and not folder.exists():
-        raise FileNotFoundError(f"{kind} set folder does not exist: {folder}")
+    local = "://" not in str(path)
+    if local and not folder.exists():
+        raise FileNotFoundError(missing_path(folder, f"{kind} set folder", SET_LAYOUT))
+    if local and folder.is_dir() and not set_files(folder):  # the wrong layout: say where a set is, if one is inside
+        inside = subfolders_holding(folder, is_set_folder)
+        named = [sub for sub in inside if sub.name == kind]
+        raise schemas.SchemaError(f"{path} is not {_a(kind)} {kind} set: it holds no parquet files (expected "
+                                  f"{SET_LAYOUT}){did_you_mean(named or inside)}")
     try:
         return check_set(path, kind, required=required)
     except schemas.SchemaError as error:
-        raise schemas.SchemaError(f"{path} is not a {kind} set: {error}") from error
+        raise schemas.SchemaError(f"{path} is not {_a(kind)} {kind} set: {error}") from error
+
+
+SET_LAYOUT = f"a set folder written by ingest: *.parquet files and {MANIFEST}"
+
+
+def is_set_folder(folder: str | Path) -> bool:
+    """A local folder holding parquet files and a manifest (``_manifest.json``; a legacy ``manifest.json``)."""
+    folder = Path(folder)
+    return ((folder / MANIFEST).is_file() or (folder / LEGACY_MANIFEST).is_file()) and any(folder.glob("*.parquet"))
+
+
+def _a(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 def read_json(path: str) -> dict | None:

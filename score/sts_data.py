@@ -28,6 +28,7 @@ SPLIT_FILES = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test
 STS_COLUMNS = 7  # genre, filename, year, id, score, sentence1, sentence2
 SCORE_COLUMN, SENTENCE1_COLUMN, SENTENCE2_COLUMN = 4, 5, 6
 MAX_REPORTED_LINES = 10
+STS_LAYOUT = "a folder in the SentEval STS-B layout: sts-train.csv, sts-dev.csv, sts-test.csv"
 
 
 @dataclass
@@ -58,15 +59,24 @@ def sts_split_path(folder: str | Path, split: str) -> Path:
     """The file of ``split`` in ``folder``; a clear error when it is not there."""
     if split not in SPLIT_FILES:
         raise ValueError(f"unknown STS split {split!r}; expected one of {sorted(SPLIT_FILES)}")
+    from infra.preflight import did_you_mean, missing_path, subfolders_holding
+
     folder = Path(folder).expanduser()
+    if folder.is_file():
+        hint = f"; did you mean {folder.parent}?" if folder.name in SPLIT_FILES.values() else ""
+        raise FileNotFoundError(f"{folder} is a file, not an STS data folder (expected {STS_LAYOUT}){hint}")
     if not folder.is_dir():
-        raise FileNotFoundError(f"STS data folder does not exist: {folder}")
+        raise FileNotFoundError(missing_path(folder, "STS data folder", STS_LAYOUT))
     path = folder / SPLIT_FILES[split]
     if not path.is_file():
         present = splits_present(folder)
+        inside = did_you_mean(subfolders_holding(folder, lambda sub: (sub / SPLIT_FILES[split]).is_file()))
+        if not present:  # the wrong layout (a dataset's top folder, say: stsb/ holding raw/ and senteval_processed/)
+            raise FileNotFoundError(f"{folder} is not an STS data folder: it holds none of {', '.join(SPLIT_FILES.values())} "
+                                    f"(the SentEval STS-B layout){inside}")
         raise FileNotFoundError(
             f"no {split} split in {folder}: {SPLIT_FILES[split]} is missing; "
-            f"splits present: {', '.join(present) if present else 'none'}"
+            f"splits present: {', '.join(present)}{inside}"
         )
     return path
 

@@ -53,10 +53,43 @@ def log(message: str) -> None:
     print(message, flush=True)
 
 
+BASE_NAME = "base encoder (mean pooling)"  # the untrained tiny BERT: the base row of every table
+DEMO_COLUMNS = [("model", "model"), ("sts_dev", "STS dev Spearman"), ("sts_test", "STS test Spearman"),
+                ("country_p10", "country P@10"), ("industry_p10", "industry P@10"), ("srsd", "SRSD acc")]
+DEMO_NOTE = ("Split: the demo world's STS-B dev and test (Spearman); aspect retrieval on the held-out companies "
+             "(the aspect_docs set: the test side); SRSD on the held-out BATS lines (test). Similarity: cosine for "
+             "every model (SRSD: cosine of pair representations, the dsbats model's pair head, the offset for the "
+             "others); eval_report.md scores STS with each method's own similarity (GaussCSE's and RSE's differ "
+             "from cosine). Δ: the model minus the untrained base (first row), `≤ base`: not above it on the "
+             "model's own metric(s).")
+
+
+def write_demo_report(stem: Path, rows: list[dict], own: dict[str, list[str]], base_name: str = BASE_NAME):
+    """``stem.md`` / ``stem.json``: the demo's table, its base row first, a Δ column per metric and ``vs base``
+    judged on each model's own metric(s) (``own``: model -> metric keys), and the best model per column under
+    it. Returns (the rows shown, their columns, the models not above the base)."""
+    from eval.report import compare_with_base, write_report
+
+    metrics = DEMO_COLUMNS[1:]
+    shown, delta_columns, below = compare_with_base(rows, base_name, metrics, own=own, base_label=base_name)
+    columns = [*DEMO_COLUMNS, *delta_columns]
+    best = []
+    for key, header in metrics:
+        scored = [r for r in rows if isinstance(r.get(key), float)]
+        if scored:
+            top = max(scored, key=lambda r: r[key])
+            ties = [r["model"] for r in scored if r[key] == top[key]]
+            best.append(f"{header}: {', '.join(ties)} ({top[key]:.4f})")
+    write_report(stem, shown, columns=columns,
+                 title="structcse demo: STS Spearman, aspect retrieval P@10 and SRSD accuracy on the demo world",
+                 note=DEMO_NOTE, after="Best per column: " + "; ".join(best) + "." if best else None)
+    return shown, columns, below
+
+
 def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     from eval.aspect_retrieval import evaluate_aspect_retrieval
     from eval.models import load_trained
-    from eval.report import format_table, write_report
+    from eval.report import format_table
     from eval.srsd import evaluate_srsd
     from eval.sts import evaluate_sts
     from ingest.pipeline import IngestConfig, run_ingest
@@ -87,11 +120,13 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
 
     common = [f"model={base_model}", f"data={out / 'sets'}", f"storage_path={out / 'runs'}", f"seed={seed}",
               f"dev_data={world.sts_dir}"]  # each method's dev metric (score/dev_metrics.py) picks its checkpoint
-    models = {"base encoder (mean pooling)": str(base_model)}
+    models = {BASE_NAME: str(base_model)}
+    own = {}  # each trained model's own metric(s) in the demo's table: what "not above the base" is judged on
     for i, method in enumerate(("simcse_unsup", "ease")):
         log(f"[{time.time() - started:4.0f} s] [{4 + i}/{steps}] train {method} with Ray Train -> {out / 'runs' / method}")
         outcome = train_run(training_config(method, [*DEMO_TRAINING, *common, f"run_name={method}"]))
         models[method] = outcome.model_path
+        own[method] = ["sts_dev"]
 
     # AspectCSE: one multi-aspect model here; `structcse aspects` trains the whole of its Table 5
     from ingest.aspects.__main__ import main as build_aspect_sets
@@ -104,6 +139,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     outcome = train_run(training_config("aspectcse", [*DEMO_TRAINING, *common, f"data={out / 'aspects' / 'union'}",
                                                       "max_len=128", "dev_data=null", "run_name=aspectcse"]))
     models["aspectcse (multi-aspect union)"] = outcome.model_path
+    own["aspectcse (multi-aspect union)"] = ["country_p10", "industry_p10"]
 
     # DSBATS-sn: the world's BATS folder lifted to definition pairs by its WordNet-format dictionary
     from ingest.dsbats.bats import category_files
@@ -117,6 +153,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     outcome = train_run(training_config("dsbats", [*DEMO_TRAINING, *common, f"data={out / 'dsbats'}", "max_len=48",
                                                    "epochs=1", "dev_data=null", "run_name=dsbats"]))
     models["dsbats (DSBATS4CL)"] = outcome.model_path
+    own["dsbats (DSBATS4CL)"] = ["srsd"]
 
     # sentence-pair methods on the world's NLI pairs (pair ingest: nli_triplets, relation_triples)
     from ingest.pairs import PairIngestConfig, PairSource, run_pair_ingest
@@ -131,7 +168,9 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         outcome = train_run(training_config(method, [*DEMO_TRAINING, *common, f"data={out / 'pairs'}", *extra,
                                                      f"dev_data={dev_data[metric.data_format]}", f"run_name={method}"]))
         models[method] = outcome.model_path
+        own[method] = ["sts_dev"]  # GaussCSE's own (NLI AUPRC) is in eval_report.md's gausscse table
 
+    search = None
     if not skip_tune:
         from tune.search import TuneSettings, run_search
 
@@ -144,8 +183,10 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         best_metrics = search.best_metrics
         log(f"the best trial's model ({best_metrics.get('step')} steps): {search.files.get('best_model')}; "
             f"its config: {search.files.get('best_config')}")
-        models[f"simcse_unsup best trial ({', '.join(f'{k}={v:.3g}' for k, v in sorted(search.best_config.items()))}; "
-               f"{best_metrics.get('step')} steps)"] = search.files["best_model"]
+        best_name = (f"simcse_unsup best trial ({', '.join(f'{k}={v:.3g}' for k, v in sorted(search.best_config.items()))}; "
+                     f"{best_metrics.get('step')} steps)")
+        models[best_name] = search.files["best_model"]
+        own[best_name] = ["sts_dev"]
 
     log(f"[{time.time() - started:4.0f} s] evaluating every model on the demo world's STS pairs, aspect retrieval (held-out companies) and SRSD "
         "(held-out BATS lines)")
@@ -159,13 +200,11 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         aspects = evaluate_aspect_retrieval(encoder, out / "aspects" / "aspect_docs")["per_aspect"]
         row["country_p10"], row["industry_p10"] = aspects["P17"]["P@10"], aspects["P452"]["P@10"]
         rows.append(row)
-    columns = [("model", "model"), ("sts_dev", "STS dev Spearman"), ("sts_test", "STS test Spearman"),
-               ("country_p10", "country P@10"), ("industry_p10", "industry P@10"), ("srsd", "SRSD acc")]
     report = out / "report"
-    write_report(report, rows, columns=columns,
-                 title="structcse demo: STS Spearman, aspect retrieval P@10 and SRSD accuracy on the demo world")
+    shown, columns, below = write_demo_report(report, rows, own)
     log("")
-    log(format_table(rows, columns))
+    log(DEMO_NOTE)
+    log(format_table(shown, columns))
     log("")
     log(f"report: {report}.md and {report}.json")
 
@@ -176,19 +215,36 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         "world's STS test, each method's own tasks (GaussCSE NLI AUPRC and direction, RSE link prediction, "
         "AspectCSE retrieval, DSBATS SRSD)")
     runs = [str(Path(p).parent) if (Path(p).parent / "train_summary.json").is_file() else f"{name}={p}"
-            for name, p in models.items()]
-    eval_md, _, _, _ = run_report([*runs, "--sts", str(world.sts_dir), "--split", "test", "--nli", str(world.nli_dir),
-                                   "--aspects", str(out / "aspects" / "aspect_docs"), "--srsd",
-                                   str(out / "dsbats" / "srsd"), "--no-published", "--out", str(out / "eval_report")],
-                                  log=lambda m: None)
+            for name, p in models.items() if name != BASE_NAME]
+    eval_md, eval_json, _, _ = run_report(
+        [*runs, "--base", f"{BASE_NAME}={base_model}", "--sts", str(world.sts_dir), "--split", "test",
+         "--nli", str(world.nli_dir), "--aspects", str(out / "aspects" / "aspect_docs"), "--srsd",
+         str(out / "dsbats" / "srsd"), "--no-published", "--out", str(out / "eval_report")], log=lambda m: None)
     log(eval_md.read_text(encoding="utf-8").split("## Runs scored")[0].rstrip())
     log(f"eval report: {eval_md} (+ .json, a PNG per column)")
     for name, path in models.items():
         log(f"model {name}: {path}")
     log(f"sets: {out / 'sets'} ({manifest['sets']['sentences']['rows']} sentences, "
         f"{manifest['sets']['entity_pairs']['rows']} entity pairs); total {time.time() - started:.0f} s")
+    eval_below = json.loads(Path(eval_json).read_text(encoding="utf-8")).get("below_base", [])
+    if search is not None:
+        log(f"tune: {search.baseline_line}")
+    log(summary_line(below, eval_below))
     return {"rows": rows, "report": f"{report}.json", "eval_report": str(eval_md),
+            "below_base": below + [{**b, "table": "eval_report"} for b in eval_below],
             "seconds": round(time.time() - started, 1)}
+
+
+def summary_line(below: list[dict], eval_below: list[dict], base_name: str = BASE_NAME) -> str:
+    """The demo's last line: the models not above the untrained base, in report.md (on their own metric) and in
+    eval_report.md (its main table's STS avg, each method's own tasks), or that there are none."""
+    from eval.report import below_base_line
+
+    line = below_base_line(below, base_name, "demo models")
+    if eval_below:
+        line += "; in eval_report.md: " + "; ".join(
+            f"{b['model']} ({b['metric']} {b['value']:.4f} vs {b['base']:.4f})" for b in eval_below)
+    return line
 
 
 def demo_to(out: str, seed: int, skip_tune: bool, run=None) -> dict:
@@ -208,6 +264,9 @@ def demo_to(out: str, seed: int, skip_tune: bool, run=None) -> dict:
 
 
 def main(argv=None) -> int:
+    from infra.logs import add_verbose_flag, setup_logging_from_argv
+
+    setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     parser = argparse.ArgumentParser(prog="structcse", description="structcse: knowledge-structured sentence embeddings on Ray")
     commands = parser.add_subparsers(dest="command", required=True)
     demo_parser = commands.add_parser("demo", help="run the whole pipeline on the embedded demo world")
@@ -225,20 +284,22 @@ def main(argv=None) -> int:
     dsbats_parser = commands.add_parser("dsbats", help="DSBATS-sn end to end: BATS + WordNet -> sets, the p⁻-only "
                                         "loss, SRSD / STS / MRPC", description=dsbats.__doc__.split("\n\n")[0])
     dsbats.add_arguments(dsbats_parser)
+    for sub in (demo_parser, aspects_parser, dsbats_parser):
+        add_verbose_flag(sub)
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.command in ("aspects", "dsbats"):
+        from train.plan import check_hub_reachable
         from train.ray_env import ensure_ray
 
-        ensure_ray(log, configure_logging=False)
-        if args.command == "dsbats":
-            try:
-                result = dsbats.run_dsbats(args, log=log)
-            except (ValueError, FileNotFoundError) as e:
-                print(f"structcse dsbats: error: {e}", file=sys.stderr)
-                return 2
-        else:
-            result = aspects.run_aspects(args, log=log)
+        try:
+            check_hub_reachable(args.model)  # before any set is built: a base that cannot load fails in a second
+            ensure_ray(log, configure_logging=False)
+            run = dsbats.run_dsbats if args.command == "dsbats" else aspects.run_aspects
+            result = run(args, log=log)
+        except (ValueError, FileNotFoundError) as e:  # ConfigError is a ValueError
+            print(f"structcse {args.command}: error: {e}", file=sys.stderr)
+            return 2
     else:
         result = demo_to(args.out, args.seed, args.skip_tune)
     print(json.dumps(result, default=str))

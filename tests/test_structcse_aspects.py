@@ -24,10 +24,12 @@ def test_table_has_table_5s_rows_and_columns():
     rows = {"generic": {"P17": cell, "P452": None}, "union": {"P17": cell, "P452": cell}}
     table = aspects.table_markdown(rows, ["P17", "P452"]).splitlines()
     assert table[0] == ("| model | country P@10 | country R@10 | country MRR@10 | "
-                        "industry P@10 | industry R@10 | industry MRR@10 |")
+                        "industry P@10 | industry R@10 | industry MRR@10 | Δ country P@10 vs generic | "
+                        "Δ industry P@10 vs generic | vs generic |")
     assert table[2] == ("| generic: the untrained base encoder (the paper's: SimCSE-sup) | 0.500 | 0.250 | 0.750 "
-                        "| – | – | – |")
+                        "| – | – | – | – | – | base |")
     assert table[3].startswith("| AspectCSE multi-aspect (∪) | 0.500")
+    assert table[3].endswith("| +0.000 | – | ≤ generic: country P@10 |")  # equal to the base: not above it
 
 
 def test_arguments_need_a_source_and_pass_training_overrides():

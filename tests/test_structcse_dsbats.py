@@ -17,9 +17,9 @@ def test_table_has_the_slides_rows_and_columns():
             {"model": "m + DSBATS4CL", "trained": True, "srsd": 0.6427, "srsd_reversed": None, "sts_avg": None,
              "mrpc": 0.7014}]
     table = dsbats.table_markdown(rows).splitlines()
-    assert table[0] == "| model | DSBATS4CL | SRSD | SRSD (reversed) | STS avg. | MRPC |"
-    assert table[2] == "| m | w/o | 58.18 | 50.00 | 18.63 | 68.81 |"
-    assert table[3] == "| m + DSBATS4CL | w/ | 64.27 | – | – | 70.14 |"
+    assert table[0] == "| model | DSBATS4CL | SRSD | SRSD (reversed) | STS avg. | MRPC | Δ SRSD vs base | vs base |"
+    assert table[2] == "| m | w/o | 58.18 | 50.00 | 18.63 | 68.81 | – | base |"
+    assert table[3] == "| m + DSBATS4CL | w/ | 64.27 | – | – | 70.14 | +6.09 | above base |"
 
 
 def _srsd_accuracy(model_folder, items: list[dict]) -> dict[str, float]:
@@ -84,5 +84,6 @@ def test_one_command_from_bats_and_wordnet_to_the_table(demo_world, demo_tiny_be
         assert (f"| {row['model']} | {'w/' if row['trained'] else 'w/o'} | {100 * srsd['other_cluster']:.2f} | "
                 f"{100 * srsd['reversed']:.2f} | {100 * sts['spearman']:.2f} | – |") in table
     capsys.readouterr()
-    assert main(["dsbats", "--bats", str(demo_world.bats_dir), "--wordnet", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
+    assert main(["dsbats", "--bats", str(demo_world.bats_dir), "--wordnet", str(tmp_path), "--out", str(tmp_path / "x"),
+                 "--model", str(demo_tiny_bert)]) == 2
     assert str(tmp_path) in capsys.readouterr().err

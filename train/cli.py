@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "trained another config, other sets or another base model")
     again.add_argument("--overwrite", action="store_true",
                        help="remove the run of this --storage and --name first and start fresh")
+    from infra.logs import add_verbose_flag
+
+    add_verbose_flag(p)
     return p
 
 
@@ -68,6 +71,9 @@ def _workers(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from infra.logs import setup_logging_from_argv
+
+    setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     args = build_parser().parse_args(argv)
     from ingest.schemas import SchemaError
     from train.config import ConfigError, load_config

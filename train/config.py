@@ -35,6 +35,19 @@ from train.errors import ConfigError
 from train.methods.tiled import DEFAULT_LOSS_TILE
 
 RUN_NAME = re.compile(r"(?!\.\.?$)[A-Za-z0-9._-]{1,128}")
+
+
+def model_short_name(model: str) -> str:
+    """A model's name as a run name's part: the last part of a hub name or path (``sentence-transformers/all-MiniLM-L6-v2``:
+    ``all-MiniLM-L6-v2``; a train run's ``runs/NAME/model``: ``NAME``), other characters than letters, digits,
+    ``.``, ``_`` and ``-`` as ``-``."""
+    parts = [p for p in re.split(r"[/\\]+", str(model or "").split("://", 1)[-1]) if p not in ("", ".", "..")]
+    name = parts[-1] if parts else "model"
+    if name == "model" and len(parts) > 1:  # a train run's final model: the run is the better name
+        name = parts[-2]
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:64] or "model"
+
+
 POOLINGS = ("cls", "cls_mlp", "cls_raw", "mean")
 MIXED_PRECISION = ("none", "bf16", "fp16")
 
@@ -92,7 +105,7 @@ class TrainConfig:
     length_bucketing: int = 0  # regroup every N batches by length (less padding; changes in-batch negatives); 0 = off
     # run bookkeeping
     storage_path: str = "runs"
-    run_name: str | None = None  # default: the method name; same name + storage = resume
+    run_name: str | None = None  # "{model}": the base model's short name; default "{method}-{model}"; same name + storage = resume
     checkpoint_every_steps: int = 125  # SimCSE/EASE checked STS-B dev every 125 steps; 0 = epoch ends only
     keep_checkpoints: int = 2
     checkpoint_metric: str | None = None  # default: the dev metric's key (dev_spearman, dev_auprc, ...) with dev_data
@@ -180,7 +193,10 @@ class TrainConfig:
 
     @property
     def name(self) -> str:
-        return self.run_name or self.method
+        """The run's folder under storage_path: ``run_name`` with ``{model}`` replaced by the base model's short
+        name (``configs/*.yaml``: ``simcse-unsup-{model}``); without a run_name, ``{method}-{model}``
+        (``simcse_unsup-all-MiniLM-L6-v2``)."""
+        return (self.run_name or f"{self.method}-{{model}}").replace("{model}", model_short_name(self.model))
 
     def to_dict(self) -> dict:
         """Plain dict: top-level fields plus one nested dict per method section."""

@@ -1,40 +1,16 @@
-"""What a run prints: Ray's warnings that matter, not every library's progress bars and load reports.
+"""What a run prints: ``infra.logs`` (the bottom layer, so that every stage's entry point can call
+``setup_logging``); re-exported here for the training code and its workers."""
 
-Two places, because a local Ray's workers inherit the driver's environment but a cluster's do not:
-
-* ``quiet_local_ray()``: the driver, before it starts a local Ray. When stdout is not a terminal (a log
-  file, CI, ``ray job submit``'s log), Ray Data's and Hugging Face's progress bars are off (each bar
-  redraw was a line: a 12 s ingest printed 210). ``transformers`` logs errors only (its load report of
-  an unused pooler on every worker start). Each is a ``setdefault``: a variable the user set wins.
-* ``quiet_worker()``: every Ray Train worker and evaluation actor, wherever it runs: the same for the
-  libraries already imported there, and sentence-transformers' INFO lines (Ray Train sets the root
-  logger to INFO on its workers, so each save printed "Saving model to ...").
-"""
-
-from __future__ import annotations
-
-import logging
-import os
-import sys
-
-
-def quiet_local_ray() -> None:
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    if not sys.stdout.isatty():
-        os.environ.setdefault("RAY_DATA_DISABLE_PROGRESS_BARS", "1")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        if "ray.data" in sys.modules and os.environ["RAY_DATA_DISABLE_PROGRESS_BARS"] == "1":
-            import ray.data
-
-            ray.data.DataContext.get_current().enable_progress_bars = False  # its default was read at import
-
-
-def quiet_worker() -> None:
-    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
-    if "transformers" in sys.modules:
-        from transformers.utils import logging as hf_logging
-
-        if "TRANSFORMERS_VERBOSITY" not in os.environ:
-            hf_logging.set_verbosity_error()
-        if os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "1") == "1":
-            hf_logging.disable_progress_bar()  # a worker's bars reach the driver's log as lines
+from infra.logs import (  # noqa: F401
+    LOG_ENV,
+    QUIET_ENV,
+    CleanStream,
+    add_verbose_flag,
+    is_quiet,
+    quiet_local_ray,
+    quiet_worker,
+    setup_logging,
+    setup_logging_from_argv,
+    train_logging_config,
+    verbose_requested,
+)

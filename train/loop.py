@@ -61,7 +61,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from infra.uris import as_local
+from infra.uris import as_local, is_uri
 from train.batch import to_device
 from train.config import TrainConfig
 from train.encoder import Encoder
@@ -451,13 +451,27 @@ class Reporter:
         except in local mode (num_workers=0), where Ray keeps the checkpoint where it is, so it
         is written straight to ``{storage}/{name}/step-…`` (``LoopInputs.local_checkpoint_root``)."""
         root = self.local_root
-        if not root:
+        if not root or is_uri(root):
             return tempfile.TemporaryDirectory(prefix="structcse-ckpt-")
         path = Path(root) / f"step-{step:07d}"
         if path.exists():
             shutil.rmtree(path)
         path.mkdir(parents=True)
         return contextlib.nullcontext(str(path))
+
+    def _kept(self, staged: str, step: int):
+        """The reported checkpoint. Local mode with a bucket run folder: Ray Train neither uploads nor keeps
+        a local-mode checkpoint, so the staged folder is uploaded to ``{run folder}/step-…`` here (before
+        the staging folder goes) and that is what is reported."""
+        import ray.train
+
+        if self.local_root and is_uri(self.local_root):
+            from infra.uris import upload_folder
+
+            target = f"{self.local_root.rstrip('/')}/step-{step:07d}"
+            upload_folder(staged, target)
+            return ray.train.Checkpoint(path=target)
+        return ray.train.Checkpoint.from_directory(staged)
 
     def report(self, step: int, epoch: int, resume: tuple[int, int], meter: Meter) -> None:
         import ray.train
@@ -501,7 +515,7 @@ class Reporter:
                     metrics[metric.key] = score_model_dir(metric, model_dir, data)
                 (Path(tmp) / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str))
                 self.tracking.report(step, metrics, self.dev[0].key if self.dev is not None else None)
-                checkpoint = ray.train.Checkpoint.from_directory(tmp)
+                checkpoint = self._kept(tmp, step)
                 extra = f" {self.dev[0].key} {metrics[self.dev[0].key]:.4f}" if self.dev is not None else ""
                 say(f"[train] step {step} epoch {epoch} loss {metrics['loss']:.5g} "
                     f"{metrics['examples_per_s']:.1f} examples/s{extra}")

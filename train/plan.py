@@ -119,6 +119,13 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
     cfg.validate()
     method = get_method(cfg.method)
     check_resources_before_ray(cfg)  # milliseconds: a local Ray that could never run the workers
+    if not is_uri(cfg.data) and not Path(cfg.data).expanduser().exists():
+        from infra.preflight import missing_path
+
+        raise ConfigError(missing_path(cfg.data, "data folder", "an ingest output folder holding "
+                                       + ", ".join(f"{kind}/" for kind in method.sets)
+                                       + f", or the {method.train_set} set folder itself: *.parquet files and "
+                                       "_manifest.json"))
     set_paths = resolve_sets(cfg.data, method)
     for kind, columns in method.sets.items():
         check_set(set_paths[kind], kind, required=columns)
@@ -236,27 +243,12 @@ def absolute_paths(cfg: TrainConfig) -> TrainConfig:
 def check_hub_reachable(model: str, timeout_s: float = 3.0) -> None:
     """A model that is neither a local folder nor in the Hugging Face cache comes from the hub: when the
     hub cannot be reached (an offline machine, HF_HUB_OFFLINE=1), a ConfigError at once that says to
-    pass a local path, instead of the hub client's retries (25 s) and a long traceback."""
-    if is_uri(model) or Path(model).expanduser().exists():
-        return
-    from huggingface_hub import constants, try_to_load_from_cache
+    pass a local path, instead of the hub client's retries (25 s) and a long traceback
+    (``infra.preflight.check_model_name``, which ``python -m eval`` calls too)."""
+    from infra.preflight import ModelNotAvailable, check_model_name
 
     try:
-        cached = try_to_load_from_cache(model, "config.json")
-    except Exception as e:  # an invalid repo id (HFValidationError)
-        raise ConfigError(f"model {model!r} is neither a local folder nor a Hugging Face model name ({e})") from None
-    if isinstance(cached, str):
-        return
-    advice = (f"model {model!r} is not a local folder and not in the Hugging Face cache, and ")
-    fix = "; pass a local folder with --model /path/to/model (or --set model=...)"
-    if constants.HF_HUB_OFFLINE:
-        raise ConfigError(advice + "HF_HUB_OFFLINE is set" + fix)
-    import socket
-    from urllib.parse import urlparse
-
-    url = urlparse(constants.ENDPOINT)
-    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
-    try:
-        socket.create_connection((host, port), timeout=timeout_s).close()
-    except OSError as e:
-        raise ConfigError(advice + f"{host}:{port} cannot be reached ({e})" + fix) from None
+        check_model_name(model, fix="pass a local folder with --model /path/to/model (or --set model=...)",
+                         timeout_s=timeout_s)
+    except ModelNotAvailable as e:
+        raise ConfigError(str(e)) from None

@@ -17,10 +17,9 @@ def ensure_ray(log=None, **init_kwargs) -> bool:
 
     if ray.is_initialized():
         return False
-    warn_if_other_ray_instances(log)
     from infra.ray_local import local_init_kwargs
 
-    init_kwargs = local_init_kwargs(init_kwargs, log)
+    init_kwargs = local_init_kwargs(init_kwargs, log)  # names other Ray instances before a second one starts
     local = not os.environ.get("RAY_ADDRESS") and init_kwargs.get("address") in (None, "local")
     if local:
         from infra.ray_compat import quiet_preemption_watcher
@@ -145,25 +144,12 @@ def check_worker_cpus(cfg: TrainConfig, machine_cpus: float, where: str = "this 
 
 
 def warn_if_other_ray_instances(log=None) -> list[str]:
-    """Warn, before ``ray.init()`` starts a local Ray, when other Ray instances run on this
-    machine and ``RAY_ADDRESS`` does not name one; returns their GCS addresses.
+    """Warn, before ``ray.init()`` starts a local Ray, when other Ray instances run on this machine and
+    ``RAY_ADDRESS`` does not name one; returns their GCS addresses (``infra.ray_local``, where
+    ``local_init_kwargs`` makes this check for every entry point)."""
+    from infra.ray_local import other_instances_message, other_ray_instances
 
-    Ray's state API resolves "the" local instance by listing GCS processes, and with two it
-    fails ("Found multiple active Ray instances"). Ray Train's placement-group cleaner polls
-    it, so its actors die; a trial Tune stops early then keeps its placement group, and the
-    next trials wait for CPUs that never come (the demo beside a second instance stalled
-    this way for 5+ minutes in its Tune step)."""
-    if os.environ.get("RAY_ADDRESS"):
-        return []
-    try:
-        from infra.ray_compat import find_gcs_addresses
-
-        running = sorted(find_gcs_addresses())
-    except Exception:  # a Ray internal (infra.ray_compat): never let the check itself stop a run
-        return []
+    running = other_ray_instances()
     if running:
-        message = (f"[structcse] warning: other Ray instance(s) run on this machine ({', '.join(running)}). A second "
-                   "local Ray beside them breaks Ray's state API (Ray Train's placement-group cleaner dies) and "
-                   "runs can stall: stop them (`ray stop`), or set RAY_ADDRESS to run on one of them.")
-        (log or partial(print, flush=True))(message)
+        (log or partial(print, flush=True))(other_instances_message(running))
     return running

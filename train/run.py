@@ -117,11 +117,13 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         run_folder=plan.run_folder,
         dev_metric=plan.dev_metric,
         progress_file=progress_file,
-        # local mode: Ray leaves checkpoints where they are written
-        local_checkpoint_root=plan.run_folder if local_mode and "://" not in plan.run_folder else None,
+        # local mode: Ray leaves checkpoints where they are written (a bucket's: uploaded by the loop)
+        local_checkpoint_root=plan.run_folder if local_mode else None,
         async_validation=validation is not None,
     )
     if run_config is None:
+        from train.logs import train_logging_config
+
         run_config = RunConfig(
             name=config.name,
             storage_path=plan.storage_path,
@@ -132,6 +134,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
             ),
             failure_config=FailureConfig(max_failures=config.max_failures),
             callbacks=list(callbacks) or None,
+            logging_config=train_logging_config(),  # a quiet run (train.logs): no per-report INFO lines
         )
     scaling = {"num_workers": plan.num_workers, "use_gpu": plan.gpus_per_worker > 0}
     if config.elastic:

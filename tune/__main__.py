@@ -32,10 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-actors", type=int, help="evaluation pool size (default from the cluster's resources)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a training config key (as in python -m train)")
+    from infra.logs import add_verbose_flag
+
+    add_verbose_flag(p)
     return p
 
 
 def main(argv=None) -> int:
+    from infra.logs import setup_logging_from_argv
+
+    setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     args = build_parser().parse_args(argv)
     from ingest.schemas import SchemaError
     from train.config import ConfigError, load_config

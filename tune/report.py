@@ -1,10 +1,13 @@
 """What a search leaves for its user, in ``{storage}/{name}/``:
 
 * ``search_report.md`` — one row per trial: its searched values, its best dev score and the examples
-  seen when it was scored, examples seen in all, and how it ended (ran to ``max_t``, stopped by ASHA
-  at a rung, error); the base config's own trial is marked, and the report says whether the best
-  trial beat it;
-* ``learning_curves.png`` — each trial's dev score against examples seen;
+  seen when it was scored, its difference to the untrained encoder and to the base config, examples
+  seen in all, and how it ended (ran to ``max_t``, stopped by ASHA at a rung, error); the first row is
+  the untrained encoder (every trial's step 0, scored by the same evaluation pool on the same dev
+  data), the base config's own trial is marked, and the report says whether the best trial beat each
+  of them (a trial not above the untrained encoder is marked ``≤ untrained``);
+* ``learning_curves.png`` — each trial's dev score against examples seen, with the untrained encoder's
+  and the base config's best score as horizontal lines;
   ``search_space.png`` — best score against the first searched key (log scale for lr), coloured by
   the second (e.g. batch size);
 * ``best_config.yaml`` — the base training config with the best trial's values (and the trial's
@@ -38,6 +41,9 @@ class SearchOutcome:
     folder: str  # {storage}/{name}
     files: dict = field(default_factory=dict)  # what tune.report wrote: report, plots, best config, best model
     trials: list = field(default_factory=list)  # tune.report.trial_rows
+    untrained: dict = field(default_factory=dict)  # the untrained encoder's dev score (tune.scorers)
+    base_config_score: float | None = None  # the base config's trial's best (None: not in the search)
+    baseline_line: str = ""  # one line: the best trial against the untrained encoder and the base config
 
 
 def trial_rows(results, settings, metric: str, max_t: int | None) -> list[dict]:
@@ -74,21 +80,49 @@ def _better(a, b, mode) -> bool:
 
 
 def write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict, log=print,
-                        max_t: int | None = None):
+                        max_t: int | None = None, untrained: dict | None = None):
     """The search's report, plots, ``best_config.yaml`` and ``best_model/`` in ``folder`` (a local folder or a
-    URI: then written in a local staging folder and uploaded)."""
+    URI: then written in a local staging folder and uploaded). ``untrained``: the untrained encoder's dev score
+    (``tune.scorers.score_untrained_encoder``: ``{"score", "model", ...}`` or ``{"score": None, "error"}``)."""
     if not is_uri(folder):
-        return _write_search_report(results, base, settings, metric, folder, private, log, max_t)
+        return _write_search_report(results, base, settings, metric, folder, private, log, max_t, untrained=untrained)
     with tempfile.TemporaryDirectory(prefix="structcse-search-") as staging:
-        outcome = _write_search_report(results, base, settings, metric, staging, private, log, max_t, remote=folder)
+        outcome = _write_search_report(results, base, settings, metric, staging, private, log, max_t, remote=folder,
+                                       untrained=untrained)
         upload_folder(staging, folder, replace=False)  # the folder holds the trials too
     outcome.folder = folder
     outcome.files = {k: v.replace(staging, folder.rstrip("/"), 1) for k, v in outcome.files.items()}
     return outcome
 
 
+def _delta(a, b) -> float | None:
+    return a - b if a is not None and b is not None else None
+
+
+def _signed(x: float | None) -> str:
+    return f"{x:+.4f}" if x is not None else "-"
+
+
+def baseline_sentences(best: float | None, base_score: float | None, untrained: float | None, metric: str,
+                       mode: str = "max") -> list[str]:
+    """What the best trial is against the base config and the untrained encoder, in words; a best not above
+    the untrained encoder is said in bold (training did not help)."""
+    if best is None:
+        return []
+    worse = (lambda d: d <= 0) if mode == "max" else (lambda d: d >= 0)
+    out = []
+    if base_score is not None:
+        out.append(f"the best trial is {_signed(_delta(best, base_score))} over the base config ({base_score:.4f})")
+    if untrained is not None:
+        d = _delta(best, untrained)
+        out.append(("" if out else "the best trial is ") + f"{_signed(d)} over the untrained encoder ({untrained:.4f})"
+                   + (f": **≤ untrained: the best trial's {metric} is not above the encoder it started from**"
+                      if worse(d) else ""))
+    return out
+
+
 def _write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict, log,
-                         max_t: int | None, remote: str | None = None):
+                         max_t: int | None, remote: str | None = None, untrained: dict | None = None):
     folder_path = Path(folder)
     rows = trial_rows(results, settings, metric, max_t)
     best = None
@@ -97,32 +131,60 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
             best = row
     base_vals = base_values(base, settings)
     base_row = next((r for r in rows if r["values"] == base_vals), None) if settings.include_base_config else None
+    base_score = base_row["best"] if base_row is not None else None
+    untrained = untrained or {}
+    untrained_score = untrained.get("score")
     files = {}
     lines = [f"# Search `{settings.name}`: {base.method}, {metric} ({settings.mode})", "",
              (f"{len(rows)} trials, searcher {settings.searcher}, scheduler {settings.scheduler} (time attribute: "
              f"examples seen{f', max_t {max_t}' if max_t else ''}); examples seen by all trials: "
-             f"{sum(r['examples_seen'] for r in rows)}."), ""]
+             f"{sum(r['examples_seen'] for r in rows)}."), "",
+             (f"Split: dev (`{base.dev_data}`), the method's dev metric {metric}, each checkpoint scored by the "
+              "search's evaluation pool with the model's own similarity; the untrained encoder by the same pool "
+              "on the same data."), ""]
+    if untrained_score is not None:
+        lines += [(f"Untrained encoder (`{untrained.get('model', base.model)}`, "
+                   f"{untrained.get('pooling', base.pooling)} pooling, no training: every trial's step 0): {metric} "
+                   f"**{untrained_score:.4f}**."), ""]
+    else:
+        lines += [f"Untrained encoder: not scored ({untrained.get('error') or 'no score given'}).", ""]
+    if base_row is not None and base_score is not None:
+        lines += [f"Base config ({_fmt_values(base_vals)}, trial `{base_row['trial_id']}`): {metric} "
+                  f"**{base_score:.4f}**.", ""]
+    elif settings.include_base_config:
+        lines += ["Base config: not among the scored trials.", ""]
+    words = baseline_sentences(best["best"] if best else None, base_score, untrained_score, metric, settings.mode)
     if best is None:
         lines += ["**No trial was scored.**", ""]
     else:
         lines += [(f"Best: trial `{best['trial_id']}` with {_fmt_values(best['values'])}: {metric} "
                   f"**{best['best']:.4f}** at {best['best_examples']} examples (step {best['best_step']})."), ""]
-        if base_row is not None:
-            if base_row is best:
-                lines += [f"No searched config beat the base config ({_fmt_values(base_vals)}).", ""]
-            elif base_row["best"] is not None:
-                lines += [(f"The base config ({_fmt_values(base_vals)}, trial `{base_row['trial_id']}`) scored "
-                          f"{base_row['best']:.4f}: the best trial is {best['best'] - base_row['best']:+.4f}."), ""]
+        if base_row is best:
+            lines += [f"No searched config beat the base config ({_fmt_values(base_vals)})"
+                      + (f"; the best trial is {words[-1]}." if untrained_score is not None else "."), ""]
+        elif words:
+            lines += [words[0][0].upper() + words[0][1:] + ("; " + "; ".join(words[1:]) if words[1:] else "") + ".", ""]
+    worse = (lambda d: d <= 0) if settings.mode == "max" else (lambda d: d >= 0)
     keys = list(settings.search_space)
-    lines += ["| trial | " + " | ".join(keys) + f" | best {metric} | at examples | examples seen | ended |",
-              "|---|" + "---|" * len(keys) + "---|---|---|---|"]
+    lines += ["| trial | " + " | ".join(keys) + f" | best {metric} | Δ vs untrained | Δ vs base config "
+              "| vs untrained | at examples | examples seen | ended |",
+              "|---|" + "---|" * len(keys) + "---|---|---|---|---|---|---|"]
+    if untrained_score is not None:
+        lines.append("| untrained encoder (no training) | " + " | ".join("-" for _ in keys)
+                     + f" | {untrained_score:.4f} | - | {_signed(_delta(untrained_score, base_score))} | untrained "
+                     "| 0 | 0 | - |")
     for row in sorted(rows, key=lambda r: (r["best"] is None, -(r["best"] or 0) if settings.mode == "max"
                                            else (r["best"] or 0))):
         mark = " (base config)" if row is base_row else ""
         score = f"{row['best']:.4f}" if row["best"] is not None else "-"
+        d_untrained = _delta(row["best"], untrained_score)
+        versus = "-" if d_untrained is None else "≤ untrained" if worse(d_untrained) else "above"
         lines.append(f"| `{row['trial_id']}`{mark} | " + " | ".join(_fmt(row["values"][k]) for k in keys)
-                     + f" | {score} | {row['best_examples'] or '-'} | {row['examples_seen']} | {row['ended']} |")
-    files["learning_curves"] = _plot_curves(rows, metric, folder_path / "learning_curves.png")
+                     + f" | {score} | {_signed(d_untrained)} | "
+                     + ("base" if row is base_row else _signed(_delta(row["best"], base_score)))
+                     + f" | {versus} | {row['best_examples'] or '-'} | {row['examples_seen']} | {row['ended']} |")
+    files["learning_curves"] = _plot_curves(rows, metric, folder_path / "learning_curves.png",
+                                            untrained=untrained_score, base_row=base_row)
     # x: a continuous key if there is one (lr), colour: a choice/grid key (batch size)
     listed = [k for k in keys if next(iter(settings.search_space[k])) in ("choice", "grid")]
     plot_keys = [k for k in keys if k not in listed][:1] + listed if len(listed) < len(keys) else keys
@@ -159,10 +221,18 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
     files["report"] = str(folder_path / "search_report.md")
     Path(files["report"]).write_text("\n".join(lines))
     log(f"[tune] report: {(remote or str(folder_path)).rstrip('/')}/search_report.md")
+    if best is None:
+        line = "no trial was scored"
+    else:
+        line = (f"best {metric} {best['best']:.4f}: " + ("; ".join(words) if words else "no baseline scored")
+                if base_row is not best else
+                f"best {metric} {best['best']:.4f} is the base config's own trial"
+                + (f"; {words[-1]}" if untrained_score is not None else ""))
     return SearchOutcome(best_config=dict(best["values"]) if best else {},
                          best_metrics={metric: best["best"], "examples_seen": best["best_examples"],
                                        "step": best["best_step"], "trial_id": best["trial_id"]} if best else {},
-                         metric=metric, results=results, folder=str(folder_path), files=files, trials=rows)
+                         metric=metric, results=results, folder=str(folder_path), files=files, trials=rows,
+                         untrained=dict(untrained), base_config_score=base_score, baseline_line=line.replace("**", ""))
 
 
 def _fmt(value) -> str:
@@ -175,7 +245,9 @@ def _fmt_values(values: dict) -> str:
     return ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
 
 
-def _plot_curves(rows, metric, path: Path) -> str:
+def _plot_curves(rows, metric, path: Path, untrained: float | None = None, base_row: dict | None = None) -> str:
+    """Each trial's dev curve; the untrained encoder's score (dashed) and the base config's best (dotted) as
+    horizontal lines."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -185,11 +257,18 @@ def _plot_curves(rows, metric, path: Path) -> str:
     for row in rows:
         if row["curve"]:
             xs, ys = zip(*row["curve"])
-            ax.plot(xs, ys, marker="o", ms=3, label=f"{row['trial_id']} {_fmt_values(row['values'])}")
+            mark = " (base config)" if row is base_row else ""
+            ax.plot(xs, ys, marker="o", ms=3, label=f"{row['trial_id']}{mark} {_fmt_values(row['values'])}")
+    if untrained is not None:
+        ax.axhline(untrained, color="black", linestyle="--", linewidth=1,
+                   label=f"untrained encoder (no training) {untrained:.4f}")
+    if base_row is not None and base_row["best"] is not None:
+        ax.axhline(base_row["best"], color="grey", linestyle=":", linewidth=1.2,
+                   label=f"base config's best {base_row['best']:.4f}")
     ax.set_xlabel("examples seen")
-    ax.set_ylabel(metric)
+    ax.set_ylabel(f"{metric} (dev)")
     ax.set_title("dev score per trial")
-    if any(r["curve"] for r in rows):
+    if any(r["curve"] for r in rows) or untrained is not None:
         ax.legend(fontsize=6, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -211,3 +211,58 @@ class PoolValidation:
             except Exception as e:  # noqa: BLE001 - the trial was stopped (its queue is gone): the score still counts
                 print(f"[eval-pool] score of step {step} not forwarded to Tune: {type(e).__name__}: {e}", flush=True)
         return scores
+
+
+UNTRAINED_DIR = "untrained_encoder"  # {storage}/{name}/untrained_encoder/model: the trials' step 0
+UNTRAINED_SCORE = "score.json"
+
+
+def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key: str, log=print) -> dict:
+    """The dev score of the untrained encoder (what every trial starts from: ``cfg``'s base model and pooling,
+    the method's heads freshly made with ``cfg.seed``, as ``train.loop.build_trainee`` makes them), scored by
+    the search's own evaluation pool (``pool``), so it is the same scorer, data and metric as the trials'.
+
+    The model is saved as a checkpoint-shaped folder ``{folder}/untrained_encoder/model`` (a local folder or
+    a URI: the pool's scorers read it as they read the trials' checkpoints); its score is kept in
+    ``score.json`` beside it, so a continued search does not score it again. Returns ``{"score", "model",
+    "metric"}``, or ``{"score": None, "error"}`` when it could not be scored (said in a warning line)."""
+    import json
+
+    import torch
+
+    from infra.uris import write_text
+    from train.loop import build_trainee
+
+    where = f"{folder.rstrip('/')}/{UNTRAINED_DIR}"
+    try:
+        if not is_uri(where) and (Path(where) / UNTRAINED_SCORE).is_file():
+            kept = json.loads((Path(where) / UNTRAINED_SCORE).read_text())
+            if kept.get("metric") == metric_key and kept.get("model") == cfg.model:
+                return kept
+        import ray
+
+        torch.manual_seed(cfg.seed)
+        trainee = build_trainee(cfg, data_info)
+        if is_uri(where):
+            import tempfile
+
+            from infra.uris import upload_folder
+            from ray.train import Checkpoint
+
+            with tempfile.TemporaryDirectory(prefix="structcse-untrained-") as staging:
+                trainee.encoder.save_sentence_transformer(Path(staging) / "model")
+                trainee.method.save_heads(Path(staging) / "model")
+                upload_folder(staging, where)
+            target = Checkpoint(path=where)
+        else:
+            trainee.encoder.save_sentence_transformer(Path(where) / "model")
+            trainee.method.save_heads(Path(where) / "model")
+            target = where
+        result = ray.get(pool.score.remote(target), timeout=cfg.validation_timeout_s)
+        out = {"score": float(result[metric_key]), "metric": metric_key, "model": cfg.model,
+               "pooling": cfg.pooling, "folder": where}
+        write_text(f"{where}/{UNTRAINED_SCORE}", json.dumps(out, indent=2))
+        return out
+    except Exception as e:  # noqa: BLE001 - the search's results stand; the report says it has no such row
+        log(f"[tune] warning: the untrained encoder ({cfg.model}) was not scored: {type(e).__name__}: {e}")
+        return {"score": None, "metric": metric_key, "model": cfg.model, "error": f"{type(e).__name__}: {e}"}

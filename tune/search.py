@@ -16,7 +16,10 @@ examples (``max_steps`` × base ``batch_size``).
 Searchers: ``random`` (Tune's BasicVariantGenerator), ``grid`` (every combination of ``choice`` /
 ``grid`` values), ``optuna`` (TPE through ``OptunaSearch``; needs ``pip install optuna``). With
 ``include_base_config`` (default) the base config's own values are the first trial, so a search
-never reports a best worse than the config it started from without showing it.
+never reports a best worse than the config it started from without showing it; the
+untrained encoder (every trial's step 0) is scored by the same pool once the trials are
+done (``tune.scorers.score_untrained_encoder``), so the report also says whether training
+improved on it at all.
 
 Folders: ``{storage}/{name}/`` is Tune's experiment (``Tuner.restore`` continues it when the
 command is rerun after an interruption); ``{storage}/{name}/trials/train-<trial id>/`` holds each
@@ -39,6 +42,7 @@ from typing import Any
 import yaml
 from ray import tune
 
+from infra.logs import is_quiet
 from infra.uris import read_text
 from train.config import ConfigError, TrainConfig
 from train.ray_env import ray_for_training
@@ -270,7 +274,8 @@ def build_tuner(trainable, param_space: dict, settings: TuneSettings, storage: s
         param_space=param_space,
         tune_config=tune.TuneConfig(metric=metric, mode=settings.mode, num_samples=num_samples,
                                     search_alg=search_alg, scheduler=scheduler),
-        run_config=tune.RunConfig(name=settings.name, storage_path=storage),
+        # Tune's status tables (~200 lines a search) are its progress display: off in a quiet run (a log file)
+        run_config=tune.RunConfig(name=settings.name, storage_path=storage, verbose=0 if is_quiet() else None),
     )
 
 
@@ -388,7 +393,7 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
 
     namespace = f"structcse-tune-{settings.name}"
     pool_name = "eval-pool"
-    from tune.scorers import start_pool, stop_pool
+    from tune.scorers import score_untrained_encoder, start_pool, stop_pool
 
     started = time.time()
     # the handle is held until the search ends: a named actor that is not detached dies with its last handle
@@ -415,14 +420,18 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
             tuner = build_tuner(trainable, param_space, settings, storage, base, max_t, metric)
         with _credentials_withheld_from_trials(storage, log), _scores_arrive_apart_from_training_reports():
             results = tuner.fit()
+        # the trials' step 0, by the same pool: the report's baseline besides the base config's trial
+        untrained = score_untrained_encoder(pool, base, plan.data_info, folder, metric, log=log)
     finally:
         with contextlib.suppress(Exception):  # the search's own error (if any) is the one to see
             log(f"[tune] evaluation pool: {ray.get(pool.stats.remote(), timeout=60)}")
         stop_pool(pool_name, namespace)
     _write_state(folder, base, settings, done=True)
-    outcome = write_search_report(results, base, settings, metric, folder, private, log=log, max_t=max_t)
+    outcome = write_search_report(results, base, settings, metric, folder, private, log=log, max_t=max_t,
+                                  untrained=untrained)
     log(f"[tune] {len(results)} trials in {time.time() - started:.0f} s; best {metric}="
         f"{outcome.best_metrics.get(metric, float('nan')):.4f} with {outcome.best_config}")
+    log(f"[tune] {outcome.baseline_line}")
     return outcome
 
 

@@ -43,6 +43,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--triplets-per-anchor", type=int, default=1)
     p.add_argument("--page-size", type=int, default=10000, help="SPARQL page size")
     p.add_argument("--cache", help="cache folder for SPARQL results")
+    from infra.logs import add_verbose_flag
+
+    add_verbose_flag(p)
     return p.parse_args(argv)
 
 
@@ -98,6 +101,9 @@ def write_labels(labels, out: str, args: argparse.Namespace) -> dict:
 
 
 def main(argv=None) -> int:
+    from infra.logs import setup_logging_from_argv
+
+    setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     from ingest.schemas import SchemaError
 
     args = parse_args(argv)

@@ -69,9 +69,15 @@ def check_network(network: dict) -> None:
 
 
 def main(argv=None) -> int:
+    from infra.logs import setup_logging_from_argv
+
+    setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     p = argparse.ArgumentParser(prog="python -m ingest.dsbats", description=__doc__.split("\n\n")[0])
     add_arguments(p)
     p.add_argument("--out", required=True)
+    from infra.logs import add_verbose_flag
+
+    add_verbose_flag(p)
     args = p.parse_args(argv)
     from ingest.dsbats.job import build_dsbats
 

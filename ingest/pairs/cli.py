@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a row with bytes that are not UTF-8: drop it, counted not_utf8 with its line (default), "
                              "or keep it with U+FFFD in their place, counted per source as not_utf8_replaced")
     parser.add_argument("--num-cpus", type=int, help="start a local Ray with this many CPUs")
+    from infra.logs import add_verbose_flag
+
+    add_verbose_flag(parser)
     return parser
 
 
@@ -139,6 +142,9 @@ def parse_args(argv=None) -> tuple[PairIngestConfig, argparse.Namespace]:
 
 
 def main(argv=None) -> int:
+    from infra.logs import setup_logging_from_argv
+
+    setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     try:
         cfg, args = parse_args(argv)
     except PairSourceError as e:
