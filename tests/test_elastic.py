@@ -1,6 +1,6 @@
 """Elastic training (``num_workers: [min, max]``): the rows of a global step are a function of (seed, epoch,
-step) only, each worker takes its share of them, config errors come before Ray starts, an elastic run
-through Ray Train trains on those rows, and a checkpoint of another world size is a resize said in the
+step) only, each worker takes its share of them, config errors come before Ray starts,
+and a checkpoint of another world size is a resize said in the
 log, the run folder, the summary and the card. The lost node, the shrink, the growth back and the
 weights against a one-worker run on a two-node Ray cluster are ``bench/elastic.py``."""
 
