@@ -74,23 +74,35 @@ def label_matrix(labels: list[frozenset[str]]):
     return sparse.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(len(labels), max(len(index), 1)))
 
 
+def _seeds(labels: list[frozenset[str]]):
+    """Per chunk of documents, the seeds among them (documents with >= 1 relevant document):
+    ``(seed indices, their relevance rows over all documents, their numbers of relevant documents)``."""
+    n = len(labels)
+    inc = label_matrix(labels)
+    for start in range(0, n, SEED_CHUNK):
+        idx = np.arange(start, min(start + SEED_CHUNK, n))
+        relevant = (inc[idx] @ inc.T).toarray() > 0  # shares >= 1 label
+        relevant[np.arange(len(idx)), idx] = False
+        n_relevant = relevant.sum(axis=1)
+        seeds = n_relevant > 0
+        if seeds.any():
+            yield idx[seeds], relevant[seeds], n_relevant[seeds]
+
+
+def _averaged(n: int, sums: dict[str, float], n_seeds: int) -> dict:
+    out = {"n_docs": n, "n_seeds": n_seeds}
+    out.update({key: (value / n_seeds if n_seeds else 0.0) for key, value in sums.items()})
+    return out
+
+
 def retrieval_metrics(embeddings: np.ndarray, labels: list[frozenset[str]], ks=KS) -> dict:
     """P@k / R@k / MRR@k averaged over the seeds (docs with ≥ 1 relevant doc), plus n_docs and n_seeds."""
     n = len(labels)
     emb = normalise(embeddings)
-    inc = label_matrix(labels)
     k_max = min(max(ks), max(n - 1, 0))
     sums = {f"{m}@{k}": 0.0 for k in ks for m in ("P", "R", "MRR")}
     n_seeds = 0
-    for start in range(0, n, SEED_CHUNK):
-        idx = np.arange(start, min(start + SEED_CHUNK, n))
-        relevant = (inc[idx] @ inc.T).toarray() > 0  # shares ≥ 1 label
-        relevant[np.arange(len(idx)), idx] = False
-        n_relevant = relevant.sum(axis=1)
-        seeds = n_relevant > 0
-        if not seeds.any():
-            continue
-        idx, relevant, n_relevant = idx[seeds], relevant[seeds], n_relevant[seeds]
+    for idx, relevant, n_relevant in _seeds(labels):
         scores = emb[idx] @ emb.T
         scores[np.arange(len(idx)), idx] = -np.inf  # never retrieve the seed itself
         top = np.argsort(-scores, axis=1, kind="stable")[:, :k_max]
@@ -103,34 +115,23 @@ def retrieval_metrics(embeddings: np.ndarray, labels: list[frozenset[str]], ks=K
             sums[f"R@{k}"] += float((found / n_relevant).sum())
             sums[f"MRR@{k}"] += float(first.sum())
         n_seeds += len(idx)
-    out = {"n_docs": n, "n_seeds": n_seeds}
-    out.update({key: (value / n_seeds if n_seeds else 0.0) for key, value in sums.items()})
-    return out
+    return _averaged(n, sums, n_seeds)
 
 
 def retrieval_ceiling(labels: list[frozenset[str]], ks=KS) -> dict:
     """The best P@k / R@k / MRR@k any ranking can reach on these labels (every relevant document first),
     over the same seeds and with the same divisions as :func:`retrieval_metrics`."""
-    n = len(labels)
-    inc = label_matrix(labels)
-    pool = max(n - 1, 0)
+    pool = max(len(labels) - 1, 0)
     sums = {f"{m}@{k}": 0.0 for k in ks for m in ("P", "R", "MRR")}
     n_seeds = 0
-    for start in range(0, n, SEED_CHUNK):
-        idx = np.arange(start, min(start + SEED_CHUNK, n))
-        relevant = (inc[idx] @ inc.T).toarray() > 0
-        relevant[np.arange(len(idx)), idx] = False
-        n_relevant = relevant.sum(axis=1)
-        n_relevant = n_relevant[n_relevant > 0]
+    for _, _, n_relevant in _seeds(labels):
         for k in ks:
             found = np.minimum(n_relevant, k)
             sums[f"P@{k}"] += float((found / min(k, pool)).sum())
             sums[f"R@{k}"] += float((found / n_relevant).sum())
             sums[f"MRR@{k}"] += float(len(n_relevant))
         n_seeds += len(n_relevant)
-    out = {"n_docs": n, "n_seeds": n_seeds}
-    out.update({key: (value / n_seeds if n_seeds else 0.0) for key, value in sums.items()})
-    return out
+    return _averaged(len(labels), sums, n_seeds)
 
 
 def embed_aspects(model, aspects: dict[str, AspectDocs], batch_size: int = 64) -> dict[str, np.ndarray]:

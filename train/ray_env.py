@@ -11,7 +11,8 @@ from train.config import ConfigError, TrainConfig
 
 def ensure_ray(log=None, **init_kwargs) -> bool:
     """``ray.init(**init_kwargs)`` unless Ray is up: a laptop starts a local Ray (after
-    `warn_if_other_ray_instances`); under `ray job submit` this connects to the cluster.
+    ``infra.ray_local.local_init_kwargs``, which names other Ray instances on this machine); under
+    `ray job submit` this connects to the cluster.
     Returns whether this call started (or joined) a local Ray: one machine, no autoscaler."""
     import ray
 
@@ -141,15 +142,3 @@ def check_worker_cpus(cfg: TrainConfig, machine_cpus: float, where: str = "this 
             f"{cfg.num_workers} worker(s) x {per_worker:g} CPU take {cfg.num_workers * per_worker:g} of {where}'s "
             f"{machine_cpus:g} CPUs, leaving Ray Data less than the 1 CPU its read tasks need (the run would wait "
             f"forever): use {fix}, fewer workers, or a cluster")
-
-
-def warn_if_other_ray_instances(log=None) -> list[str]:
-    """Warn, before ``ray.init()`` starts a local Ray, when other Ray instances run on this machine and
-    ``RAY_ADDRESS`` does not name one; returns their GCS addresses (``infra.ray_local``, where
-    ``local_init_kwargs`` makes this check for every entry point)."""
-    from infra.ray_local import other_instances_message, other_ray_instances
-
-    running = other_ray_instances()
-    if running:
-        (log or partial(print, flush=True))(other_instances_message(running))
-    return running
