@@ -132,19 +132,27 @@ def main(argv: list[str] | None = None) -> int:
         return usage_error(f"{flags} does not apply to task {task.name}"
                            + (f" (it takes {', '.join('--' + o.replace('_', '-') for o in task.options)})"
                               if task.options else ""))
+    from infra.publish import IncompleteError
+    from infra.storage import StorageError, check_storage
+
+    try:  # a bucket that does not exist, an endpoint that does not answer: one line, in seconds
+        check_storage(args.data, "--data")
+        check_storage(args.model, "--model")
+    except StorageError as error:
+        return usage_error(str(error))
     try:
         args.data = as_local(args.data, "data")  # a data folder in a bucket: its local copy, made once
         if options.get("tune_data"):
             options["tune_data"] = as_local(options["tune_data"], "data")
         task.check_data(args.data, args.split, **options)
-    except (FileNotFoundError, ValueError) as error:
+    except (FileNotFoundError, ValueError, IncompleteError) as error:
         return usage_error(str(error))
 
     from eval.models import check_model
 
     try:
         check_model(args.model)  # before torch: an uncached hub name offline is one line at once, not 75 s of retries
-    except FileNotFoundError as error:
+    except (FileNotFoundError, IncompleteError) as error:
         return usage_error(str(error))
     from eval.models import load_encoder, load_trained
 

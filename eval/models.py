@@ -72,6 +72,11 @@ def check_model(path_or_name: str | os.PathLike) -> None:
     if local.exists():
         if not local.is_dir():
             raise FileNotFoundError(f"model path {local} is a file, not a model folder (expected {MODEL_LAYOUTS})")
+        from infra.publish import check_complete
+
+        for folder in (local, local / "model"):  # a run folder's model/ or the model folder itself
+            if folder.is_dir():
+                check_complete(folder, "model folder")  # one a killed writer left half-written is refused
         if not any((folder / marker).is_file() for folder in (local, local / "model") for marker in (ST_MARKER, HF_MARKER)):
             resolve_model_folder(local)  # the error naming what is missing
         return

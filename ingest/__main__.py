@@ -105,6 +105,16 @@ def main(argv=None) -> int:
     if missing:  # before Ray starts
         print(f"ingest: error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
+    from infra.publish import IncompleteError
+    from infra.storage import StorageError, check_storage
+
+    try:  # a bucket that does not exist, an endpoint that does not answer: one line, before Ray starts
+        for path, what in [(cfg.out, "--out"), *((p, "--wikipedia") for p in cfg.wikipedia),
+                           *((p, "--wikidata") for p in cfg.wikidata)]:
+            check_storage(path, what)
+    except StorageError as e:
+        print(f"ingest: error: {e}", file=sys.stderr)
+        return 2
     if args.num_cpus:
         import ray
 
@@ -113,7 +123,7 @@ def main(argv=None) -> int:
         ray.init(**local_init_kwargs({"num_cpus": args.num_cpus, "include_dashboard": not args.no_dashboard}))
     try:
         manifest = run_ingest(cfg)
-    except (FileNotFoundError, DumpFormatError, SchemaError) as e:
+    except (FileNotFoundError, DumpFormatError, SchemaError, StorageError, IncompleteError) as e:
         print(f"ingest: error: {e}", file=sys.stderr)
         return 2
     lost = lost_input(manifest)

@@ -30,13 +30,14 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-import fsspec
 import ray
 
 from ingest import duplicates, entity_pairs, intros, multistream, schemas, wikidata
-from ingest.sets import MANIFEST, check_set, code_version, file_digest, write_json
+from ingest.set_integrity import finish_job, start_job
+from ingest.sets import check_set, code_version, file_digest, write_json, write_set_manifest
 from ingest.units import process_unit, remove_stale_unit_files
 from infra.secrets import redact_text
+from infra.storage import filesystem
 
 PASS1_RUNNERS = ("tasks", "data")  # how pass 1 runs its units (IngestConfig.pass1)
 
@@ -75,7 +76,7 @@ def plan_wikidata(paths: list[str], range_bytes: int, index_dir: str) -> list[st
 
 def _check_exists(paths: list[str], what: str) -> None:
     for path in paths:
-        fs, local = fsspec.core.url_to_fs(path)
+        fs, local = filesystem(path)
         if not fs.exists(local):
             raise FileNotFoundError(f"{what} not found: {path}")
 
@@ -184,6 +185,9 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     _check_distinct(dump_files + list(cfg.wikidata))
     if cfg.wikidata_set:
         check_set(cfg.wikidata_set, "wikidata")
+    from infra.storage import check_storage
+
+    check_storage(out, "--out")
     shards = multistream.plan_shards(dump_files, cfg.shard_bytes, default_wiki=cfg.default_wiki)
     wikis = cfg.wikis or list(dict.fromkeys(s.wiki for s in shards))  # the first dump's wiki titles entities
     if cfg.pass1 not in PASS1_RUNNERS:
@@ -195,6 +199,7 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
 
         ray.init(**local_init_kwargs({}))
 
+    job_id = start_job(out, "ingest", "python -m ingest")  # the sets below are whole only once it is done
     # sha256 releases the GIL: driver threads hash the inputs while pass 1 runs, without
     # the worker process a Ray task would start (a second of a core's time on a small machine)
     hashing = ThreadPoolExecutor(max_workers=4, thread_name_prefix="digest")
@@ -251,13 +256,13 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
         "wikidata": wikidata_sources,
         "pages": pages,
     }
-    write_json({**common, "set": "sentences", "rows": n_sentences,
-                "files": sorted(r["file"] for r in wikipedia_results)}, f"{out}/sentences/{MANIFEST}")
+    write_set_manifest({**common, "set": "sentences", "rows": n_sentences,
+                        "files": sorted(r["file"] for r in wikipedia_results)}, f"{out}/sentences")
     sets = {"sentences": {"path": f"{out}/sentences", "rows": n_sentences}}
     if cfg.wikidata:
         n_items = sum(s["written"] for s in wikidata_sources)
-        write_json({**common, "set": "wikidata", "rows": n_items,
-                    "files": sorted(r["file"] for r in wikidata_results)}, f"{out}/wikidata/{MANIFEST}")
+        write_set_manifest({**common, "set": "wikidata", "rows": n_items,
+                            "files": sorted(r["file"] for r in wikidata_results)}, f"{out}/wikidata")
         sets["wikidata"] = {"path": f"{out}/wikidata", "rows": n_items}
 
     manifest = {**common, "sets": sets, "duplicate_pages": duplicate_pages, "units": len(units), "units_resumed": resumed,
@@ -283,11 +288,11 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
         manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
         entity_manifest = {**common, "set": "entities", "rows": pair_stats["entities"],
                            "entity_link_threshold": cfg.entity_link_threshold, "types": pair_stats["types"]}
-        write_json(entity_manifest, f"{out}/entities/{MANIFEST}")
-        write_json({**common, "set": "entity_pairs", "rows": pair_stats["entity_pairs"],
-                    "files": pair_stats["files"], "link_mentions": pair_stats["link_mentions"],
-                    "dropped_links": pair_stats["dropped_links"], "links_accounted": pair_stats["accounted"]},
-                   f"{out}/entity_pairs/{MANIFEST}")
+        write_set_manifest(entity_manifest, f"{out}/entities")
+        write_set_manifest({**common, "set": "entity_pairs", "rows": pair_stats["entity_pairs"],
+                            "files": pair_stats["files"], "link_mentions": pair_stats["link_mentions"],
+                            "dropped_links": pair_stats["dropped_links"], "links_accounted": pair_stats["accounted"]},
+                           f"{out}/entity_pairs")
         sets["entity_pairs"] = {"path": f"{out}/entity_pairs", "rows": pair_stats["entity_pairs"]}
         sets["entities"] = {"path": f"{out}/entities", "rows": pair_stats["entities"]}
         manifest.update({"entity_stats": {k: pair_stats[k] for k in ("entities", "types", "link_mentions")},
@@ -296,7 +301,9 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
         manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
         manifest["entity_pairs_skipped"] = "no Wikidata dump given (--wikidata or --wikidata-set)"
     manifest["seconds"] = round(time.time() - started, 2)
+    manifest["job_id"] = job_id
     write_json(manifest, f"{out}/manifest.json")
+    finish_job(out, job_id)
     log(f"[ingest] wrote {n_sentences} sentences, {sets.get('entity_pairs', {}).get('rows', 0)} entity pairs, "
         f"{sets.get('entities', {}).get('rows', 0)} entities to {out} in {manifest['seconds']} s; "
         f"pages accounted: {pages['accounted']}")

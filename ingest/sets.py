@@ -18,8 +18,9 @@ train and eval all use this module:
 - grouped Ray Data work on those buckets: ``map_buckets`` (a function per hash
   bucket, given the bucket as one pyarrow Table) and ``map_keys`` (a function
   per key value, given that key's rows); ``key_groups`` splits a bucket by key;
-- writing: ``write_table`` / ``table_writer`` / ``write_json`` (atomic: a
-  hidden temp name renamed into place, so a retried task overwrites the same
+- writing: ``write_table`` / ``table_writer`` / ``write_json`` / ``write_bytes``
+  (whole or not at all: locally a hidden temp name renamed into place, in a
+  bucket one upload of a local temp file; a retried task overwrites the same
   file and a reader never sees a half-written one), ``write_manifest``,
   ``file_digest`` (size and sha256 of an input, for manifests).
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -41,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from infra.storage import filesystem
 from ingest import schemas
 
 MANIFEST = "_manifest.json"  # a set folder's manifest
@@ -52,9 +55,13 @@ LEGACY_MANIFEST = "manifest.json"  # what sets written before 2026-11 hold
 def _set_files(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list[str]]:
     """(the filesystem of a URI, or None for a local path; the set's files on it)."""
     path = os.fspath(path)
-    fs, local = fsspec.core.url_to_fs(path)
+    fs, local = filesystem(path)
     if fs.isdir(local):
-        files = sorted(fs.glob(f"{local.rstrip('/')}/*.parquet"))
+        from ingest.set_integrity import listed_files
+
+        listed = listed_files(path)  # a whole set: its manifest's files, never one it does not list
+        files = (sorted(f"{local.rstrip('/')}/{name}" for name in listed) if listed is not None
+                 else sorted(fs.glob(f"{local.rstrip('/')}/*.parquet")))
         if "://" not in path:  # a link planted in a shared set folder must not read outside it
             root = os.path.realpath(local)
             outside = [f for f in files if os.path.dirname(os.path.realpath(f)) != root]
@@ -104,6 +111,9 @@ def check_set(path: str | Path, kind: str, required: list[str] | None = None) ->
     and the column."""
     if kind not in schemas.SCHEMAS:
         raise schemas.SchemaError(f"unknown set kind {kind!r}; known: {sorted(schemas.SCHEMAS)}")
+    from ingest.set_integrity import verify_set
+
+    verify_set(os.fspath(path), kind)  # a set of a job that did not finish is refused before any footer is read
     fs, files = _set_files(path)
     if not files:
         if "://" not in os.fspath(path) and not os.path.exists(os.fspath(path)):
@@ -167,7 +177,7 @@ def _a(word: str) -> str:
 
 def read_json(path: str) -> dict | None:
     """The JSON object at ``path``, or None when there is no file."""
-    fs, local = fsspec.core.url_to_fs(path)
+    fs, local = filesystem(path)
     if not fs.exists(local):
         return None
     with fs.open(local, "r") as f:
@@ -178,7 +188,7 @@ def manifest_path(path: str | Path) -> str:
     """Where the manifest of the set folder at ``path`` is: ``_manifest.json``, or a legacy
     ``manifest.json`` when only that exists."""
     folder = os.fspath(path).rstrip("/")
-    fs, local = fsspec.core.url_to_fs(f"{folder}/{LEGACY_MANIFEST}")
+    fs, local = filesystem(f"{folder}/{LEGACY_MANIFEST}")
     legacy = fs.exists(local) and not fs.exists(local[: -len(LEGACY_MANIFEST)] + MANIFEST)
     return f"{folder}/{LEGACY_MANIFEST if legacy else MANIFEST}"
 
@@ -194,7 +204,7 @@ def read_manifest(path: str | Path) -> dict:
 def _read_files(batch: pa.Table, columns: list[str] | None) -> pa.Table:
     tables = []
     for path in batch["path"].to_pylist():
-        fs, local = fsspec.core.url_to_fs(path) if "://" in path else (None, path)
+        fs, local = filesystem(path) if "://" in path else (None, path)
         tables.append(pq.read_table(local, columns=columns, filesystem=fs))
     return pa.concat_tables(tables)
 
@@ -332,38 +342,59 @@ def _tmp_name(local: str) -> str:
     return os.path.join(folder, f".{name}.tmp-{os.getpid()}")
 
 
+@contextmanager
+def _whole_file(path: str):
+    """A binary file to write ``path`` through: ``path`` appears only when the body finishes, whole, and a
+    body that raises leaves nothing. Locally: a hidden name beside it, renamed into place. In a bucket: a
+    local temporary file sent in one ``put_file`` (a single PUT, or a multipart upload that is visible only
+    once complete), never ``fs.open``'s buffered file (its ``__exit__`` commits what it holds even when the
+    body raised) and never a temporary object renamed (on S3 a copy and a delete: two more requests that
+    can fail, leaving an empty or a stray object)."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    fs, local = filesystem(path)
+    if isinstance(fs, LocalFileSystem):
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        tmp = _tmp_name(local)
+        try:
+            with open(tmp, "wb") as f:
+                yield f
+            os.replace(tmp, local)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        return
+    with tempfile.TemporaryDirectory(prefix="structcse-put-") as staging:
+        tmp = os.path.join(staging, os.path.basename(local))
+        with open(tmp, "wb") as f:
+            yield f
+        fs.put_file(tmp, local)
+
+
 def write_table(table: pa.Table, path: str) -> None:
-    """Write atomically under a fixed name: a retried task overwrites the same file."""
-    fs, local = fsspec.core.url_to_fs(path)
-    fs.makedirs(os.path.dirname(local), exist_ok=True)
-    tmp = _tmp_name(local)
-    with fs.open(tmp, "wb") as f:
+    """Write whole under a fixed name (:func:`_whole_file`): a retried task overwrites the same file."""
+    with _whole_file(path) as f:
         pq.write_table(table, f)
-    fs.mv(tmp, local)
 
 
 @contextmanager
 def table_writer(path: str, schema: pa.Schema):
-    """A ``ParquetWriter`` for batches, renamed into place only when closed cleanly."""
-    fs, local = fsspec.core.url_to_fs(path)
-    fs.makedirs(os.path.dirname(local), exist_ok=True)
-    tmp = _tmp_name(local)
-    with fs.open(tmp, "wb") as f, pq.ParquetWriter(f, schema) as writer:
+    """A ``ParquetWriter`` for batches; the file appears at ``path`` only when it is closed cleanly."""
+    with _whole_file(path) as f, pq.ParquetWriter(f, schema) as writer:
         yield writer
-    fs.mv(tmp, local)
+
+
+def write_bytes(data: bytes, path: str) -> None:
+    """Write ``data`` to ``path`` whole or not at all (:func:`_whole_file`)."""
+    with _whole_file(path) as f:
+        f.write(data)
 
 
 def write_json(obj: dict, path: str) -> None:
-    """Write ``obj`` as indented JSON with sorted keys, atomically (keys and tokens redacted: ``infra.secrets``)."""
+    """Write ``obj`` as indented JSON with sorted keys, whole (keys and tokens redacted: ``infra.secrets``)."""
     from infra.secrets import redact
 
-    obj = redact(obj)
-    fs, local = fsspec.core.url_to_fs(path)
-    fs.makedirs(os.path.dirname(local), exist_ok=True)
-    tmp = _tmp_name(local)
-    with fs.open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-    fs.mv(tmp, local)
+    write_bytes(json.dumps(redact(obj), indent=2, sort_keys=True).encode(), path)
 
 
 def code_version() -> str:
@@ -378,7 +409,7 @@ def code_version() -> str:
 
 def file_stamp(path: str) -> tuple[int, str]:
     """(size, a modification stamp) of a local or fsspec path: what tells a file replaced at the same path."""
-    fs, fs_path = fsspec.core.url_to_fs(path)
+    fs, fs_path = filesystem(path)
     info = fs.info(fs_path)
     stamp = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created") or ""
     return int(info["size"]), str(stamp)
@@ -386,7 +417,7 @@ def file_stamp(path: str) -> tuple[int, str]:
 
 def file_digest(path: str) -> dict:
     """Size and sha256 of an input file, for the manifests."""
-    fs, local = fsspec.core.url_to_fs(path)
+    fs, local = filesystem(path)
     digest = hashlib.sha256()
     with fs.open(local, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 22), b""):
@@ -400,5 +431,14 @@ def write_manifest(path: str, set_name: str, rows: int, **fields) -> dict:
     files, inputs and their digests, rows dropped and why, ...). Returns it."""
     manifest = {"schema_version": schemas.SCHEMA_VERSION, "code_version": code_version(), **fields,
                 "set": set_name, "rows": rows}
-    write_json(manifest, f"{path.rstrip('/')}/{MANIFEST}")
+    return write_set_manifest(manifest, path)
+
+
+def write_set_manifest(manifest: dict, folder: str) -> dict:
+    """Write ``manifest`` as the set folder's ``_manifest.json``, after its files, with their sizes and the
+    running job's id (``ingest.set_integrity.seal_fields``). Returns what was written."""
+    from ingest.set_integrity import seal_fields
+
+    manifest = {**manifest, **seal_fields(folder.rstrip("/"), manifest)}
+    write_json(manifest, f"{folder.rstrip('/')}/{MANIFEST}")
     return manifest

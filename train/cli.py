@@ -90,12 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         value = getattr(args, flag)
         if value is not None:
             overrides.append(f"{key}={value}")
+    from infra.publish import IncompleteError
+    from infra.storage import StorageError
+
     try:
         cfg = load_config(args.config, overrides)
         from train.run import run
 
         outcome = run(cfg, resume=args.resume, overwrite=args.overwrite)
-    except (ConfigError, SchemaError) as e:
+    except (ConfigError, SchemaError, IncompleteError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:

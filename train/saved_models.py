@@ -44,9 +44,13 @@ def load(model_dir: str | Path, device: str | None = None) -> TrainedModel:
     """
     from sentence_transformers import SentenceTransformer
 
+    from infra.publish import IncompleteError, check_complete
+
     try:
         folder = Path(as_local(model_dir)).expanduser()
-    except FileNotFoundError as e:  # a URI with no folder there
+        if folder.is_dir():
+            check_complete(folder, "model folder")  # one a killed writer left half-written is refused
+    except (FileNotFoundError, IncompleteError) as e:  # a URI with no folder there, a partial copy
         raise ModelLoadError(str(e)) from None
     if not folder.is_dir():
         raise ModelLoadError(f"model folder does not exist: {folder}")

@@ -59,12 +59,15 @@ def main(argv=None) -> int:
                                       ("eval_actors", args.eval_actors))
         if value is not None
     }
+    from infra.publish import IncompleteError
+    from infra.storage import StorageError
+
     try:
         base = load_config(args.config, overrides)
         base.validate()
         settings = load_tune_settings(args.tune_config, settings_overrides)
         outcome = run_search(base, settings)
-    except (ConfigError, SchemaError, FileNotFoundError) as e:
+    except (ConfigError, SchemaError, FileNotFoundError, IncompleteError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not outcome.best_metrics:
