@@ -281,19 +281,37 @@ def job_submit_stage(out: Path, proxy_endpoint: str, notes: dict) -> None:
     notes["job_model_in_bucket"] = f"s3://{storage}/{name}/model"
 
 
+STAGES = ["ingest", "train", "resume", "tune", "eval", "job_submit"]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="local folders (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the local folders")
-    ap.add_argument("--stages", nargs="+", default=["ingest", "train", "resume", "tune", "eval", "job_submit"],
+    ap.add_argument("--stages", nargs="+", default=STAGES,
                     help="the stages to run (ingest always runs: the others read its sets)")
+    ap.add_argument("--fault-rate", type=float, default=0.0,
+                    help="the share of the bucket's requests answered 503 SlowDown or reset (tests/fault_proxy.py)")
     args = ap.parse_args(argv)
     out = (args.out or Path(tempfile.mkdtemp(prefix="structcse-cloud-"))).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    result = run_cloud(out, args.stages, args.fault_rate)
+    if not args.keep and args.out is None:
+        shutil.rmtree(out, ignore_errors=True)
+    print(json.dumps(result, default=str))
+    return 0 if all(v == "ok" for v in result["stages"].values()) else 1
+
+
+def run_cloud(out: Path, stages_to_run: list[str], fault_rate: float = 0.0, seed: int = 0) -> dict:
+    """Every stage local vs s3 (see the module docstring); with ``fault_rate`` the bucket's side goes through
+    ``tests/fault_proxy.FaultProxy`` (that share of requests answered 503 SlowDown or reset)."""
+    from tests.fault_proxy import FaultProxy
     from tests.s3_server import start_s3_server
 
+    args = argparse.Namespace(stages=stages_to_run)
+    out.mkdir(parents=True, exist_ok=True)
     server, server_endpoint = start_s3_server(BUCKET, "structcse-bench-key", "structcse-bench-secret")
-    proxy = CountingProxy(int(server_endpoint.rsplit(":", 1)[1]))
+    faults = FaultProxy(server_endpoint, rate=0.0, seed=seed)  # the setup's uploads unthrottled
+    proxy = CountingProxy(int(faults.endpoint.rsplit(":", 1)[1]))
     proxy.start()
     os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint  # every client (and Ray's workers) through the counter
     import ray
@@ -327,10 +345,19 @@ def main(argv=None) -> int:
     s3 = fsspec.filesystem("s3")
     for path in (demo.wikipedia_dump, demo.wikipedia_index, demo.wikidata_dump):
         s3.put(str(path), f"{BUCKET}/dumps/{path.name}")
+    faults.rate = fault_rate
     worlds = {"local": {"wikipedia": str(demo.wikipedia_dump), "wikidata": str(demo.wikidata_dump)},
               "s3": {"wikipedia": f"{bucket}/dumps/{demo.wikipedia_dump.name}",
                      "wikidata": f"{bucket}/dumps/{demo.wikidata_dump.name}"}}
     roots = {"local": str(out), "s3": bucket}
+
+    def unthrottled(fn, *a):
+        """The bench's own setup uploads and reads (not the stage under test) go past the faults."""
+        rate, faults.rate = faults.rate, 0.0
+        try:
+            return fn(*a)
+        finally:
+            faults.rate = rate
 
     def both(name, fn, args_of):
         """``fn`` on local folders, then in the bucket; seconds per side; the s3 side's bytes counted."""
@@ -343,7 +370,7 @@ def main(argv=None) -> int:
     def ingest_stage():
         both("ingest", ingest, lambda where: (worlds[where], f"{roots[where]}/sets"))
         local = {k: v for k, v in files_of(f"{out}/sets").items() if k.endswith(".parquet")}
-        remote = {k: v for k, v in files_of(f"{bucket}/sets").items() if k.endswith(".parquet")}
+        remote = {k: v for k, v in unthrottled(files_of, f"{bucket}/sets").items() if k.endswith(".parquet")}
         notes["ingest_parquet_files"] = len(local)
         if not local or local != remote:
             raise AssertionError(f"{len(set(local) ^ set(remote))} files differ in name, "
@@ -356,14 +383,14 @@ def main(argv=None) -> int:
 
     model = str(build_tiny_bert(read_table(f"{out}/sets/sentences", ["sentence"])["sentence"].to_pylist(),
                                 out / "models" / "base"))
-    s3.put(model, f"{BUCKET}/models/base", recursive=True)
+    unthrottled(lambda: s3.put(model, f"{BUCKET}/models/base", recursive=True))
     models = {"local": model, "s3": f"{bucket}/models/base"}
     results = {}
 
     def same_weights(a_path, b_path, what):
         import torch
 
-        a, b = weights(a_path), weights(b_path)
+        a, b = unthrottled(weights, a_path), unthrottled(weights, b_path)
         worst = max(float((a[k] - b[k]).abs().max()) for k in a)
         if set(a) != set(b) or not all(torch.allclose(a[k], b[k], atol=1e-6) for k in a):
             raise AssertionError(f"{what}: final weights differ (largest difference {worst})")
@@ -394,7 +421,7 @@ def main(argv=None) -> int:
 
     def tune_stage():
         dev = {"local": str(demo.sts_dir), "s3": f"{bucket}/dev/sts"}
-        s3.put(str(demo.sts_dir), f"{BUCKET}/dev/sts", recursive=True)
+        unthrottled(lambda: s3.put(str(demo.sts_dir), f"{BUCKET}/dev/sts", recursive=True))
         outcomes = both("tune", tune, lambda where: (models[where], f"{roots[where]}/sets", f"{roots[where]}/tune",
                                                      dev[where], out))
         notes["tune_best"] = {w: {k: v for k, v in o.items() if k != "best_config"} for w, o in outcomes.items()}
@@ -405,7 +432,7 @@ def main(argv=None) -> int:
     def eval_stage():
         if not STSB.is_dir():
             raise FileNotFoundError(f"{STSB} is absent")
-        s3.put(str(STSB), f"{BUCKET}/data/stsb", recursive=True)
+        unthrottled(lambda: s3.put(str(STSB), f"{BUCKET}/data/stsb", recursive=True))
         data = {"local": str(STSB), "s3": f"{bucket}/data/stsb"}
         figures = both("eval", evaluate, lambda where: (results[where].model_path, data[where]))
         keys = [k for k in figures["local"] if k not in ("model", "data") and "second" not in k]
@@ -426,14 +453,11 @@ def main(argv=None) -> int:
         stage("job_submit", job_stage)
     stages["no_local_uri_folder"] = "ok" if not (out / "s3:").exists() and not (REPO / "s3:").exists() \
         else f"failed: {out / 's3:'} or {REPO / 's3:'} exists"
+    faults.stop()
     server.stop()
-    identical = all(stages.get(k) == "ok" for k in ("ingest", "train", "eval") if k in stages)
-    result = {"stages": stages, "identical_to_local": identical, "seconds": seconds, "bytes": traffic, **notes,
-              "endpoint": server_endpoint}
-    if not args.keep and args.out is None:
-        shutil.rmtree(out, ignore_errors=True)
-    print(json.dumps(result, default=str))
-    return 0 if all(v == "ok" for v in stages.values()) else 1
+    identical = all(stages.get(k) == "ok" for k in ("ingest", "train", "resume", "eval") if k in stages)
+    return {"stages": stages, "identical_to_local": identical, "seconds": seconds, "bytes": traffic, **notes,
+            "fault_rate": fault_rate, "faults": faults.counts, "endpoint": server_endpoint}
 
 
 if __name__ == "__main__":

@@ -135,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     from infra.publish import IncompleteError
     from infra.storage import StorageError, check_storage
 
+    from infra.storage import report_retries_at_exit
+
+    report_retries_at_exit("eval")
     try:  # a bucket that does not exist, an endpoint that does not answer: one line, in seconds
         check_storage(args.data, "--data")
         check_storage(args.model, "--model")

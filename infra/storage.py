@@ -199,3 +199,17 @@ def check_storage(uri: str, what: str = "storage") -> None:
                            "(it is never created for you)")
     if status >= 400:
         raise StorageError(f"{what} {redact_text(uri)}: {endpoint} answered HTTP {status}")
+
+
+def report_retries_at_exit(prog: str) -> None:
+    """At this process's exit, one line on stderr saying how many storage requests were retried (when any):
+    a store that throttled is survived, and said."""
+    import atexit
+    import sys
+
+    def line() -> None:
+        if _retries:
+            print(f"{prog}: storage: {_retries} request(s) retried after a throttled, failed or reset attempt "
+                  f"(bounded: {_attempts()} attempts each; {ATTEMPTS_ENV})", file=sys.stderr, flush=True)
+
+    atexit.register(line)

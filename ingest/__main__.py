@@ -101,6 +101,9 @@ def main(argv=None) -> int:
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     cfg, args = parse_args(argv)
+    from infra.storage import report_retries_at_exit
+
+    report_retries_at_exit("ingest")
     missing = _missing_inputs(cfg)
     if missing:  # before Ray starts
         print(f"ingest: error: no such file or folder: {', '.join(missing)}", file=sys.stderr)

@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     from infra.publish import IncompleteError
     from infra.storage import StorageError
 
+    from infra.storage import report_retries_at_exit
+
+    report_retries_at_exit("train")
     try:
         cfg = load_config(args.config, overrides)
         from train.run import run

@@ -61,17 +61,16 @@ from typing import Any
 import torch
 from torch import nn
 
+from infra.storage import retries as storage_retries
 from infra.uris import as_local, is_uri
 from train.batch import to_device
+from train.checkpoints import METRICS_FILE, STATE_FILE, checkpoint_metrics, resume_state
 from train.config import TrainConfig
 from train.encoder import Encoder
 from train.methods import get_method
 from train.progress import ProgressWriter
-from train.state_files import load_tensors
 from train.step import forward_backward
 
-STATE_FILE = "state.pt"
-METRICS_FILE = "metrics.json"
 MODEL_DIR = "model"
 _NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
 
@@ -90,6 +89,10 @@ class LoopInputs:
     progress_file: str | None = None  # rank 0 feeds the driver's progress bar (train.progress)
     local_checkpoint_root: str | None = None  # local mode: checkpoints are written here, Ray does not copy them
     async_validation: bool = False  # the trainer's ValidationConfig scores checkpoints (Tune's pool), not rank 0
+    # the newest whole checkpoint of this run (train.checkpoints): local mode resumes from it (Ray keeps no
+    # history there), a Ray Train run when it is newer than Ray's own snapshot
+    resume_from: str | None = None
+    run_fingerprint: str | None = None  # train.run_key.run_fingerprint: written into every metrics.json
 
 
 class Trainee(nn.Module):
@@ -169,11 +172,8 @@ def train_loop_per_worker(config: dict) -> dict:
     if cfg.max_steps:
         total_steps = min(total_steps, cfg.max_steps)
     feed.stop_at = total_steps
-    state = None
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint:
-        with checkpoint.as_directory() as d:
-            state = load_tensors(Path(d) / STATE_FILE)
+    state, resumed_from = resume_state(ray.train.get_checkpoint(), inputs.resume_from)
+    if state:
         trainee.load_state_dict(state["model"])
     elif rank == 0:
         trainee.method.init_pretrained(inputs.set_paths)  # DDP broadcasts rank 0's parameters
@@ -216,7 +216,7 @@ def train_loop_per_worker(config: dict) -> dict:
         sample_log = feed.sample_log = SampleLog(inputs.run_folder, rank, world, start_step)
     if rank == 0:
         position = f"from its batch {skip}" if cfg.elastic else f"skipping {skip} batches"
-        where = f"resumed at step {step} (epoch {epoch}, {position})" if state else "fresh start"
+        where = f"resumed at step {step} (epoch {epoch}, {position}) from {resumed_from}" if state else "fresh start"
         say(
             f"[train] {cfg.method} on {world} worker(s): global batch {cfg.batch_size} ({local_bs}/worker), "
             f"{steps_per_epoch} steps/epoch, {total_steps} steps in all, {torch.get_num_threads()} torch threads; {where}"
@@ -239,6 +239,7 @@ def train_loop_per_worker(config: dict) -> dict:
         async_validation=inputs.async_validation,
         run_folder=inputs.run_folder,
         sample_log=sample_log,
+        fingerprint=inputs.run_fingerprint,
     )
     if rank == 0:
         reporter.tracking.log(step, {"world_size": world})
@@ -336,8 +337,7 @@ def record_resize(run_folder: str, resize: dict, tracking) -> None:
     """Rank 0, after the first step at the new size: one log line, a TensorBoard point (``train/world_size``)
     and a line in ``{run folder}/resizes.jsonl``, with the seconds since the checkpoint it resumed from (the
     work redone, the wait for the lost workers and the restart)."""
-    import fsspec
-
+    from infra.storage import filesystem
     from infra.uris import write_text
 
     now = time.time()
@@ -347,7 +347,7 @@ def record_resize(run_folder: str, resize: dict, tracking) -> None:
         f"{resize['seconds_lost']} s since the checkpoint it resumed from")
     tracking.log(resize["step"], {"world_size": resize["to"]})
     path = f"{run_folder}/{RESIZES_FILE}"
-    fs, local = fsspec.core.url_to_fs(path)
+    fs, local = filesystem(path)
     before = fs.cat_file(local).decode() if fs.exists(local) else ""
     write_text(path, before + json.dumps(resize) + "\n")
 
@@ -430,9 +430,9 @@ class Reporter:
     """Checkpoint (rank 0) + score + TensorBoard (rank 0) + ``ray.train.report`` (all ranks)."""
 
     def __init__(self, cfg, rank, world, trainee, optimizer, scheduler, scaler, dev, start_step, local_root=None,
-                 async_validation=False, run_folder=None, sample_log=None):
+                 async_validation=False, run_folder=None, sample_log=None, fingerprint=None):
         self.cfg, self.rank, self.world, self.trainee = cfg, rank, world, trainee
-        self.sample_log = sample_log
+        self.sample_log, self.fingerprint = sample_log, fingerprint
         self.local_root, self.async_validation = local_root, async_validation
         self.optimizer, self.scheduler, self.scaler = optimizer, scheduler, scaler
         self.dev, self.start_step = dev, start_step
@@ -447,30 +447,29 @@ class Reporter:
         self.tracking.close()
 
     def _staging(self, step: int):
-        """Where rank 0 writes the checkpoint before ``report`` uploads it: a temporary folder,
-        except in local mode (num_workers=0), where Ray keeps the checkpoint where it is, so it
-        is written straight to ``{storage}/{name}/step-…`` (``LoopInputs.local_checkpoint_root``)."""
-        root = self.local_root
-        if not root or is_uri(root):
-            return tempfile.TemporaryDirectory(prefix="structcse-ckpt-")
-        path = Path(root) / f"step-{step:07d}"
-        if path.exists():
-            shutil.rmtree(path)
-        path.mkdir(parents=True)
-        return contextlib.nullcontext(str(path))
+        """Where rank 0 writes the checkpoint before it is published: a temporary folder. Ray Train uploads it
+        to storage; in local mode (``local_root``: Ray keeps a local-mode checkpoint where it is) :meth:`_kept`
+        publishes it to ``{run folder}/step-…``."""
+        return tempfile.TemporaryDirectory(prefix="structcse-ckpt-")
 
     def _kept(self, staged: str, step: int):
-        """The reported checkpoint. Local mode with a bucket run folder: Ray Train neither uploads nor keeps
-        a local-mode checkpoint, so the staged folder is uploaded to ``{run folder}/step-…`` here (before
-        the staging folder goes) and that is what is reported."""
+        """The reported checkpoint, sealed (``_files.json``: a copy of it is checked whole before it is read).
+        Local mode: Ray Train neither uploads nor keeps a local-mode checkpoint, so the staged folder is
+        published to ``{run folder}/step-…`` here, whole or not at all (``infra.publish``), and that is what
+        is reported."""
         import ray.train
 
-        if self.local_root and is_uri(self.local_root):
-            from infra.uris import upload_folder
+        from infra.publish import publish_folder, seal
 
-            target = f"{self.local_root.rstrip('/')}/step-{step:07d}"
-            upload_folder(staged, target)
-            return ray.train.Checkpoint(path=target)
+        if self.local_root:
+            from infra.storage import arrow_filesystem
+
+            from infra.publish import resolve
+
+            target = resolve(publish_folder(staged, f"{self.local_root.rstrip('/')}/step-{step:07d}"))
+            filesystem, path = arrow_filesystem(target)
+            return ray.train.Checkpoint(path=path, filesystem=filesystem)
+        seal(staged)
         return ray.train.Checkpoint.from_directory(staged)
 
     def report(self, step: int, epoch: int, resume: tuple[int, int], meter: Meter) -> None:
@@ -485,6 +484,7 @@ class Reporter:
             "start_step": self.start_step,
             "world_size": self.world,
             "reported_at": time.time(),
+            "storage_retries": storage_retries(),  # this worker's, so far: a throttled store is said in the summary
         }
         with self._staging(step) as tmp:
             checkpoint = None
@@ -513,7 +513,8 @@ class Reporter:
 
                     metric, data = self.dev
                     metrics[metric.key] = score_model_dir(metric, model_dir, data)
-                (Path(tmp) / METRICS_FILE).write_text(json.dumps(metrics, indent=2, default=str))
+                (Path(tmp) / METRICS_FILE).write_text(
+                    json.dumps(checkpoint_metrics(metrics, self.fingerprint), indent=2, default=str))
                 self.tracking.report(step, metrics, self.dev[0].key if self.dev is not None else None)
                 checkpoint = self._kept(tmp, step)
                 extra = f" {self.dev[0].key} {metrics[self.dev[0].key]:.4f}" if self.dev is not None else ""

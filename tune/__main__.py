@@ -62,6 +62,9 @@ def main(argv=None) -> int:
     from infra.publish import IncompleteError
     from infra.storage import StorageError
 
+    from infra.storage import report_retries_at_exit
+
+    report_retries_at_exit("tune")
     try:
         base = load_config(args.config, overrides)
         base.validate()

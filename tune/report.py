@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from infra.uris import is_uri, upload_folder
+from infra.uris import is_uri, put_files, upload_folder
 from train.config import TrainConfig
 from tune.trials import base_values, resolved_trial_config
 
@@ -89,7 +89,7 @@ def write_search_report(results, base: TrainConfig, settings, metric: str, folde
     with tempfile.TemporaryDirectory(prefix="structcse-search-") as staging:
         outcome = _write_search_report(results, base, settings, metric, staging, private, log, max_t, remote=folder,
                                        untrained=untrained)
-        upload_folder(staging, folder, replace=False)  # the folder holds the trials too
+        put_files(staging, folder)  # the folder holds the trials too: files added, nothing replaced
     outcome.folder = folder
     outcome.files = {k: v.replace(staging, folder.rstrip("/"), 1) for k, v in outcome.files.items()}
     return outcome
@@ -200,9 +200,9 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
             f"# the best trial of search {settings.name!r} ({metric} {best['best']:.4f}): python -m train --config "
             f"{(remote or str(folder_path)).rstrip('/')}/best_config.yaml\n" + yaml.safe_dump(cfg_dict, sort_keys=False))
         if remote is not None:  # the trials' checkpoints are in the bucket: the model is copied from there
-            import fsspec
+            from infra.storage import filesystem
 
-            fs, source = fsspec.core.url_to_fs(f"{remote.rstrip('/')}/{checkpoint.relative_to(folder_path)}/model")
+            fs, source = filesystem(f"{remote.rstrip('/')}/{checkpoint.relative_to(folder_path)}/model")
             kept = fs.isdir(source)
         else:
             kept = (checkpoint / "model").is_dir()

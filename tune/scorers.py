@@ -215,6 +215,81 @@ class PoolValidation:
 
 UNTRAINED_DIR = "untrained_encoder"  # {storage}/{name}/untrained_encoder/model: the trials' step 0
 UNTRAINED_SCORE = "score.json"
+HASHED_FILE_BYTES = 64 * 1024**2  # dev files up to this size are keyed by their bytes; larger ones by size+mtime
+# what build_trainee and the pool's scorers read from the config: a change to any of them changes the score
+UNTRAINED_CONFIG_KEYS = ("method", "model", "pooling", "base_pooling", "max_len", "dropout", "unpad", "temperature",
+                         "seed", "dev_data", "dev_metric")
+
+
+def content_fingerprint(path: str | None, hash_bytes: bool = True) -> str | None:
+    """A hash of what the file or folder at ``path`` (local or URI, through ``infra.storage``) holds: each
+    file's relative name, size and content tag. The tag is the store's checksum (S3's ETag, GCS's md5Hash or
+    crc32c); without one, a hash of the bytes when ``hash_bytes`` (files up to ``HASHED_FILE_BYTES``), else
+    the modification time. None when nothing is there (a Hugging Face model name)."""
+    import hashlib
+    import json
+
+    from infra.storage import filesystem
+
+    if not path:
+        return None
+    fs, root = filesystem(path)
+    root = root.rstrip("/")
+    if fs.isfile(root):
+        listing = {root: fs.info(root)}
+    elif fs.isdir(root):
+        listing = fs.find(root, detail=True)
+    else:
+        return None
+    entries = []
+    for name, info in sorted(listing.items()):
+        if info.get("type") == "directory":
+            continue
+        size = info.get("size")
+        tag = info.get("ETag") or info.get("md5Hash") or info.get("crc32c")
+        if tag is None and hash_bytes and (size or 0) <= HASHED_FILE_BYTES:
+            tag = hashlib.sha256(fs.cat_file(name)).hexdigest()
+        elif tag is None:
+            tag = info.get("mtime") or info.get("LastModified") or info.get("updated")
+        entries.append([name[len(root):].lstrip("/"), size, str(tag)])
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
+
+def untrained_key_parts(cfg, data_info: dict, metric_key: str) -> dict:
+    """Everything the untrained encoder's dev score depends on: the metric, the config keys that build the
+    encoder and heads (``UNTRAINED_CONFIG_KEYS``, the method's options, ``data_info``), the dev data's content
+    and the base model's files (their names, sizes and tags: a model rewritten at the same path is new)."""
+    import dataclasses
+
+    return {"metric": metric_key, **{k: getattr(cfg, k) for k in UNTRAINED_CONFIG_KEYS},
+            "options": dataclasses.asdict(cfg.options), "data_info": data_info,
+            "dev_data_content": content_fingerprint(cfg.dev_data),
+            "model_content": content_fingerprint(cfg.model, hash_bytes=False)}
+
+
+def untrained_key(cfg, data_info: dict, metric_key: str) -> str:
+    """The key the untrained encoder's kept score is valid for (a hash of :func:`untrained_key_parts`)."""
+    return _digest(untrained_key_parts(cfg, data_info, metric_key))
+
+
+def _digest(parts: dict) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _kept_untrained_score(where: str) -> dict | None:
+    """The ``score.json`` a previous scoring left in ``where`` (local or URI), or None."""
+    import json
+
+    from infra.storage import filesystem
+
+    fs, path = filesystem(f"{where}/{UNTRAINED_SCORE}")
+    try:
+        return json.loads(fs.cat_file(path))
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key: str, log=print) -> dict:
@@ -222,46 +297,51 @@ def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key:
     the method's heads freshly made with ``cfg.seed``, as ``train.loop.build_trainee`` makes them), scored by
     the search's own evaluation pool (``pool``), so it is the same scorer, data and metric as the trials'.
 
-    The model is saved as a checkpoint-shaped folder ``{folder}/untrained_encoder/model`` (a local folder or
-    a URI: the pool's scorers read it as they read the trials' checkpoints); its score is kept in
-    ``score.json`` beside it, so a continued search does not score it again. Returns ``{"score", "model",
-    "metric"}``, or ``{"score": None, "error"}`` when it could not be scored (said in a warning line)."""
+    The model is published (``infra.uris.upload_folder``: whole or not at all) as a checkpoint-shaped folder
+    ``{folder}/untrained_encoder/model`` (a local folder or a URI: the pool's scorers read it as they read the
+    trials' checkpoints); its score is kept in ``score.json`` beside it with the :func:`untrained_key` it was
+    scored under, so a continued search does not score it again, and a changed dev set, model, seed, pooling,
+    option or ``max_len`` is scored anew. Returns ``{"score", "model", "metric", "key", ...}``, or
+    ``{"score": None, "error"}`` when it could not be scored (said in a warning line)."""
     import json
+    import tempfile
 
     import torch
 
-    from infra.uris import write_text
+    from infra.publish import resolve, write_text_atomic
+    from infra.uris import upload_folder
     from train.loop import build_trainee
 
     where = f"{folder.rstrip('/')}/{UNTRAINED_DIR}"
     try:
-        if not is_uri(where) and (Path(where) / UNTRAINED_SCORE).is_file():
-            kept = json.loads((Path(where) / UNTRAINED_SCORE).read_text())
-            if kept.get("metric") == metric_key and kept.get("model") == cfg.model:
-                return kept
+        parts = untrained_key_parts(cfg, data_info, metric_key)
+        key = _digest(parts)
+        kept = _kept_untrained_score(where)
+        if kept is not None and kept.get("key") == key and kept.get("score") is not None:
+            return kept
+        if kept is not None:
+            log(f"[tune] the untrained encoder's score in {where} was for another dev set, model or config: "
+                "scoring it again")
         import ray
 
         torch.manual_seed(cfg.seed)
         trainee = build_trainee(cfg, data_info)
-        if is_uri(where):
-            import tempfile
-
-            from infra.uris import upload_folder
+        with tempfile.TemporaryDirectory(prefix="structcse-untrained-") as staging:
+            trainee.encoder.save_sentence_transformer(Path(staging) / "model")
+            trainee.method.save_heads(Path(staging) / "model")
+            upload_folder(staging, where)
+        published = resolve(where)  # a bucket folder published again lives under a version prefix
+        if is_uri(published):
             from ray.train import Checkpoint
 
-            with tempfile.TemporaryDirectory(prefix="structcse-untrained-") as staging:
-                trainee.encoder.save_sentence_transformer(Path(staging) / "model")
-                trainee.method.save_heads(Path(staging) / "model")
-                upload_folder(staging, where)
-            target = Checkpoint(path=where)
+            target = Checkpoint(path=published)
         else:
-            trainee.encoder.save_sentence_transformer(Path(where) / "model")
-            trainee.method.save_heads(Path(where) / "model")
-            target = where
+            target = published
         result = ray.get(pool.score.remote(target), timeout=cfg.validation_timeout_s)
         out = {"score": float(result[metric_key]), "metric": metric_key, "model": cfg.model,
-               "pooling": cfg.pooling, "folder": where}
-        write_text(f"{where}/{UNTRAINED_SCORE}", json.dumps(out, indent=2))
+               "pooling": cfg.pooling, "folder": where, "key": key,
+               "keyed_on": parts}
+        write_text_atomic(f"{where}/{UNTRAINED_SCORE}", json.dumps(out, indent=2, default=str))
         return out
     except Exception as e:  # noqa: BLE001 - the search's results stand; the report says it has no such row
         log(f"[tune] warning: the untrained encoder ({cfg.model}) was not scored: {type(e).__name__}: {e}")

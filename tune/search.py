@@ -43,6 +43,7 @@ import yaml
 from ray import tune
 
 from infra.logs import is_quiet
+from infra.storage import arrow_filesystem
 from infra.uris import read_text
 from train.config import ConfigError, TrainConfig
 from train.ray_env import ray_for_training
@@ -275,7 +276,7 @@ def build_tuner(trainable, param_space: dict, settings: TuneSettings, storage: s
         tune_config=tune.TuneConfig(metric=metric, mode=settings.mode, num_samples=num_samples,
                                     search_alg=search_alg, scheduler=scheduler),
         # Tune's status tables (~200 lines a search) are its progress display: off in a quiet run (a log file)
-        run_config=tune.RunConfig(name=settings.name, storage_path=storage, verbose=0 if is_quiet() else None),
+        run_config=tune.RunConfig(name=settings.name, **_tune_storage(storage), verbose=0 if is_quiet() else None),
     )
 
 
@@ -385,6 +386,7 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     storage = str(Path(settings.storage_path).expanduser().resolve()) if "://" not in settings.storage_path \
         else settings.storage_path
     folder = f"{storage.rstrip('/')}/{settings.name}"
+    _check_storage(storage)
     restoring = _check_restore(folder, base, settings, log)
     if settings.searcher == "grid":
         log(f"[tune] grid of {grid_size(settings)} trials")
@@ -414,7 +416,9 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     try:
         if restoring:
             log(f"[tune] continuing the interrupted search in {folder}")
-            tuner = tune.Tuner.restore(folder, trainable, resume_unfinished=True, resume_errored=True)
+            fs, path = arrow_filesystem(folder)  # the experiment through this project's storage client
+            tuner = tune.Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=True,
+                                       storage_filesystem=fs)
         else:
             param_space = build_search_space(settings.search_space, grid=settings.searcher == "grid")
             tuner = build_tuner(trainable, param_space, settings, storage, base, max_t, metric)
@@ -435,32 +439,69 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     return outcome
 
 
+def _check_storage(storage: str) -> None:
+    """A bucket whose endpoint does not answer, or that does not exist, is one line before Ray starts; Tune's
+    trials run in other processes, which never see this one's ``memory://``."""
+    from infra.storage import StorageError, check_storage
+
+    if storage.startswith("memory://"):
+        raise ConfigError(f"tune storage_path {storage}: Tune's trials run in other processes, which cannot see "
+                          "this process's memory filesystem; use a local folder or a bucket")
+    try:
+        check_storage(storage, "tune storage_path")
+    except StorageError as e:
+        raise ConfigError(str(e)) from None
+
+
 def _check_restore(folder: str, base: TrainConfig, settings: TuneSettings, log) -> bool:
-    """True when ``folder`` holds this same search, interrupted; a different search there is an error;
-    a finished one is run again from scratch only after its folder is removed (by the user)."""
-    if "://" in folder:
-        return tune.Tuner.can_restore(folder)
-    state_file = Path(folder) / STATE_FILE
-    if not state_file.is_file():
-        if tune.Tuner.can_restore(folder):
+    """True when ``folder`` (a local folder or a URI, read through ``infra.storage``) holds this same search,
+    interrupted; a different search there is an error; a finished one is run again from scratch only after
+    its folder is removed (by the user)."""
+    state = _read_state(folder)
+    if state is None:
+        if _holds_tune_experiment(folder):
             raise ConfigError(f"{folder} holds a Tune experiment this command did not start; use another --name")
         _write_state(folder, base, settings, done=False)
         return False
-    state = json.loads(state_file.read_text())
     if state.get("fingerprint") != search_fingerprint(base, settings):
         raise ConfigError(f"{folder} holds a search with another base config or settings; use another --name "
                           "(or remove that folder to start over)")
     if state.get("done"):
         raise ConfigError(f"the search in {folder} has finished (its report: {folder}/search_report.md); use another "
                           "--name to run it again")
-    return tune.Tuner.can_restore(folder)
+    return _holds_tune_experiment(folder)
+
+
+def _tune_storage(storage: str) -> dict:
+    """``RunConfig``'s storage arguments: the path inside this project's storage client (``infra.storage``)."""
+    fs, path = arrow_filesystem(storage)
+    return {"storage_path": path, "storage_filesystem": fs}
+
+
+def _holds_tune_experiment(folder: str) -> bool:
+    """Tune's own restore check (its ``tuner.pkl``), asked through this project's storage client."""
+    fs, path = arrow_filesystem(folder)
+    return tune.Tuner.can_restore(path, storage_filesystem=fs)
+
+
+def _read_state(folder: str) -> dict | None:
+    """The search's state file in ``folder`` (local or URI), or None when there is none."""
+    from infra.storage import filesystem
+
+    fs, path = filesystem(f"{folder.rstrip('/')}/{STATE_FILE}")
+    try:
+        text = fs.cat_file(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ConfigError(f"{folder}/{STATE_FILE} is not JSON; remove that folder to start over") from None
 
 
 def _write_state(folder: str, base: TrainConfig, settings: TuneSettings, done: bool) -> None:
-    if "://" in folder:
-        return
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    (Path(folder) / STATE_FILE).write_text(json.dumps(
+    """The search's fingerprint and whether it finished, written whole (a rename locally, one PUT in a bucket)."""
+    from infra.publish import write_text_atomic
+
+    write_text_atomic(f"{folder.rstrip('/')}/{STATE_FILE}", json.dumps(
         {"fingerprint": search_fingerprint(base, settings), "done": done, "name": settings.name}, indent=2))
-
-

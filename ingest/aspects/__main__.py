@@ -110,12 +110,16 @@ def main(argv=None) -> int:
     if args.pwc:
         from ingest.aspects.pwc import build_pwc_sets
 
+        from ingest.set_integrity import finish_job, start_job
+
+        job_id = start_job(args.out, "aspects", "python -m ingest.aspects --pwc")
         try:
             build_pwc_sets(args.pwc, args.out, aspects=args.aspects, fold=args.fold, seed=args.seed,
                            triplets_per_anchor=args.triplets_per_anchor)
         except (ValueError, FileNotFoundError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        finish_job(args.out, job_id)
         return 0
     if not args.intros:
         print("error: --intros is required with --wikidata-set or --sparql", file=sys.stderr)
@@ -128,10 +132,13 @@ def main(argv=None) -> int:
     except (ValueError, SchemaError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    write_labels(labels, args.out, args)
     from ingest.aspects.triplets import build_aspect_sets
+    from ingest.set_integrity import finish_job, start_job
 
+    job_id = start_job(args.out, "aspects", "python -m ingest.aspects")  # its sets are whole once it is done
+    write_labels(labels, args.out, args)
     build_aspect_sets(labels, args.intros, args.out, cfg)
+    finish_job(args.out, job_id)
     return 0
 
 

@@ -81,8 +81,11 @@ def _pair_accounting(bats, outcomes: list[dict]) -> dict:
 
 
 def build_dsbats(bats_folder: str, network: dict, out: str, cfg: DsbatsConfig, log=print) -> dict:
+    from ingest.set_integrity import finish_job, start_job
+
     cfg.validate()
     out = out.rstrip("/")
+    job_id = start_job(out, "dsbats", "python -m ingest.dsbats")  # its sets are whole once it is done
     started = time.perf_counter()
     bats = read_bats(bats_folder, cfg.categories)
     outcomes = run_definitions(bats, network, cfg.senses, cfg.workers).to_pylist()
@@ -118,6 +121,7 @@ def build_dsbats(bats_folder: str, network: dict, out: str, cfg: DsbatsConfig, l
     manifests["srsd"] = write_manifest(
         f"{out}/srsd", "srsd", test.num_rows, **common, files=_write_chunks(test, f"{out}/srsd"),
         queries=split.get("test", 0), **test_info)
+    finish_job(out, job_id)
     sizes = {c: sum(n for o, n in v.items() if o == "written") for c, v in per_category.items()}
     log(f"[dsbats] {len(bats.lines)} BATS lines in {len(bats.files)} categories -> {definitions.num_rows} definition "
         f"pairs ({split}) in {generation_s:.1f} s; {train.num_rows} DSBATS4CL rows, {test.num_rows} SRSD items")

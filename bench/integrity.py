@@ -1,0 +1,381 @@
+"""Nothing half-written, nothing lost, on the storage users really have: every stage against an S3 API that
+throttles and resets, drivers SIGKILLed while they publish, a killed ingest's sets fed to the next stage, eight
+processes racing for one cached model, ``gs://`` end to end, and storage that is not there.
+
+    python bench/integrity.py [--out DIR] [--rate 0.1] [--parts throttled killed_during_publish ...]
+
+Parts (each a key of the last line's JSON):
+
+* ``throttled``: ``bench/cloud.py``'s stages (ingest, train, a killed-and-resumed run, Tune, eval, README's
+  ``ray job submit`` block) with the bucket behind ``tests/fault_proxy.FaultProxy`` answering ``rate`` of
+  the requests ``503 SlowDown`` (and a fifth of those faults resetting the connection); the local run of
+  each stage is the unthrottled one it must equal (``identical_to_unthrottled``); ``retries``: the faults
+  the clients met and got past (all of them, when every stage is ok).
+* ``killed_during_publish``: ``python -m train`` in local mode, locally and in a bucket, SIGKILLed while the
+  final model and, in another run, while a checkpoint is being published (``STRUCTCSE_PUBLISH_FILE_DELAY_S``
+  slows publication so the kill lands inside it; the kill is made when the new copy's first file is
+  there), then the same command again: ``"whole"`` when the model there after the kill and after the
+  rerun loads and equals the previous or the new model, never a mix; ``reader_refused_partial``: ``python -m
+  eval`` of the half-written copy exits 2 in one line.
+* ``failed_job_feeds_next``: ``python -m ingest`` and ``python -m ingest.dsbats`` SIGKILLed once they wrote
+  a set; train, Tune (on ingest's sets) and eval (on the SRSD set) each exit 2 in one line naming the job to
+  rerun (``false`` when all three refuse).
+* ``cache_race``: ``bench/cache_race.py``.
+* ``local_mode_resume`` and ``selection``: ``bench/integrity_train.py``.
+* ``gs``: ``bench/integrity_gs.py`` (fake-gcs-server on 127.0.0.1).
+* ``bad_storage``: an endpoint that does not answer, a bucket that does not exist, a model that is not
+  there: exit code, lines on stderr, seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+BUCKET = "structcse-integrity"
+PARTS = ["bad_storage", "failed_job_feeds_next", "killed_during_publish", "cache_race", "local_mode_resume",
+         "gs", "throttled"]
+
+
+def say(message: str) -> None:
+    print(f"[integrity] {message}", file=sys.stderr, flush=True)
+
+
+def cli(args: list[str], env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def refusal(done: subprocess.CompletedProcess, seconds: float) -> dict:
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    return {"exit": done.returncode, "lines": len(lines), "seconds": round(seconds, 1),
+            "message": lines[-1][:300] if lines else ""}
+
+
+def timed_cli(args: list[str], env: dict | None = None, timeout: int = 900) -> dict:
+    t0 = time.perf_counter()
+    done = cli(args, env, timeout)
+    return refusal(done, time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------- the setting: sets, a base model
+
+
+def prepare(out: Path) -> dict:
+    """The demo world ingested locally, a tiny BERT, the world's STS dev folder."""
+    from ingest.pipeline import IngestConfig, run_ingest
+    from ingest.sets import read_table
+    from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
+    from train.tiny_bert import build_tiny_bert
+
+    world = generate_demo_world(out / "world", seed=0)
+    sets = out / "sets"
+    if not (sets / "manifest.json").is_file():
+        run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
+                                out=str(sets), shard_bytes=1, entity_link_threshold=ENTITY_LINK_THRESHOLD),
+                   log=lambda *a: None)
+    model = out / "models" / "base"
+    if not (model / "config.json").is_file():
+        build_tiny_bert(read_table(f"{sets}/sentences", ["sentence"])["sentence"].to_pylist(), model)
+    return {"world": world, "sets": str(sets), "model": str(model), "sts": str(world.sts_dir)}
+
+
+def train_args(setting: dict, storage: str, name: str, steps: int, *extra: str) -> list[str]:
+    return ["train", "--config", "configs/simcse_unsup.yaml", "--data", setting["sets"], "--model", setting["model"],
+            "--storage", storage, "--name", name, "--num-workers", "0", "--max-steps", str(steps),
+            "--set", "pooling=mean", "--set", "batch_size=16", "--set", "max_len=32",
+            "--set", "checkpoint_every_steps=2", "--set", "log_every_steps=0", "--set", "shuffle_buffer=0", *extra]
+
+
+# ---------------------------------------------------------------- bad storage
+
+
+def bad_storage(setting: dict, bucket: str, endpoint: str) -> dict:
+    down = {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9"}  # discard port: nothing answers
+    results = {
+        "endpoint_down": timed_cli(train_args({**setting, "sets": f"{bucket}/sets"}, f"{bucket}/runs", "down", 2),
+                                   env=down, timeout=300),
+        "missing_bucket": timed_cli(["ingest", "--wikipedia", str(setting["world"].wikipedia_dump),
+                                     "--out", "s3://no-such-bucket-structcse/sets"], timeout=300),
+        "missing_model": timed_cli(train_args({**setting, "model": f"{bucket}/models/absent"}, str(Path(
+            setting["sets"]).parent / "runs-bad"), "absent-model", 2), timeout=300),
+    }
+    from infra.storage import filesystem
+
+    fs, _ = filesystem("s3://no-such-bucket-structcse")
+    results["missing_bucket"]["bucket_created"] = bool(fs.exists("no-such-bucket-structcse"))
+    return results
+
+
+def bad_storage_ok(results: dict) -> bool:
+    return all(r["exit"] not in (0, None) and r["lines"] == 1 and r["seconds"] < 60 for r in results.values()) \
+        and not results["missing_bucket"]["bucket_created"]
+
+
+# ---------------------------------------------------------------- a failed job feeds the next
+
+
+def _kill_when(command: list[str], ready, timeout: float = 600) -> int:
+    """Start ``python -m command`` (or ``python -c ...``) in its own session and Ray; SIGKILL all of it once
+    ``ready()``."""
+    from bench.ray_head import stop_processes
+
+    ray_tmp = tempfile.mkdtemp(prefix="rayk-", dir="/tmp")
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp}
+    env.pop("RAY_ADDRESS", None)
+    argv = [sys.executable, *command] if command[0] == "-c" else [sys.executable, "-m", *command]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None and not ready():
+        time.sleep(0.02)
+    if proc.poll() is not None:
+        raise RuntimeError(f"{' '.join(command[:2])} ended (exit {proc.returncode}) before it could be killed")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    stop_processes(ray_tmp, grace_s=5)
+    return proc.returncode
+
+
+def failed_job_feeds_next(setting: dict, out: Path) -> dict:
+    world = setting["world"]
+    sets = out / "killed-ingest"
+    _kill_when(["ingest", "--wikipedia", str(world.wikipedia_dump), "--wikidata", str(world.wikidata_dump),
+                "--out", str(sets), "--shard-bytes", "1", "--num-cpus", "2"],
+               lambda: (sets / "sentences" / "_manifest.json").is_file())
+    # the SRSD set of a finished DSBATS job, then the same job again, killed once it started: its sets are
+    # being rewritten, so none of them may be read
+    from ingest.set_integrity import read_job
+
+    dsbats = out / "killed-dsbats"
+    command = ["-c", "import sys; from ingest.dsbats.bats import category_files; from ingest.dsbats.job import "
+               "DsbatsConfig, build_dsbats; bats, wordnet, out = sys.argv[1:]; build_dsbats(bats, {'kind': "
+               "'wordnet', 'folder': wordnet}, out, DsbatsConfig(categories=sorted(category_files(bats)[1]), "
+               "positives_per_pair=8))", str(world.bats_dir), str(world.wordnet_dir), str(dsbats)]
+    done = subprocess.run([sys.executable, *command], cwd=REPO, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"ingest.dsbats exited {done.returncode}: {done.stderr[-500:]}")
+    first = read_job(str(dsbats))["job_id"]
+    _kill_when(command, lambda: (read_job(str(dsbats)) or {}).get("job_id") not in (None, first))
+    killed = {**setting, "sets": str(sets)}
+    refused = {
+        "train": timed_cli(train_args(killed, str(out / "runs-killed"), "fed", 2)),
+        "tune": timed_cli(["tune", "--config", "configs/simcse_unsup.yaml", "--tune-config",
+                           "configs/tune/simcse_unsup.yaml", "--data", str(sets), "--model", setting["model"],
+                           "--dev-data", setting["sts"], "--storage", str(out / "tune-killed"), "--name", "fed",
+                           "--num-samples", "1"]),
+        "eval": timed_cli(["eval", "--task", "srsd", "--data", str(dsbats / "srsd"), "--model", setting["model"]]),
+    }
+    for r in refused.values():
+        r["names_the_job"] = "did not finish" in r["message"] and "rerun" in r["message"]
+    return refused
+
+
+def fed(refused: dict) -> bool:
+    return not all(r["exit"] == 2 and r["lines"] == 1 and r["names_the_job"] for r in refused.values())
+
+
+# ---------------------------------------------------------------- killed while publishing
+
+
+def _weights(folder: str) -> dict:
+    from safetensors.torch import load
+
+    from infra.publish import resolve
+    from infra.storage import filesystem
+
+    fs, path = filesystem(f"{resolve(folder)}/model.safetensors")
+    return load(fs.cat_file(path))
+
+
+def _same(a: dict, b: dict) -> bool:
+    import torch
+
+    return set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _loads(folder: str) -> dict | None:
+    """The weights of the model at ``folder`` if structcse's loader takes it whole, else None."""
+    from train.saved_models import ModelLoadError, load
+
+    try:
+        load(folder)
+    except (ModelLoadError, OSError):
+        return None
+    return _weights(folder)
+
+
+def _publishing(storage: str, name: str, what: str):
+    """``ready()``: the new copy of ``what`` (``model`` or a ``step-…`` folder) has its first file written."""
+    from infra.storage import filesystem
+
+    fs, root = filesystem(f"{storage}/{name}")
+
+    def ready() -> bool:
+        if hasattr(fs, "invalidate_cache"):
+            fs.invalidate_cache()
+        return any(fs.glob(pattern) for pattern in (f"{root}/.{what}.new-*/*", f"{root}/{what}/_publishing.json",
+                                                      f"{root}/{what}/.v-*/*"))
+    return ready
+
+
+def killed_during_publish(setting: dict, storage: str, where: str) -> dict:
+    """One storage (a local folder or a bucket): the final model, then a checkpoint."""
+    delay = {"STRUCTCSE_PUBLISH_FILE_DELAY_S": "0.4"}
+    result = {}
+    # the final model: a finished 2-step run (the old model), then a run to 4 steps killed while it publishes
+    name = f"final-{where}"
+    first = cli(train_args(setting, storage, name, 2))
+    if first.returncode != 0:
+        raise RuntimeError(f"train exited {first.returncode}: {first.stderr[-600:]}")
+    old = _weights(f"{storage}/{name}/model")
+    os.environ.update(delay)
+    try:
+        _kill_when(train_args(setting, storage, name, 4), _publishing(storage, name, "model"))
+    finally:
+        for key in delay:
+            os.environ.pop(key)
+    after_kill = _loads(f"{storage}/{name}/model")
+    partial = _partial_copy(storage, name, "model")
+    refused = timed_cli(["eval", "--task", "sts", "--data", setting["sts"], "--split", "dev", "--model", partial]) \
+        if partial else None
+    rerun = cli(train_args(setting, storage, name, 4))
+    new = _loads(f"{storage}/{name}/model")
+    result["final_model"] = "whole" if (after_kill is not None and _same(after_kill, old) and rerun.returncode == 0
+                                        and new is not None and not _same(new, old)) else \
+        f"not whole (after the kill: {'loads' if after_kill is not None else 'refused'}, " \
+        f"equal to the old: {after_kill is not None and _same(after_kill, old)}; rerun exit {rerun.returncode})"
+    result["reader_refused_partial"] = bool(refused and refused["exit"] == 2 and refused["lines"] == 1)
+    result["refusal"] = refused
+    # a checkpoint: killed while step 4 is published, the rerun resumes from step 2's and ends at 6
+    name = f"ckpt-{where}"
+    os.environ.update(delay)
+    try:
+        _kill_when(train_args(setting, storage, name, 6), _publishing(storage, name, "step-0000004"))
+    finally:
+        for key in delay:
+            os.environ.pop(key)
+    rerun = cli(train_args(setting, storage, name, 6))
+    summary = _summary(storage, name)
+    start = (summary.get("last_metrics") or {}).get("start_step") if summary else None
+    model = _loads(f"{storage}/{name}/model")
+    result["checkpoint"] = "whole" if rerun.returncode == 0 and start in (2, 4) and model is not None else \
+        f"not whole (rerun exit {rerun.returncode}: {rerun.stderr.strip().splitlines()[-1:] }; resumed at {start})"
+    result["checkpoint_resumed_at"] = start
+    return result
+
+
+def _summary(storage: str, name: str) -> dict | None:
+    from infra.uris import read_text
+
+    try:
+        return json.loads(read_text(f"{storage}/{name}/train_summary.json"))
+    except FileNotFoundError:
+        return None
+
+
+def _partial_copy(storage: str, name: str, what: str) -> str | None:
+    """The half-written copy a kill left (a hidden local folder, a version prefix in a bucket), for a reader."""
+    from infra.storage import filesystem
+
+    fs, root = filesystem(f"{storage}/{name}")
+    for pattern in (f"{root}/.{what}.new-*", f"{root}/{what}/.v-*"):
+        found = fs.glob(pattern)
+        if found:
+            return found[0] if "://" not in storage else f"{storage.split('://')[0]}://{found[0]}"
+    return None
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--rate", type=float, default=0.1, help="the throttled part's share of faulty requests")
+    ap.add_argument("--parts", nargs="+", default=PARTS, choices=PARTS)
+    args = ap.parse_args(argv)
+    out = (args.out or Path(tempfile.mkdtemp(prefix="structcse-integrity-"))).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    os.chdir(out)
+    from tests.s3_server import start_s3_server
+
+    server, endpoint = start_s3_server(BUCKET, "structcse-integrity-key", "structcse-integrity-secret")
+    bucket = f"s3://{BUCKET}"
+    result, seconds = {}, {}
+
+    def part(name, fn, *a):
+        if name not in args.parts:
+            return
+        t0 = time.perf_counter()
+        try:
+            result[name] = fn(*a)
+        except Exception as e:  # noqa: BLE001 - a failed part is reported, the others still run
+            result[name] = f"failed: {type(e).__name__}: {str(e)[:500]}"
+        seconds[name] = round(time.perf_counter() - t0, 1)
+        say(f"{name} ({seconds[name]} s): {json.dumps(result[name], default=str)[:600]}")
+
+    setting = prepare(out)
+    from infra.storage import filesystem
+
+    fs, _ = filesystem(bucket)
+    fs.put(setting["sets"], f"{BUCKET}/sets", recursive=True)
+    part("bad_storage", bad_storage, setting, bucket, endpoint)
+    part("failed_job_feeds_next", lambda: (lambda r: {"fed": fed(r), "refusals": r})(
+        failed_job_feeds_next(setting, out)))
+    part("killed_during_publish", lambda: {"local": killed_during_publish(setting, str(out / "runs-publish"), "local"),
+                                           "s3": killed_during_publish(setting, f"{bucket}/runs-publish", "s3")})
+    if "cache_race" in args.parts:
+        from bench.cache_race import cache_race
+
+        part("cache_race", cache_race, f"{bucket}/cache-race")
+    if "local_mode_resume" in args.parts:
+        from bench.integrity_train import bench_selection_and_resume
+
+        part("local_mode_resume", bench_selection_and_resume, out / "selection", f"{bucket}/selection")
+    if "gs" in args.parts:
+        from bench.integrity_gs import gs_roundtrip
+
+        part("gs", gs_roundtrip, out / "gs")
+    server.stop()
+    if "throttled" in args.parts:
+        from bench.cloud import STAGES, run_cloud
+
+        def throttled():
+            cloud = run_cloud(out / "cloud", STAGES, fault_rate=args.rate)
+            faults = cloud["faults"]
+            return {"rate": args.rate, "stages": cloud["stages"],
+                    "identical_to_unthrottled": cloud["identical_to_local"],
+                    "retries": faults["slowdown"] + faults["reset"], "requests": faults["requests"],
+                    "faults": faults, "seconds": cloud["seconds"]}
+
+        part("throttled", throttled)
+    summary = dict(result)
+    if isinstance(result.get("failed_job_feeds_next"), dict):
+        summary["failed_job_feeds_next"] = result["failed_job_feeds_next"]["fed"]
+        summary["failed_job_refusals"] = result["failed_job_feeds_next"]["refusals"]
+    if isinstance(result.get("local_mode_resume"), dict) and "selection" in result["local_mode_resume"]:
+        summary["selection"] = result["local_mode_resume"].pop("selection")
+        summary["local_mode_resume"] = result["local_mode_resume"].get("local_mode_resume", result["local_mode_resume"])
+    if isinstance(result.get("bad_storage"), dict):
+        summary["bad_storage_ok"] = bad_storage_ok(result["bad_storage"])
+    summary["seconds"] = seconds
+    print(json.dumps(summary, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
