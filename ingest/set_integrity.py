@@ -66,13 +66,16 @@ def finish_job(out: str, job_id: str) -> None:
 
 
 def parquet_sizes(folder: str, names: list[str] | None = None) -> dict[str, int]:
-    """``{file name: size}`` of the visible parquet files of ``folder`` (only ``names``' when given)."""
+    """``{file name: size}`` of the files ``names`` of ``folder`` (each asked for), or of its visible parquet
+    files."""
     from infra.storage import filesystem
 
     fs, root = filesystem(folder)
+    if names:  # each named file asked for (a HEAD): a listing that lags behind the writes cannot drop one
+        return {name: int(fs.size(f"{root.rstrip('/')}/{name}")) for name in sorted({os.path.basename(n) for n in names})}
     if not fs.isdir(root):
         return {}
-    wanted = {os.path.basename(n) for n in names} if names else None
+    wanted = None
     out = {}
     for info in fs.ls(root, detail=True, refresh=True) if hasattr(fs, "invalidate_cache") else fs.ls(root, detail=True):
         name = info["name"].rstrip("/").rsplit("/", 1)[-1]

@@ -157,6 +157,29 @@ class TrainConfig:
     def max_workers(self) -> int:
         return self.num_workers[-1] if self.elastic else self.num_workers
 
+    def _validate_checkpoint_metric(self, bad) -> None:
+        """``checkpoint_metric`` must be the key the run's dev metric reports (``dev_spearman``, ...): any other
+        name is in no checkpoint's metrics, so Ray Train would score every checkpoint -inf and the latest would
+        win while the summary said otherwise. Refused here, before Ray starts."""
+        name = self.checkpoint_metric
+        if name is None:
+            return
+        from score.dev_metrics import DEV_METRICS
+
+        metric = metric_for(self)
+        if self.dev_data is None:
+            raise bad(f"checkpoint_metric {name!r} needs dev_data (without it no checkpoint is scored and the "
+                      f"latest is kept): set dev_data to {metric.data}, or leave checkpoint_metric unset")
+        if name == metric.key:
+            return
+        keys = {m.key: m.name for m in DEV_METRICS.values()}
+        hint = (f"; {name!r} is the {keys[name]} metric's key: set dev_metric={keys[name]} to score with it"
+                if name in keys else f"; {name!r} is a metric's name, its key is {DEV_METRICS[name].key!r}"
+                if name in DEV_METRICS else "")
+        chosen = "dev_metric" if self.dev_metric else f"method {self.method}'s dev metric"
+        raise bad(f"checkpoint_metric {name!r} is not what this run's checkpoints are scored on: {metric.key!r} "
+                  f"({metric.name}, {chosen}); set checkpoint_metric={metric.key} or leave it unset{hint}")
+
     def _validate_elastic(self, bad) -> None:
         """What an elastic run needs, checked before Ray starts."""
         if len(self.num_workers) != 2:
@@ -311,6 +334,7 @@ class TrainConfig:
             metric = metric_for(self)
             if self.dev_data is not None and "://" not in self.dev_data and not Path(self.dev_data).exists():
                 raise bad(f"dev_data {self.dev_data!r} does not exist (the {metric.name} metric reads {metric.data})")
+        self._validate_checkpoint_metric(bad)
         METHODS[self.method].validate_options(self.options, self)
         return self
 

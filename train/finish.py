@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.uris import is_uri, upload_folder, write_text
+from infra.publish import publish_folder
+from infra.uris import is_uri, write_text
 from train.plan import RunPlan
 
 
@@ -25,14 +27,16 @@ def finish(plan: RunPlan, result, started: float) -> TrainOutcome:
 
     ``result``: what ``trainer.fit()`` returned; ``started``: when the run began (``time.time()``)."""
     run_dir = _run_dir(plan, result)
-    chosen, metrics = select_checkpoint(plan, result, run_dir)
+    chosen, metrics, selected_by = select_checkpoint(plan, result, run_dir)
     final = f"{run_dir}/model"
-    with chosen.as_directory() as d:
-        _copy_dir(Path(d) / "model", final)
+    elastic = _elastic_facts(plan, run_dir)
+    with chosen.as_directory() as d, tempfile.TemporaryDirectory(prefix="structcse-model-") as staging:
         if not metrics and (Path(d) / "metrics.json").is_file():  # e.g. a re-run with nothing left to do
             metrics = json.loads((Path(d) / "metrics.json").read_text())
-    selected_by = plan.checkpoint_metric or "latest"
-    elastic = _elastic_facts(plan, run_dir)
+        model = Path(staging) / "model"
+        shutil.copytree(Path(d) / "model", model)
+        _write_model_card(plan, model, selected_by, metrics, elastic)
+        publish_folder(model, final)  # whole or not at all; the previous model stays readable until then
     summary = {
         "run_name": plan.config.name,
         "method": plan.config.method,
@@ -48,25 +52,25 @@ def finish(plan: RunPlan, result, started: float) -> TrainOutcome:
     from infra.secrets import redact
 
     write_text(f"{run_dir}/train_summary.json", json.dumps(redact(summary), indent=2, sort_keys=True, default=str))
-    _write_model_card(plan, final, selected_by, metrics, elastic)
     return TrainOutcome(model_path=final, metrics=metrics, checkpoint_path=_as_uri(plan, chosen.path))
 
 
 def select_checkpoint(plan: RunPlan, result, run_dir: str) -> tuple:
-    """(checkpoint, its metrics): the best by ``plan.checkpoint_metric`` among those kept, else the latest."""
-    chosen, metrics = result.checkpoint, dict(result.metrics or {})
-    candidates = list(result.best_checkpoints or [])
-    if plan.num_workers == 0 and not is_uri(run_dir):  # local mode: Ray keeps no checkpoint history
-        candidates = _local_checkpoints(run_dir)
-    metric = plan.checkpoint_metric
-    if metric:
-        scored = [(c, m) for c, m in candidates if m.get(metric) is not None]
-        if scored:
-            chosen, metrics = max(scored, key=lambda cm: cm[1][metric])
-            metrics = dict(metrics)
-    if chosen is None:
+    """(checkpoint, its metrics, selected_by): among this run's whole checkpoints in ``run_dir``, each one's
+    ``metrics.json`` read through the storage client (``train.checkpoints``: local mode and Ray Train, a local
+    folder and a bucket, select alike), the best by ``plan.checkpoint_metric``, else the latest;
+    ``selected_by`` is the metric, or ``"latest: <why>"``. Ray Train's last checkpoint only when the folder
+    holds none of this run's (a run folder from before checkpoints carried the run's fingerprint)."""
+    from train.checkpoints import as_ray_checkpoint, run_checkpoints, select
+    from train.run_key import run_fingerprint
+
+    best, selected_by = select(run_checkpoints(run_dir, run_fingerprint(run_dir)), plan.checkpoint_metric)
+    if best is not None:
+        return as_ray_checkpoint(best.path), dict(best.metrics), selected_by
+    if result.checkpoint is None:
         raise RuntimeError(f"run {plan.config.name!r} finished without a checkpoint")
-    return chosen, metrics
+    return (result.checkpoint, dict(result.metrics or {}),
+            f"latest: Ray Train's last checkpoint ({run_dir} holds no whole checkpoint carrying this run's fingerprint)")
 
 
 def _elastic_facts(plan: RunPlan, run_dir: str) -> dict | None:
@@ -83,28 +87,16 @@ def _elastic_facts(plan: RunPlan, run_dir: str) -> dict | None:
             "resizes": [json.loads(line) for line in lines if line.strip()]}
 
 
-def _write_model_card(plan: RunPlan, final: str, selected_by: str, metrics: dict, elastic: dict | None = None) -> None:
-    """Append what the model is to the README.md sentence-transformers wrote (a local folder or a URI)."""
-    import fsspec
-
+def _write_model_card(plan: RunPlan, model: Path, selected_by: str, metrics: dict, elastic: dict | None = None) -> None:
+    """Append what the model is to the README.md sentence-transformers wrote in the local folder ``model``
+    (before it is published)."""
     from infra.secrets import redact_text
     from train.model_card import card_section, set_facts
 
     sets = [set_facts(kind, plan.set_paths[kind]) for kind in plan.method.sets]
-    fs, readme = fsspec.core.url_to_fs(f"{final}/README.md")
-    text = fs.cat_file(readme).decode() if fs.isfile(readme) else "# SentenceTransformer\n"
-    with fs.open(readme, "w") as f:
-        f.write(text.rstrip("\n") + "\n" + redact_text(card_section(plan.config, sets, selected_by, metrics, elastic)))
-
-
-def _local_checkpoints(run_dir: str) -> list:
-    from ray.train import Checkpoint
-
-    out = []
-    for d in sorted(Path(run_dir).glob("step-*")):
-        if (d / "metrics.json").is_file():
-            out.append((Checkpoint.from_directory(str(d)), json.loads((d / "metrics.json").read_text())))
-    return out
+    readme = model / "README.md"
+    text = readme.read_text() if readme.is_file() else "# SentenceTransformer\n"
+    readme.write_text(text.rstrip("\n") + "\n" + redact_text(card_section(plan.config, sets, selected_by, metrics, elastic)))
 
 
 def _run_dir(plan: RunPlan, result) -> str:
@@ -118,13 +110,3 @@ def _as_uri(plan: RunPlan, path: str | None) -> str | None:
     if path is None or is_uri(path) or not is_uri(plan.storage_path):
         return path
     return f"{plan.storage_path.split('://', 1)[0]}://{path.lstrip('/')}"
-
-
-def _copy_dir(src: Path, dst: str) -> None:
-    if is_uri(dst):
-        upload_folder(src, dst)
-        return
-    dst_path = Path(dst)
-    if dst_path.exists():
-        shutil.rmtree(dst_path)
-    shutil.copytree(src, dst_path)

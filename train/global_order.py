@@ -60,14 +60,10 @@ class SetRows:
     is a numpy batch as Ray Data's ``batch_format="numpy"`` gives it (strings as object arrays)."""
 
     def __init__(self, path: str, columns: list[str]):
-        import pyarrow.parquet as pq
-
         from ingest.sets import set_files
 
-        files = sorted(set_files(path))
-        self.table = pq.read_table(files[0], columns=columns) if len(files) == 1 else _concat(
-            [pq.read_table(f, columns=columns) for f in files])
-        self.table = self.table.combine_chunks()
+        tables = [_read_file(f, columns) for f in sorted(set_files(path))]
+        self.table = (tables[0] if len(tables) == 1 else _concat(tables)).combine_chunks()
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -75,6 +71,16 @@ class SetRows:
     def take(self, ids: np.ndarray) -> dict[str, np.ndarray]:
         rows = self.table.take(ids)
         return {name: rows.column(name).to_numpy(zero_copy_only=False) for name in rows.column_names}
+
+
+def _read_file(path: str, columns: list[str]):
+    """One parquet file's ``columns``, read through the storage client (``infra.storage``)."""
+    import pyarrow.parquet as pq
+
+    from infra.storage import arrow_filesystem
+
+    arrow_fs, inner = arrow_filesystem(path)
+    return pq.read_table(inner, columns=columns, filesystem=arrow_fs)
 
 
 def _concat(tables):
@@ -106,9 +112,9 @@ class SampleLog:
 def read_sample_logs(run_folder: str) -> dict[int, list[list[int]]]:
     """``{step: [the global batch's ids as trained, once per attempt that trained it]}`` from a run's sample
     logs: each attempt's shares of a step concatenated in rank order (the global batch's order)."""
-    import fsspec
+    from infra.storage import filesystem
 
-    fs, root = fsspec.core.url_to_fs(f"{run_folder}/sample_ids")
+    fs, root = filesystem(f"{run_folder}/sample_ids")
     shares: dict[tuple[int, str, int], dict[int, list[int]]] = {}
     for path in sorted(fs.glob(f"{root}/*.jsonl")):
         attempt = os.path.basename(path).split("-from", 1)[1]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 
-import fsspec
+from infra.storage import filesystem
 
 RUN_ID_FILE = "mlflow_run.json"
 
@@ -51,7 +51,7 @@ class MLflowLog:
         self.mlflow = mlflow
         mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME", "structcse"))
         id_file = f"{run_folder.rstrip('/')}/{RUN_ID_FILE}"
-        fs, local = fsspec.core.url_to_fs(id_file)
+        fs, local = filesystem(id_file)
         previous = json.loads(fs.cat_file(local)) if fs.exists(local) else None
         if previous:
             self.run = mlflow.start_run(run_id=previous["run_id"])

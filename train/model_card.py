@@ -38,10 +38,10 @@ def card_section(cfg, sets: list[dict], selected_by: str, metrics: dict, elastic
         extra = (f", {s['rows']} rows" if s.get("rows") is not None else "") + \
                 (f", manifest sha256 `{s['manifest_sha256'][:16]}…`" if s.get("manifest_sha256") else "")
         lines.append(f"- **Set `{s['set']}`:** `{s['path']}`{extra}")
-    if selected_by != "latest" and metrics.get(selected_by) is not None:
+    if not selected_by.startswith("latest") and metrics.get(selected_by) is not None:
         lines.append(f"- **Selected by:** `{selected_by}` = {metrics[selected_by]:.4f} (dev data `{cfg.dev_data}`)")
-    else:
-        lines.append("- **Selected by:** the latest checkpoint (no dev data)")
+    else:  # selected_by: "latest: <why>" (train.checkpoints.select)
+        lines.append(f"- **Selected by:** the latest checkpoint ({selected_by.partition(': ')[2] or 'no dev data'})")
     if elastic is not None:
         moves = ", ".join(f"{r['from']}→{r['to']} at step {r['step']}" for r in elastic["resizes"]) or "none"
         lines.append(f"- **Elastic:** {elastic['num_workers'][0]} to {elastic['num_workers'][1]} workers, the same "

@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from infra.storage import arrow_filesystem, filesystem
 from infra.uris import as_local, is_uri
 from ingest.sets import check_set, set_files, write_json
 from train.config import ConfigError, TrainConfig, metric_for
@@ -110,15 +111,28 @@ class RunPlan:
         return json.loads(json.dumps(record, default=str))
 
 
+def check_storage_before_ray(cfg: TrainConfig) -> None:
+    """Every bucket the run reads or writes answers and exists (``infra.storage.check_storage``): a
+    ``ConfigError`` in one line naming the flag, the endpoint or the bucket, within seconds."""
+    from infra.storage import StorageError, check_storage
+
+    for path, what in ((cfg.data, "--data"), (cfg.storage_path, "--storage"), (cfg.model, "--model"),
+                       (cfg.dev_data, "dev_data")):
+        if path and is_uri(path):
+            try:
+                check_storage(path, what)
+            except StorageError as e:
+                raise ConfigError(str(e)) from None
+
+
 def make_plan(cfg: TrainConfig) -> RunPlan:
     """Validate ``cfg``, its sets and its model before any allocation; decide what the run does."""
-    import pyarrow.parquet as pq
-
     from train.ray_env import check_resources_before_ray
 
     cfg.validate()
     method = get_method(cfg.method)
     check_resources_before_ray(cfg)  # milliseconds: a local Ray that could never run the workers
+    check_storage_before_ray(cfg)
     if not is_uri(cfg.data) and not Path(cfg.data).expanduser().exists():
         from infra.preflight import missing_path
 
@@ -138,7 +152,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
         raise ConfigError(f"model {cfg.model!r}: cannot load its config ({type(e).__name__}: {e})") from e
     pooling, pooling_reason = decide_pooling(cfg)
     config = dataclasses.replace(cfg, pooling=pooling)
-    num_rows = sum(pq.read_metadata(f).num_rows for f in set_files(set_paths[method.train_set]))
+    num_rows = sum(_file_rows(f) for f in set_files(set_paths[method.train_set]))
     world = max(cfg.max_workers, 1)
     if (num_rows // world) // (cfg.batch_size // world) < 1:
         raise ConfigError(
@@ -179,6 +193,14 @@ def record_plan(plan: RunPlan) -> str:
     return path
 
 
+def _file_rows(path: str) -> int:
+    """The rows of one parquet file, from its footer, read through the storage client (``infra.storage``)."""
+    import pyarrow.parquet as pq
+
+    arrow_fs, inner = arrow_filesystem(path)
+    return pq.read_metadata(inner, filesystem=arrow_fs).num_rows
+
+
 def resolve_sets(data: str, method) -> dict[str, str]:
     """{set kind: folder} for every set ``method`` reads.
 
@@ -186,14 +208,8 @@ def resolve_sets(data: str, method) -> dict[str, str]:
     method's training set and its siblings (``data/../<kind>``) are the other sets. A local folder comes
     back absolute; a URI (``s3://...``) is joined as a string.
     """
-    import fsspec
-
-    if "://" in data:
-        fs, _ = fsspec.core.url_to_fs(data)
-        root = data.rstrip("/")
-    else:
-        fs = fsspec.filesystem("file")
-        root = str(Path(data).expanduser().resolve())
+    fs, _ = filesystem(data)
+    root = data.rstrip("/") if "://" in data else str(Path(data).expanduser().resolve())
     is_set = fs.isdir(root) and bool(fs.glob(f"{root}/*.parquet"))
     out = {}
     for kind in method.sets:

@@ -92,9 +92,11 @@ def check_resources(cfg: TrainConfig, resources: dict, *, where: str = "this mac
     """A run whose workers a Ray without an autoscaler can never place waits for them forever: a
     one-line ConfigError before the run starts, saying what ``where`` has (``resources``: Ray's CPU and
     GPU counts), what the config asks and what to do. Refused: GPUs (``use_gpu``) beyond the GPUs there;
-    more CPUs per worker than there are; workers that leave Ray Data no CPU (``check_worker_cpus``). Local
-    mode (``num_workers`` 0) runs in the driver: only its GPU is checked, on this machine. With an
-    autoscaler (``autoscaled``) the wait is the way to get nodes: one line says what is awaited."""
+    more CPUs per worker than there are; an elastic minimum (``num_workers: [min, max]``) whose workers do not
+    fit (Ray Train would wait for them, saying so only at INFO); workers that leave Ray Data no CPU
+    (``check_worker_cpus``). Local mode (``num_workers`` 0) runs in the driver: only its GPU is checked, on
+    this machine. With an autoscaler (``autoscaled``) the wait is the way to get nodes: one line says what is
+    awaited."""
     cpus, gpus = float(resources.get("CPU", 0.0)), float(resources.get("GPU", 0.0))
     has = f"{where} has {cpus:g} CPUs and {gpus:g} GPUs"
     workers = cfg.min_workers  # an elastic run starts with min
@@ -125,6 +127,12 @@ def check_resources(cfg: TrainConfig, resources: dict, *, where: str = "this mac
         fix = f"--set cpus_per_worker={fits:g}" if fits > 0 else "--num-workers 0"
         raise ConfigError(f"cpus_per_worker={per_worker:g} asks for more CPUs per worker than {has} ({wait}): use "
                           f"{fix}, or a cluster with more CPUs")
+    if cfg.elastic and short_cpus:
+        fits = int(cpus // per_worker)  # >= 1: more CPUs per worker than there are was refused above
+        raise ConfigError(
+            f"num_workers={cfg.min_workers}-{cfg.max_workers} (elastic) starts once its minimum of {cfg.min_workers} "
+            f"worker(s) x {per_worker:g} CPU ({cfg.min_workers * per_worker:g} CPUs) can be placed, and {has} ({wait}): "
+            f"use --num-workers {fits}-{cfg.max_workers}, a smaller cpus_per_worker, or a cluster with more CPUs")
     check_worker_cpus(cfg, cpus, where)
 
 

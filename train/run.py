@@ -11,9 +11,11 @@ Layout of a run (``{storage_path}/{run_name}/``)::
     checkpoint_manager_snapshot.json   Ray Train's; same storage+name => resume
     run_key.json                       what the run trains (train.run_key)
     run_plan.json                      what preflight decided (train.plan)
-    step-0000125/                      one folder per report
+    step-0000125/                      one folder per report; a rerun resumes from (and the final model is
+                                       selected among) the whole ones of this run (train.checkpoints)
         state.pt                       model + heads + optimizer + scheduler + step/epoch
-        metrics.json                   the metrics reported with it
+        metrics.json                   the metrics reported with it, and the run's fingerprint
+        _files.json                    every file and its size (infra.publish): the folder is whole
         model/                         SentenceTransformer folder (+ method heads)
     model/                             the final model: best (checkpoint_metric) or latest
         modules.json, config.json, model.safetensors, tokenizer..., 1_Pooling/[, 2_Dense/]
@@ -28,6 +30,7 @@ from __future__ import annotations
 import time
 from functools import partial
 
+from infra.storage import arrow_filesystem
 from train.config import TrainConfig
 from train.finish import TrainOutcome, finish
 from train.plan import RunPlan, make_plan, print_plan, record_plan
@@ -40,7 +43,7 @@ def run(cfg: TrainConfig, callbacks=(), *, resume: bool = False, overwrite: bool
     A run folder with checkpoints is resumed only if it trained the same config, sets and base model
     (``train.run_key``); ``overwrite`` removes it first, ``resume`` fails when there is nothing to resume."""
     from train.progress import PROGRESS_FILE, ProgressBar, wants_bar
-    from train.run_key import check_run_key
+    from train.run_key import check_run_key, run_fingerprint
 
     started = time.time()
     log = partial(print, flush=True)
@@ -49,7 +52,8 @@ def run(cfg: TrainConfig, callbacks=(), *, resume: bool = False, overwrite: bool
     print_plan(plan, log)
     record_plan(plan)
     progress_file = f"{plan.run_folder}/{PROGRESS_FILE}" if wants_bar(run_dir=plan.run_folder) else None
-    trainer = build_trainer(cfg, callbacks=callbacks, progress_file=progress_file, plan=plan)
+    trainer = build_trainer(cfg, callbacks=callbacks, progress_file=progress_file, plan=plan,
+                            fingerprint=run_fingerprint(plan.run_folder))
     bar = ProgressBar(progress_file) if progress_file else None
     try:
         result = trainer.fit()
@@ -59,8 +63,23 @@ def run(cfg: TrainConfig, callbacks=(), *, resume: bool = False, overwrite: bool
     return finish(plan, result, started)
 
 
+def read_train_set(path: str):
+    """The set at ``path`` as a Ray Dataset: the files ``ingest.sets.set_files`` names (those its manifest
+    lists), read through the storage client (``infra.storage``). A ``memory://`` set lives in this process
+    alone: it is read here and handed to Ray whole."""
+    import ray.data
+
+    from ingest.sets import read_table, set_files
+
+    if path.startswith("memory://"):
+        return ray.data.from_arrow(read_table(path))
+    files = set_files(path)  # never empty: the plan checked the set
+    arrow_fs, _ = arrow_filesystem(files[0])
+    return ray.data.read_parquet([arrow_filesystem(f)[1] for f in files], filesystem=arrow_fs)
+
+
 def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=None, progress_file: str | None = None,
-                  plan: RunPlan | None = None):
+                  plan: RunPlan | None = None, fingerprint: str | None = None):
     """A ``TorchTrainer`` for ``cfg`` (planned first: ``train.plan``).
 
     ``callbacks`` are Ray Train ``UserCallback``s (e.g. tune's
@@ -68,7 +87,9 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
     ``validation``: a ``ValidationConfig`` that scores the reported checkpoints
     asynchronously (tune's evaluation pool) instead of rank 0 in the loop;
     ``progress_file``: where rank 0 writes its progress for the driver's bar (``train.progress``);
-    ``plan``: ``make_plan(cfg)``, when the caller has made (and recorded) it.
+    ``plan``: ``make_plan(cfg)``, when the caller has made (and recorded) it;
+    ``fingerprint``: the run's (``train.run_key.run_fingerprint``, once ``check_run_key`` has passed): its
+    checkpoints carry it, and the newest whole one is what the run resumes from (``train.checkpoints``).
     """
     if plan is None:
         plan = make_plan(cfg)
@@ -80,7 +101,6 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
 
         check_local_checkpoints(plan.run_folder, STATE_FILE)
     ray_for_training(plan.config)
-    import ray.data
     from ray.train import (
         CheckpointConfig,
         DataConfig,
@@ -95,7 +115,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
     config, method = plan.worker_config, plan.method  # the workers' config: local paths absolute
     datasets = data_config = None
     if not config.elastic:  # an elastic run's workers read the set themselves (train.feeds.GlobalFeed)
-        ds = ray.data.read_parquet(plan.set_paths[method.train_set]).select_columns(method.sets[method.train_set])
+        ds = read_train_set(plan.set_paths[method.train_set]).select_columns(method.sets[method.train_set])
         if config.pretokenize:
             from train.batch import pretokenize
 
@@ -120,13 +140,17 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         # local mode: Ray leaves checkpoints where they are written (a bucket's: uploaded by the loop)
         local_checkpoint_root=plan.run_folder if local_mode else None,
         async_validation=validation is not None,
+        resume_from=_resume_from(plan.run_folder, fingerprint),
+        run_fingerprint=fingerprint,
     )
     if run_config is None:
         from train.logs import train_logging_config
 
+        storage_filesystem, storage_path = arrow_filesystem(plan.storage_path)  # the one storage client
         run_config = RunConfig(
             name=config.name,
-            storage_path=plan.storage_path,
+            storage_path=storage_path,
+            storage_filesystem=storage_filesystem,
             checkpoint_config=CheckpointConfig(
                 num_to_keep=config.keep_checkpoints,
                 checkpoint_score_attribute=plan.checkpoint_metric,
@@ -157,3 +181,11 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         dataset_config=data_config,
         validation_config=validation,
     )
+
+
+def _resume_from(run_folder: str, fingerprint: str | None) -> str | None:
+    """The newest whole checkpoint of the run ``fingerprint`` names (``train.checkpoints``), or None."""
+    from train.checkpoints import newest_checkpoint
+
+    newest = newest_checkpoint(run_folder, fingerprint)
+    return newest.path if newest is not None else None

@@ -16,21 +16,28 @@ A run folder with checkpoints is resumed only when its key equals the new run's;
 ``--name``, or ``--overwrite`` (the old folder removed first). ``--resume`` asks for a resume and
 fails when there is nothing compatible to resume. A run folder written before keys existed resumes
 as before, with a warning.
+
+A fresh start also writes a ``run_id`` (random) beside the key: :func:`run_fingerprint`, the sha256 of the
+whole record, names this run and no other — not an older run of the same config whose folder was removed
+and whose leftovers remain. Every checkpoint carries it (``train.checkpoints``), and only checkpoints that
+carry it are resumed from or selected.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import uuid
 from pathlib import Path
 
-import fsspec
-
+from infra.storage import filesystem
 from infra.uris import as_local, is_uri
 from ingest.sets import file_digest, manifest_path, read_json, write_json
 from train.config import ConfigError, TrainConfig
 
 RUN_KEY = "run_key.json"
+RUN_ID = "run_id"  # written with the key at a fresh start; not part of what is compared
 RESUME_FREE = frozenset({
     "storage_path", "run_name", "max_steps", "epochs", "num_workers", "use_gpu", "cpus_per_worker",
     "mixed_precision", "chunk_size", "pretokenize", "checkpoint_every_steps", "keep_checkpoints",
@@ -41,7 +48,7 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".msgpack")
 
 
 def _sha256(path: str) -> str | None:
-    fs, local = fsspec.core.url_to_fs(path)
+    fs, local = filesystem(path)
     return file_digest(path)["sha256"] if fs.exists(local) else None
 
 
@@ -94,7 +101,7 @@ def check_run_key(cfg: TrainConfig, run_dir: str, set_paths: dict, *, resume: bo
     key or a summary). ``resume``: a fresh start is an error."""
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite ask for opposite things: pass one")
-    fs, local = fsspec.core.url_to_fs(run_dir)
+    fs, local = filesystem(run_dir)
     key = run_key(cfg, set_paths)
     if overwrite and fs.exists(local):
         markers = ("run_key.json", "train_summary.json", "checkpoint_manager_snapshot.json")
@@ -105,15 +112,15 @@ def check_run_key(cfg: TrainConfig, run_dir: str, set_paths: dict, *, resume: bo
     if not _has_checkpoints(fs, local):
         if resume:
             raise ConfigError(f"--resume: no run to resume at {run_dir} (no checkpoint); drop --resume to start it")
-        write_json(key, f"{run_dir.rstrip('/')}/{RUN_KEY}")
+        write_json({**key, RUN_ID: uuid.uuid4().hex}, f"{run_dir.rstrip('/')}/{RUN_KEY}")
         return "fresh"
     old = read_json(f"{run_dir.rstrip('/')}/{RUN_KEY}")
     if old is None:
         log(f"[train] warning: {run_dir} has checkpoints but no {RUN_KEY} (written before runs were keyed): "
             "resuming without checking that it trained the same config, sets and base model")
-        write_json(key, f"{run_dir.rstrip('/')}/{RUN_KEY}")
+        write_json({**key, RUN_ID: uuid.uuid4().hex}, f"{run_dir.rstrip('/')}/{RUN_KEY}")
         return "resume"
-    differences = _differences(old, key)
+    differences = _differences({k: v for k, v in old.items() if k != RUN_ID}, key)
     if differences:
         name = os.path.basename(run_dir.rstrip("/"))
         raise ConfigError(
@@ -122,3 +129,14 @@ def check_run_key(cfg: TrainConfig, run_dir: str, set_paths: dict, *, resume: bo
             + f". Start fresh under a new name (--name {name}-2; --set run_name={name}-2 where there is no --name) "
             f"or replace it (--overwrite, or remove {run_dir})")
     return "resume"
+
+
+def run_fingerprint(run_dir: str) -> str | None:
+    """The fingerprint of the run in ``run_dir``: the sha256 (16 hex digits) of its ``run_key.json`` record
+    (key and ``run_id``), read through the storage client; None when the folder has no record."""
+    fs, path = filesystem(f"{run_dir.rstrip('/')}/{RUN_KEY}")
+    try:
+        record = json.loads(fs.cat_file(path))
+    except FileNotFoundError:
+        return None
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]

@@ -43,13 +43,17 @@ def load_tensors(path: str | Path, *, mmap: bool = False) -> dict:
 
 
 def check_local_checkpoints(run_dir: str | Path, state_file: str) -> int:
-    """Before Ray starts a resume: every ``step-*/{state_file}`` under a local ``run_dir`` loads safely.
+    """Before Ray starts a resume: every whole ``step-*/{state_file}`` under a local ``run_dir`` loads safely.
 
     Returns how many were checked (0 for a fresh run or remote storage, which the workers check as they load).
     """
+    from infra.publish import is_complete
+
     run_dir = Path(run_dir)
     checked = 0
     for path in sorted(run_dir.glob(f"step-*/{state_file}")):
+        if not is_complete(path.parent, require_manifest=True):
+            continue  # a copy a killed writer left: never a resume candidate (train/checkpoints.py), not read
         load_tensors(path, mmap=True)
         checked += 1
     return checked

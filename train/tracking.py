@@ -87,10 +87,10 @@ class TensorBoardLog:
         """The metrics of a report: the training figures, the method's loss parts, the dev metric."""
         report_to(self, step, metrics, dev_key)
         self.writer.flush()
-        if self.remote:
-            import pyarrow.fs
+        if self.remote:  # each event file uploaded whole, through the storage client
+            from infra.uris import put_files
 
-            pyarrow.fs.copy_files(str(self.local), self.remote)
+            put_files(self.local, self.remote)
 
     def close(self) -> None:
         self.writer.close()

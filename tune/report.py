@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,12 +206,16 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
         else:
             kept = (checkpoint / "model").is_dir()
         if kept:
+            from infra.publish import publish_folder
+
             files["best_model"] = str(folder_path / "best_model")
-            shutil.rmtree(files["best_model"], ignore_errors=True)
-            if remote is not None:
-                fs.get(source.rstrip("/") + "/", files["best_model"] + "/", recursive=True)
-            else:
-                shutil.copytree(checkpoint / "model", files["best_model"])
+            with tempfile.TemporaryDirectory(prefix="structcse-best-model-") as copied:
+                model = checkpoint / "model"
+                if remote is not None:
+                    model = Path(copied) / "model"
+                    fs.get(source.rstrip("/") + "/", f"{model}/", recursive=True)
+                # whole or not at all: a search's rerun never leaves a mix of two trials' models
+                publish_folder(model, f"{(remote or str(folder_path)).rstrip('/')}/best_model")
             lines += [(f"Best model (trial `{best['trial_id']}`, step {best['best_step']}): `best_model/`; its "
                       "config: `best_config.yaml`."), ""]
         else:
