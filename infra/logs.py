@@ -164,6 +164,7 @@ def quiet_worker() -> None:
     if verbose_requested():
         return
     logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+    _storage_quiet()
     _hf_quiet(bars=os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "1") == "1", imported_only=False)
     if is_quiet():
         _apply_quiet_in_process()
@@ -235,10 +236,17 @@ class _RayInfoOff(logging.Filter):
         return record.levelno >= logging.WARNING or not str(record.pathname).startswith(self.ray_dir)
 
 
+def _storage_quiet() -> None:
+    """The storage clients' INFO lines ("Found credentials in environment variables", per process)."""
+    for name in ("botocore", "aiobotocore", "s3fs", "gcsfs", "fsspec", "urllib3"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def _apply_quiet_in_process() -> None:
     """The quiet settings for loggers already configured in this process (modules imported before
     the variables were set; a Ray Train worker whose loggers Ray configured at its start)."""
     logging.getLogger("sentence_transformers").setLevel(logging.WARNING)  # "Load pretrained ..." at INFO
+    _storage_quiet()
     for name in ("ray.data", "ray.train", "ray.tune"):
         if name == "ray.data" and "ray.data" not in sys.modules:
             continue

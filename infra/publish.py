@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -81,9 +82,29 @@ def _manifest_text(files: dict[str, int]) -> str:
     return json.dumps({"files": files}, indent=1, sort_keys=True)
 
 
+def _sweep_local(dest: Path) -> None:
+    """Copies of ``dest`` that a killed writer on this host left beside it (their pid is gone)."""
+    host = socket.gethostname()
+    for left in dest.parent.glob(f".{dest.name}.new-*"):
+        owner = left.name.rsplit("-", 2)
+        if len(owner) == 3 and owner[1] == host.replace("-", "_") and owner[2].isdigit() and not _alive(int(owner[2])):
+            shutil.rmtree(left, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _publish_local(src: Path, files: dict[str, int], dest: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = dest.with_name(f".{dest.name}.new-{_token()}")
+    _sweep_local(dest)
+    staging = dest.with_name(f".{dest.name}.new-{_token()}-{socket.gethostname().replace('-', '_')}-{os.getpid()}")
     staging.mkdir()
     (staging / PUBLISHING).write_text("{}")
     for name in files:

@@ -24,7 +24,7 @@ import bz2
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import fsspec
+from infra.storage import open_file
 
 BLOCK_MAGIC = 0x314159265359
 EOS_MAGIC = 0x177245385090
@@ -117,7 +117,7 @@ def recover(path: str, skip: int = 0) -> Iterator[bytes | Gap]:
     """The file's decoded bytes block by block, a `Gap` for each run of blocks that cannot be decoded.
     The first ``skip`` decoded bytes of the intact blocks before the first damage are not yielded
     (a streaming decoder already read them)."""
-    with fsspec.open(path, "rb") as f:
+    with open_file(path, "rb") as f:
         size = f.size if hasattr(f, "size") and f.size is not None else f.seek(0, 2)
         blocks = find_blocks(f, size)
         index, skipped, damaged = 0, 0, False

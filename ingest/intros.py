@@ -20,10 +20,10 @@ import json
 import math
 from collections import Counter
 
-import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from infra.storage import filesystem
 from ingest import schemas
 from ingest.entity_pairs import sitelink_side
 from ingest.sets import align, hash_buckets, map_buckets, read_dataset, set_files, write_manifest, write_table
@@ -68,7 +68,7 @@ def _write(bucket: pa.Table, out: str) -> pa.Table:
 def _files_for(work_files: list[str], file_bytes: int) -> int:
     total = 0
     for path in work_files:
-        fs, local = fsspec.core.url_to_fs(path)
+        fs, local = filesystem(path)
         total += fs.size(local)
     return max(1, math.ceil(total / file_bytes))
 

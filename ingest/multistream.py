@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import fsspec
+from infra.storage import filesystem, open_file
 
 INDEX_SUFFIX = "-index.txt.bz2"
 
@@ -81,7 +81,7 @@ def _read_header(path: str, first_stream_offset: int | None) -> bytes:
     """The ``<siteinfo>`` header: stream 0 of a multistream dump, or the first
     64 KiB of a plain dump."""
     try:
-        with fsspec.open(path, "rb") as f:
+        with open_file(path, "rb") as f:
             if first_stream_offset is not None:
                 return bz2.BZ2Decompressor().decompress(f.read(first_stream_offset))
             head = f.read(4)
@@ -115,14 +115,14 @@ def find_index(dump_path: str) -> str | None:
     if not dump_path.endswith("-multistream.xml.bz2"):
         return None
     candidate = dump_path[: -len(".xml.bz2")] + INDEX_SUFFIX
-    fs, local = fsspec.core.url_to_fs(candidate)
+    fs, local = filesystem(candidate)
     return candidate if fs.exists(local) else None
 
 
 def _index_fields(index_path: str):
     """``(offset, page_id, raw title bytes)`` of every index line, in file order;
     a malformed line is a DumpFormatError naming the file and line."""
-    with fsspec.open(index_path, "rb", compression="infer") as f:
+    with open_file(index_path, "rb", compression="infer") as f:
         for line_number, raw in enumerate(f, start=1):
             line = raw.rstrip(b"\n")
             if not line:
@@ -191,7 +191,7 @@ def plan_shards(dump_paths: list[str], shard_bytes: int = 32 << 20, first_shard_
             shards.append(WikipediaShard(shard_id, path, wiki))
             shard_id += 1
             continue
-        fs, local = fsspec.core.url_to_fs(path)
+        fs, local = filesystem(path)
         ranges = count_index_streams(index, fs.size(local))
         wiki = wiki_of(path, reject_dtd(path, _read_header(path, ranges[0].start if ranges else None))) or default_wiki
         group: list[StreamRange] = []
@@ -231,7 +231,7 @@ def dump_files_in(path: str) -> list[str]:
         if not files:
             raise DumpFormatError(f"{path}: no .xml or .bz2 dump files in this folder")
         return files
-    fs, local = fsspec.core.url_to_fs(path)
+    fs, local = filesystem(path)
     if not fs.exists(local):
         raise FileNotFoundError(f"Wikipedia dump not found: {path}")
     return [path]

@@ -45,17 +45,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import resource
 from collections import Counter
 
-import fsspec
 import pyarrow as pa
 
+from infra.storage import filesystem, open_file
 from ingest import duplicates, multistream, schemas, wikidata, wikidata_ranges
 from ingest.sets import read_json as _read_json
-from ingest.sets import file_stamp, write_json, write_table
+from ingest.sets import file_stamp, write_bytes, write_json, write_table
 from ingest.wikipedia import LostPages, Page, PageError, decode_xml_bytes, iter_pages_from_file, parse_pages
 from ingest.wikitext import extractor_loops, normalize_title, split_sentences, wikitext_to_text
 
@@ -125,7 +124,7 @@ def read_digest(kind: str, spec: str) -> str:
     where the file's size and modification stamp did not (a copy that kept the stamp)."""
     path, spans = compressed_spans(kind, spec)
     digest = hashlib.sha256()
-    with fsspec.open(path, "rb") as f:
+    with open_file(path, "rb") as f:
         for start, end in spans:
             f.seek(start)
             left = end - start
@@ -256,11 +255,7 @@ class _ShardPages:
 
 def _quarantine(f, start: int, end: int, path: str) -> str:
     f.seek(start)
-    raw = f.read(end - start)
-    fs, local = fsspec.core.url_to_fs(path)
-    fs.makedirs(os.path.dirname(local), exist_ok=True)
-    with fs.open(local, "wb") as q:
-        q.write(raw)
+    write_bytes(f.read(end - start), path)
     return path
 
 
@@ -269,7 +264,7 @@ def process_wikipedia_shard(shard: multistream.WikipediaShard, out: str, cfg: di
     quarantined: list[dict] = []
     truncated = damaged = False
     if shard.streams:
-        with fsspec.open(shard.path, "rb") as f:
+        with open_file(shard.path, "rb") as f:
             for stream in shard.streams:
                 try:
                     data = multistream.read_stream(f, stream)
@@ -294,7 +289,7 @@ def process_wikipedia_shard(shard: multistream.WikipediaShard, out: str, cfg: di
                     gap = item.gap
                     damaged, truncated = True, truncated or gap.at_end
                     pages.status["corrupt_block"] += item.pages
-                    with fsspec.open(shard.path, "rb") as f:
+                    with open_file(shard.path, "rb") as f:
                         copy = _quarantine(f, gap.start, gap.end,
                                            f"{out}/_quarantine/{shard.wiki}-blocks-{gap.start:012d}.bz2")
                     quarantined.append({"path": shard.path, "offset": gap.start, "end": gap.end, "pages": item.pages,
@@ -363,7 +358,7 @@ def remove_stale_unit_files(out: str, units: list[dict], kinds: tuple[str, ...])
     """Remove the pass-1 files (and done-markers) in ``out`` of units of ``kinds`` that this run's plan lacks:
     what an earlier run into the same ``--out`` with other inputs or shard sizes left, which would otherwise
     be read as part of this run's sets (rows twice). Returns how many files were removed."""
-    fs, root = fsspec.core.url_to_fs(out)
+    fs, root = filesystem(out)
     root = root.rstrip("/")
     planned = {(u["kind"], int(u["unit_id"])) for u in units}
     stale = []

@@ -47,10 +47,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import BinaryIO
 
-import fsspec
-
+from infra.storage import filesystem, open_file
 from ingest import bz2_blocks
-from ingest.sets import file_stamp
+from ingest.sets import file_stamp, write_bytes
 
 COMPRESSIONS = ("none", "gz", "bz2")
 GZIP_MAGIC = b"\x1f\x8b\x08"
@@ -97,7 +96,7 @@ def compression_of(path: str) -> str:
 
 
 def _open(path: str) -> BinaryIO:
-    return fsspec.open(path, "rb").open()
+    return open_file(path, "rb")
 
 
 def plan_ranges(paths: list[str], target_bytes: int, index_dir: str) -> list[WikidataRange]:
@@ -157,18 +156,14 @@ def write_bz2_index(index_path: str, header: dict, block_offsets: dict[int, int]
     buffer = io.BytesIO()
     np.savez(buffer, compressed_bits=bits, uncompressed_bytes=out,
              header=np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8))
-    fs, local = fsspec.core.url_to_fs(index_path)  # in the job's _work folder: local, or the bucket (every node reads it)
-    tmp = f"{local}.tmp.{os.getpid()}"
-    with fs.open(tmp, "wb") as f:
-        f.write(buffer.getvalue())
-    fs.mv(tmp, local)
+    write_bytes(buffer.getvalue(), index_path)  # in the job's _work folder: local, or the bucket (every node reads it)
 
 
 def read_bz2_index(index_path: str) -> tuple[dict, dict[int, int]]:
     """(header, block offsets) of an index file; anything but this project's plain ``.npz`` is a DumpError."""
     import numpy as np
 
-    fs, local = fsspec.core.url_to_fs(index_path)
+    fs, local = filesystem(index_path)
     try:
         with fs.open(local, "rb") as f, np.load(io.BytesIO(f.read()), allow_pickle=False) as npz:
             header = json.loads(bytes(npz["header"]).decode())
@@ -199,8 +194,7 @@ def bz2_index(path: str, index_dir: str) -> tuple[str | None, int]:
 
     size, stamp = file_stamp(path)
     key = hashlib.sha256(f"{path}\0{size}\0{stamp}".encode()).hexdigest()[:24]
-    fs, local_dir = fsspec.core.url_to_fs(index_dir)
-    fs.makedirs(local_dir, exist_ok=True)
+    fs, local_dir = filesystem(index_dir)  # write_bytes makes a local folder; a bucket needs none
     index_path = f"{index_dir.rstrip('/')}/{os.path.basename(path)}.{key}{INDEX_SUFFIX}"
     if fs.exists(f"{local_dir.rstrip('/')}/{os.path.basename(index_path)}"):
         header, _ = read_bz2_index(index_path)
@@ -227,7 +221,7 @@ class _bz2_source:
         self.file = None
 
     def __enter__(self):
-        fs, fs_path = fsspec.core.url_to_fs(self.path)
+        fs, fs_path = filesystem(self.path)
         if "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
             return fs_path
         self.file = fs.open(fs_path, "rb")

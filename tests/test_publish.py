@@ -112,3 +112,17 @@ def test_small_files_are_written_whole(tmp_path, s3_server):
     from infra.uris import read_text
 
     assert read_text(f"{s3_server}/publish-test/summary.json") == "{\"a\": 1}"
+
+
+def test_a_copy_left_by_a_killed_local_writer_is_swept_by_the_next_publication(tmp_path):
+    src = _folder(tmp_path / "src", "a")
+    dest = tmp_path / "model"
+    child = _publish_in_child(src, str(dest), delay=0.5)
+    deadline = time.time() + 30
+    while not list(tmp_path.glob(".model.new-*/part-0.bin")) and time.time() < deadline:
+        time.sleep(0.02)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    assert list(tmp_path.glob(".model.new-*")) and not dest.exists()
+    publish_folder(src, dest)
+    assert not list(tmp_path.glob(".model.new-*")) and is_complete(dest, require_manifest=True)

@@ -6,8 +6,7 @@ import argparse
 import re
 import sys
 
-import fsspec
-
+from infra.storage import open_file
 from ingest import schemas
 from ingest.pairs.sources import KINDS, PRESETS, PairIngestConfig, PairSource, PairSourceError
 
@@ -120,7 +119,7 @@ def parse_args(argv=None) -> tuple[PairIngestConfig, argparse.Namespace]:
     if args.config:
         import yaml
 
-        with fsspec.open(args.config, "rt", encoding="utf-8") as f:
+        with open_file(args.config, "rt", encoding="utf-8") as f:
             data = yaml.safe_load(f) or {}
     cfg = PairIngestConfig.from_dict({"out": args.out or data.get("out"), **{k: v for k, v in data.items()
                                                                            if k != "out"}})

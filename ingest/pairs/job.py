@@ -17,9 +17,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-import fsspec
 import ray
 
+from infra.storage import filesystem
 from ingest.pairs.negatives import cap_relations, per_premise, random_negatives
 from ingest.pairs.output import files_for, to_final, write_manifests, write_set
 from ingest.pairs.readers import UNITS, read_unit
@@ -28,7 +28,7 @@ from ingest.sets import read_dataset, write_json
 
 
 def _clear(path: str) -> None:
-    fs, local = fsspec.core.url_to_fs(path)
+    fs, local = filesystem(path)
     if fs.exists(local):
         fs.rm(local, recursive=True)
 

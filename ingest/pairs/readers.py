@@ -18,6 +18,7 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from infra.storage import arrow_filesystem
 from ingest.pairs.sources import FIRST_ROWS, open_text
 from ingest.sets import file_digest, write_table
 
@@ -120,7 +121,8 @@ def _records(unit: dict):
         return
     if fmt == "parquet":
         offset = spec.get("row_offset", 0)
-        table = pq.read_table(files[0])
+        arrow_fs, path = arrow_filesystem(files[0])
+        table = pq.read_table(path, filesystem=arrow_fs)
         for i, record in enumerate(table.to_pylist()):
             yield offset + i, record
         return

@@ -14,8 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from pathlib import PurePosixPath
 
-import fsspec
-
+from infra.storage import filesystem, open_file
 from ingest.pairs.labels import NLI_INT_LABELS, NLI_TEXT_LABELS, RSE_RELATIONS
 from ingest.sets import write_table
 
@@ -122,19 +121,19 @@ class PairIngestConfig:
 
 
 def _exists(path: str) -> bool:
-    fs, local = fsspec.core.url_to_fs(path)
+    fs, local = filesystem(path)
     return fs.exists(local)
 
 
 def open_text(path: str, newline: str | None = None, errors: str = "replace"):
     """A text file (fsspec URI; .gz/.bz2/... decompressed by the name), UTF-8; bytes that are not UTF-8
     read as U+FFFD, for the readers to count (``not_utf8``) instead of a decode error in a worker."""
-    return fsspec.open(path, "rt", compression="infer", encoding="utf-8", newline=newline, errors=errors)
+    return open_file(path, "rt", compression="infer", encoding="utf-8", newline=newline, errors=errors)
 
 
 def _count_lines(path: str) -> int:
     count, last = 0, b"\n"
-    with fsspec.open(path, "rb", compression="infer") as f:
+    with open_file(path, "rb", compression="infer") as f:
         for chunk in iter(lambda: f.read(1 << 22), b""):
             count += chunk.count(b"\n")
             last = chunk[-1:]
