@@ -6,4 +6,4 @@ FROM rayproject/ray:2.60.0-py311-gpu
 RUN (command -v gcc || (sudo apt-get update -q && sudo apt-get install -y -q gcc)) && \
     pip install -q "torch==2.13.0"
 COPY --chown=ray:users . /home/ray/structcse
-RUN pip install -q "/home/ray/structcse[s3]" && python -c "import _structcse_wikitext"
+RUN pip install -q "/home/ray/structcse[cloud]" && python -c "import _structcse_wikitext"

@@ -168,8 +168,8 @@ def failed_job_feeds_next(setting: dict, out: Path) -> dict:
     done = subprocess.run([sys.executable, *command], cwd=REPO, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"ingest.dsbats exited {done.returncode}: {done.stderr[-500:]}")
-    first = read_job(str(dsbats))["job_id"]
-    _kill_when(command, lambda: (read_job(str(dsbats)) or {}).get("job_id") not in (None, first))
+    first = read_job(str(dsbats), "dsbats")["job_id"]
+    _kill_when(command, lambda: (read_job(str(dsbats), "dsbats") or {}).get("job_id") not in (None, first))
     killed = {**setting, "sets": str(sets)}
     refused = {
         "train": timed_cli(train_args(killed, str(out / "runs-killed"), "fed", 2)),

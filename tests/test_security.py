@@ -77,6 +77,10 @@ def test_planted_checkpoint_state_and_heads_are_refused(tmp_path):
     _plant(state, marker)
     with pytest.raises(UnsafeStateError, match="refused: it holds objects other than tensors"):
         load_tensors(state)
+    from infra.publish import seal
+
+    assert check_local_checkpoints(tmp_path / "run", "state.pt") == 0  # an unsealed copy is never a candidate: unread
+    seal(state.parent)  # a planted checkpoint that passes for a whole one is read safely, and refused
     with pytest.raises(UnsafeStateError, match="step-0000003"):
         check_local_checkpoints(tmp_path / "run", "state.pt")
     assert not marker.exists()
@@ -110,6 +114,9 @@ def test_a_resume_from_a_planted_state_stops_before_ray_starts(demo_sets, demo_t
                                  "run_name": "victim"})
     marker = tmp_path / "pwned"
     _plant(tmp_path / "runs" / "victim" / "step-0000001" / "state.pt", marker)
+    from infra.publish import seal
+
+    seal(tmp_path / "runs" / "victim" / "step-0000001")  # passes for a whole checkpoint
     with pytest.raises(UnsafeStateError, match="victim/step-0000001/state.pt"):
         build_trainer(cfg)
     assert not marker.exists()

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from ingest.schemas import SchemaError
-from ingest.set_integrity import JOB, finish_job, read_job, start_job
+from ingest.set_integrity import finish_job, job_file, read_job, start_job
 from ingest.sets import check_set, set_files, write_manifest, write_table
 
 
@@ -31,7 +32,7 @@ def test_a_set_of_a_job_that_did_not_finish_is_refused_naming_the_job(tmp_path):
     with pytest.raises(SchemaError, match=r"the ingest job writing .* did not finish; rerun `python -m ingest`"):
         check_set(f"{out}/sentences", "sentences", required=["sentence"])
     finish_job(out, job_id)
-    assert read_job(out)["status"] == "done"
+    assert read_job(out, "ingest")["status"] == "done"
     check_set(f"{out}/sentences", "sentences", required=["sentence"])
 
 
@@ -71,11 +72,11 @@ def test_a_folder_without_manifest_in_a_jobs_output_is_refused(tmp_path):
 
 def test_ingest_marks_its_job_and_seals_every_set(demo_sets):
     out, manifest = demo_sets
-    job = json.loads((out / JOB).read_text())
+    job = json.loads(Path(job_file(str(out), "ingest")).read_text())
     assert job["status"] == "done" and job["job_id"] == manifest["job_id"]
     for name in ("sentences", "wikidata", "intros", "entities", "entity_pairs"):
         set_manifest = json.loads((out / name / "_manifest.json").read_text())
-        assert set_manifest["job_id"] == job["job_id"], name
+        assert (set_manifest["job"], set_manifest["job_id"]) == ("ingest", job["job_id"]), name
         assert set_manifest["file_sizes"], name
         sizes = {p.name: p.stat().st_size for p in (out / name).glob("*.parquet")}
         assert set_manifest["file_sizes"] == {k: sizes[k] for k in set_manifest["file_sizes"]}, name
@@ -87,8 +88,8 @@ def test_train_refuses_the_sets_of_a_killed_ingest_in_one_line(demo_sets, demo_t
     out, _ = demo_sets
     copy = tmp_path / "sets"
     shutil.copytree(out / "sentences", copy / "sentences")
-    marker = json.loads((out / JOB).read_text())
-    (copy / JOB).write_text(json.dumps({**marker, "status": "running"}))  # what a killed ingest leaves
+    marker = json.loads(Path(job_file(str(out), "ingest")).read_text())
+    Path(job_file(str(copy), "ingest")).write_text(json.dumps({**marker, "status": "running"}))  # a killed ingest's
     started = time.time()
     code = main(["--config", "configs/simcse_unsup.yaml", "--data", str(copy), "--model", str(demo_tiny_bert),
                  "--storage", str(tmp_path / "runs"), "--num-workers", "0", "--max-steps", "1"])
@@ -96,3 +97,12 @@ def test_train_refuses_the_sets_of_a_killed_ingest_in_one_line(demo_sets, demo_t
     assert code == 2 and len(err.splitlines()) == 1, err
     assert "did not finish; rerun `python -m ingest`" in err
     assert time.time() - started < 30
+
+
+def test_two_jobs_may_share_a_folder(tmp_path):
+    out = str(tmp_path / "sets")
+    ingest = start_job(out, "ingest")
+    _sentences_set(out)
+    finish_job(out, ingest)
+    start_job(out, "aspects")  # another job into the same --out, still running: ingest's set stays whole
+    check_set(f"{out}/sentences", "sentences", required=["sentence"])

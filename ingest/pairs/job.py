@@ -156,6 +156,9 @@ def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
     for path in (f"{work}/pair_units", f"{work}/pair_hf"):
         _clear(path)
     sources, units = resolve_sources(cfg, work, log)  # every source error is raised here, before Ray work
+    from ingest.set_integrity import finish_job, start_job
+
+    job_id = start_job(out, "pairs", "python -m ingest.pairs")  # its sets are whole once it is done
     for path in (f"{out}/nli_triplets", f"{out}/relation_triples"):  # stale parts of an earlier run
         _clear(path)
     tags = [s["tag"] for s in sources]
@@ -173,6 +176,7 @@ def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
     _clear(f"{work}/pair_hf")
     manifest["seconds"] = round(time.time() - started, 2)
     write_json(manifest, f"{out}/pairs_manifest.json")
+    finish_job(out, job_id)
     accounted = all(s["pairs"]["accounted"] for s in manifest["sets"].values())
     log(f"[pairs] wrote {triplets.rows} nli_triplets and {relations.rows} relation_triples "
         f"({manifest['sets']['relation_triples']['relations']}) to {out} in {manifest['seconds']} s; "
