@@ -232,9 +232,17 @@ def _publishing(storage: str, name: str, what: str):
     return ready
 
 
+def _kill_while_publishing(command: list[str], storage: str, name: str, what: str) -> None:
+    """Run ``command`` with publication slowed (0.4 s a file) and SIGKILL it once ``what``'s new copy began."""
+    os.environ["STRUCTCSE_PUBLISH_FILE_DELAY_S"] = "0.4"
+    try:
+        _kill_when(command, _publishing(storage, name, what))
+    finally:
+        os.environ.pop("STRUCTCSE_PUBLISH_FILE_DELAY_S")
+
+
 def killed_during_publish(setting: dict, storage: str, where: str) -> dict:
     """One storage (a local folder or a bucket): the final model, then a checkpoint."""
-    delay = {"STRUCTCSE_PUBLISH_FILE_DELAY_S": "0.4"}
     result = {}
     # the final model: a finished 2-step run (the old model), then a run to 4 steps killed while it publishes
     name = f"final-{where}"
@@ -242,12 +250,7 @@ def killed_during_publish(setting: dict, storage: str, where: str) -> dict:
     if first.returncode != 0:
         raise RuntimeError(f"train exited {first.returncode}: {first.stderr[-600:]}")
     old = _weights(f"{storage}/{name}/model")
-    os.environ.update(delay)
-    try:
-        _kill_when(train_args(setting, storage, name, 4), _publishing(storage, name, "model"))
-    finally:
-        for key in delay:
-            os.environ.pop(key)
+    _kill_while_publishing(train_args(setting, storage, name, 4), storage, name, "model")
     after_kill = _loads(f"{storage}/{name}/model")
     partial = _partial_copy(storage, name, "model")
     refused = timed_cli(["eval", "--task", "sts", "--data", setting["sts"], "--split", "dev", "--model", partial]) \
@@ -262,12 +265,7 @@ def killed_during_publish(setting: dict, storage: str, where: str) -> dict:
     result["refusal"] = refused
     # a checkpoint: killed while step 4 is published, the rerun resumes from step 2's and ends at 6
     name = f"ckpt-{where}"
-    os.environ.update(delay)
-    try:
-        _kill_when(train_args(setting, storage, name, 6), _publishing(storage, name, "step-0000004"))
-    finally:
-        for key in delay:
-            os.environ.pop(key)
+    _kill_while_publishing(train_args(setting, storage, name, 6), storage, name, "step-0000004")
     rerun = cli(train_args(setting, storage, name, 6))
     summary = _summary(storage, name)
     start = (summary.get("last_metrics") or {}).get("start_step") if summary else None
@@ -355,6 +353,10 @@ def main(argv=None) -> int:
         from bench.cloud import STAGES, run_cloud
 
         def throttled():
+            import ray
+
+            if ray.is_initialized():  # the setting's ingest started one; the cloud stages start their own
+                ray.shutdown()
             cloud = run_cloud(out / "cloud", STAGES, fault_rate=args.rate)
             faults = cloud["faults"]
             return {"rate": args.rate, "stages": cloud["stages"],

@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.publish import pid_alive
+
 CACHE_ENV = "STRUCTCSE_CACHE"  # where remote models are cached (default ~/.cache/structcse)
 LOCK_TIMEOUT_ENV = "STRUCTCSE_CACHE_LOCK_TIMEOUT_S"  # how long to wait for another process's copy (default: no limit)
 COMPLETE = ".structcse_complete"  # written last in a partial; a cache folder is renamed into place with it
@@ -189,19 +191,9 @@ def _abandoned(partial: Path) -> bool:
     owner = partial.name.split(".partial.", 1)[1]
     pid_text, _, host = owner.partition(".")
     local = not host or host == socket.gethostname()
-    if local and pid_text.isdigit() and not _alive(int(pid_text)):
+    if local and pid_text.isdigit() and not pid_alive(int(pid_text)):
         return True
     return time.time() - _last_change(partial) > STALE_S
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _last_change(folder: Path) -> float:

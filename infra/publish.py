@@ -87,11 +87,12 @@ def _sweep_local(dest: Path) -> None:
     host = socket.gethostname()
     for left in dest.parent.glob(f".{dest.name}.new-*"):
         owner = left.name.rsplit("-", 2)
-        if len(owner) == 3 and owner[1] == host.replace("-", "_") and owner[2].isdigit() and not _alive(int(owner[2])):
+        if len(owner) == 3 and owner[1] == host.replace("-", "_") and owner[2].isdigit() and not pid_alive(int(owner[2])):
             shutil.rmtree(left, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (whose leftovers may not be swept)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
