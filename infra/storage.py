@@ -27,6 +27,7 @@ CONNECT_TIMEOUT_ENV = "STRUCTCSE_STORAGE_CONNECT_TIMEOUT"
 
 _lock = threading.Lock()
 _retries = 0
+_reporting = False
 
 
 class StorageError(RuntimeError):
@@ -206,6 +207,11 @@ def report_retries_at_exit(prog: str) -> None:
     a store that throttled is survived, and said."""
     import atexit
     import sys
+
+    global _reporting
+    if _reporting:  # one line per process, however many entry points ran in it
+        return
+    _reporting = True
 
     def line() -> None:
         if _retries:
