@@ -197,7 +197,10 @@ def killed_and_resumed(command: list[str], run_folder: str, workdir: Path) -> di
     if again.returncode != 0:
         raise RuntimeError(f"the resumed run exited {again.returncode}: {_error_lines(again.stderr)}")
     summary = json.loads(fs.cat_file(f"{folder}/train_summary.json"))
-    return {"killed_after_checkpoint": killed_at, "resumed_at": summary["last_metrics"].get("start_step"),
+    # where the rerun began, as it says: the newest whole checkpoint, which may be newer than the last one Ray
+    # recorded (one whose upload finished just before the kill), even the last step (nothing left to train)
+    said = re.search(r"resumed at step (\d+)", again.stdout + again.stderr)
+    return {"killed_after_checkpoint": killed_at, "resumed_at": int(said.group(1)) if said else 0,
             "ended_at": summary["last_metrics"].get("step"), "model_path": summary["model_path"]}
 
 

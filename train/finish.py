@@ -44,7 +44,7 @@ def finish(plan: RunPlan, result, started: float) -> TrainOutcome:
         "checkpoint_path": _as_uri(plan, chosen.path),
         "selected_by": selected_by,
         "metrics": metrics,
-        "last_metrics": dict(result.metrics or {}),
+        "last_metrics": _last_metrics(result, metrics),
         "wall_s": round(time.time() - started, 2),
         "config": plan.config.to_dict(),
         **({"elastic": elastic} if elastic is not None else {}),
@@ -53,6 +53,15 @@ def finish(plan: RunPlan, result, started: float) -> TrainOutcome:
 
     write_text(f"{run_dir}/train_summary.json", json.dumps(redact(summary), indent=2, sort_keys=True, default=str))
     return TrainOutcome(model_path=final, metrics=metrics, checkpoint_path=_as_uri(plan, chosen.path))
+
+
+def _last_metrics(result, chosen_metrics: dict) -> dict:
+    """What the run's last step reported. A rerun that resumed at its last step reports nothing, and Ray then
+    returns the metrics of the last checkpoint *it* recorded, older than the one the run resumed from."""
+    reported = dict(result.metrics or {})
+    if (chosen_metrics.get("step") or 0) > (reported.get("step") or 0):
+        return dict(chosen_metrics)
+    return reported
 
 
 def select_checkpoint(plan: RunPlan, result, run_dir: str) -> tuple:
