@@ -134,7 +134,7 @@ def verify_set(path: str, kind: str) -> None:
     except FileNotFoundError:
         manifest = None
     if manifest is not None and manifest.get("job"):
-        marker = read_job(out, manifest["job"]) or {"job": manifest["job"], "status": "marker missing"}
+        marker = read_job(out, manifest["job"])  # None: the set was copied without its job's folder: files checked
     else:  # no manifest, or one written before jobs were marked: any job of the folder still running
         marker = next((m for m in _markers(out) if m.get("status") != "done"), None)
     if marker is not None:

@@ -184,6 +184,7 @@ def test_same_input_and_seed_same_bytes(main_run, main_config, tmp_path):
         assert first and first == again
         manifests = [json.loads((folder / kind / "_manifest.json").read_text()) for folder in (out, tmp_path)]
         configs = [m.pop("config") for m in manifests]
+        assert all(m.pop("job_id") for m in manifests)  # each run's own: which job wrote the set
         assert manifests[0] == manifests[1]
         assert {k for k in configs[0] if configs[0][k] != configs[1][k]} == {"shuffle_partitions"}
 
