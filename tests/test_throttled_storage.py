@@ -19,7 +19,7 @@ def throttled(s3_server, monkeypatch):
 
     from tests.fault_proxy import FaultProxy
 
-    proxy = FaultProxy(os.environ["AWS_ENDPOINT_URL_S3"], rate=0.25, seed=3)
+    proxy = FaultProxy(os.environ["AWS_ENDPOINT_URL_S3"], rate=0.12, reset_share=0.5, seed=3)
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.endpoint)  # infra.storage makes a client for this endpoint
     yield proxy
     proxy.stop()

@@ -93,35 +93,3 @@ def test_the_untrained_key_changes_with_dev_content_seed_pooling_options_and_max
     in_bucket = key(base.with_overrides([f"dev_data={remote}"]))
     fs.pipe_file(f"{remote.removeprefix('s3://')}/sts-dev.csv", b"g\tf\t2012\t1\t3.0\ta\tb\n")
     assert key(base.with_overrides([f"dev_data={remote}"])) != in_bucket
-
-
-def test_a_changed_dev_file_rescores_the_untrained_encoder(demo_world, demo_tiny_bert, ray_session, s3_server,
-                                                           tmp_path):
-    """The kept score (in a bucket) is reused for the same dev data, and a rewritten dev file is scored again."""
-    from tune.scorers import score_untrained_encoder, start_pool, stop_pool
-
-    dev = tmp_path / "sts"
-    dev.mkdir()
-    head = (demo_world.sts_dir / "sts-dev.csv").read_text().splitlines()[:40]  # 40 pairs: a score in a second
-    (dev / "sts-dev.csv").write_text("\n".join(head) + "\n")
-    base = _base(demo_tiny_bert, "x", dev)
-    folder = f"{s3_server}/untrained-{uuid.uuid4().hex[:8]}"
-
-    def scored(runs: int):
-        pool = start_pool("sts_spearman", str(dev), name="untrained-pool", namespace="structcse-test", size=1,
-                          num_cpus=0)
-        try:
-            outs = [score_untrained_encoder(pool, base, {}, folder, "dev_spearman", log=print) for _ in range(runs)]
-            return outs, sum(ray_session.get(pool.stats.remote(), timeout=30)["scored"])
-        finally:
-            stop_pool("untrained-pool", "structcse-test")
-
-    (first, again), count = scored(2)
-    assert first["score"] is not None and again == first and count == 1
-    csv = dev / "sts-dev.csv"
-    lines = csv.read_text().splitlines()
-    gold = [line.split("\t")[4] for line in lines]
-    csv.write_text("\n".join("\t".join(line.split("\t")[:4] + [g] + line.split("\t")[5:])
-                             for line, g in zip(lines, reversed(gold))) + "\n")  # the gold scores reversed
-    (changed,), count = scored(1)
-    assert count == 1 and changed["key"] != first["key"] and changed["score"] != first["score"]
