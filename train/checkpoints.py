@@ -5,7 +5,7 @@ local mode and Ray Train, a local run folder and a bucket alike, so they all res
 A checkpoint is ``{run folder}/step-NNNNNNN/`` (``state.pt``, ``metrics.json``, ``model/``, ``_files.json``).
 It is a candidate only when
 
-* it is whole: ``infra.publish.is_complete(folder, require_manifest=True)`` — a folder a killed writer left,
+* it is whole: ``infra.publish.completeness(folder, require_manifest=True)`` is None — a folder a killed writer left,
   or one Ray Train was still uploading, has no ``_files.json`` or files missing or short;
 * it is this run's: its ``metrics.json`` carries the run's fingerprint (:data:`FINGERPRINT`,
   ``train.run_key.run_fingerprint``: the sha256 of the run folder's ``run_key.json``, which holds a random
@@ -88,7 +88,7 @@ def run_checkpoints(run_dir: str, fingerprint: str | None) -> list[RunCheckpoint
 
 def _candidate(folder: str, step: int, fingerprint: str) -> RunCheckpoint | None:
     """The checkpoint at ``folder`` when it is this run's and whole; else None."""
-    from infra.publish import IncompleteError, is_complete, resolve
+    from infra.publish import IncompleteError, completeness, resolve
     from infra.storage import filesystem
 
     try:
@@ -102,7 +102,7 @@ def _candidate(folder: str, step: int, fingerprint: str) -> RunCheckpoint | None
         return None
     if not isinstance(metrics, dict) or metrics.pop(FINGERPRINT, None) != fingerprint:
         return None  # another run's (or one written before checkpoints carried the fingerprint)
-    if not is_complete(folder, require_manifest=True):
+    if completeness(content, require_manifest=True) is not None:  # ``content``: already resolved
         return None
     return RunCheckpoint(path=content, step=step, metrics=metrics)
 
