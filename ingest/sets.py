@@ -398,13 +398,12 @@ def write_json(obj: dict, path: str) -> None:
 
 
 def code_version() -> str:
-    """The installed ``structcse`` version (a manifest's ``code_version``)."""
-    from importlib.metadata import PackageNotFoundError, version
+    """A manifest's ``code_version``: the project's version with the git commit when the code runs from a
+    checkout (``0.13.0+g1a2b3c4``, ``.dirty`` with uncommitted changes), else the version alone; looked up
+    once per process (:func:`structcse.version.code_version`)."""
+    from structcse.version import code_version as _code_version
 
-    try:
-        return version("structcse")
-    except PackageNotFoundError:
-        return "unknown"
+    return _code_version()
 
 
 def file_stamp(path: str) -> tuple[int, str]:

@@ -11,6 +11,7 @@ aspect retrieval (P@10 on held-out companies) and SRSD of every model -> a table
 
 ``structcse aspects`` (``structcse/aspects.py``): AspectCSE end to end.
 ``structcse dsbats`` (``structcse/dsbats.py``): DSBATS-sn end to end.
+``structcse --version``: the version, and the git commit when run from a checkout (``structcse/version.py``).
 """
 
 from __future__ import annotations
@@ -263,11 +264,26 @@ def demo_to(out: str, seed: int, skip_tune: bool, run=None) -> dict:
     return json.loads(json.dumps(result, default=str).replace(str(staging), out.rstrip("/")))
 
 
+class VersionAction(argparse.Action):
+    """``--version``: ``structcse 0.13.0 (git 1a2b3c4)``; git is asked only when the flag is given."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from structcse.version import version_line
+
+        print(version_line(), flush=True)
+        parser.exit()
+
+
 def main(argv=None) -> int:
     from infra.logs import add_verbose_flag, setup_logging_from_argv
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     parser = argparse.ArgumentParser(prog="structcse", description="structcse: knowledge-structured sentence embeddings on Ray")
+    parser.add_argument("--version", action=VersionAction,
+                        help="print the version (and the git commit in a checkout) and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     demo_parser = commands.add_parser("demo", help="run the whole pipeline on the embedded demo world")
     demo_parser.add_argument("--out", default="demo_out",

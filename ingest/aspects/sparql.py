@@ -49,7 +49,7 @@ from ingest.aspects.validate import (
     check_wiki,
     wiki_site,
 )
-from ingest.sets import code_version
+from structcse.version import __version__
 
 WDQS = "https://query.wikidata.org/sparql"
 ENTITY = "http://www.wikidata.org/entity/"
@@ -63,7 +63,7 @@ PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
 """
 
 
-DEFAULT_USER_AGENT = (f"structcse/{code_version()} (aspect labels for AspectCSE; set aspects.user_agent to a contact "
+DEFAULT_USER_AGENT = (f"structcse/{__version__} (aspect labels for AspectCSE; set aspects.user_agent to a contact "
                       "URL or e-mail, as the Wikimedia User-Agent policy asks)")
 
 
