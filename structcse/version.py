@@ -66,7 +66,7 @@ def _git(root: Path, *args: str) -> str | None:
     if git is None:
         return None
     try:
-        done = subprocess.run([git, "-C", str(root), "--no-optional-locks", *args], capture_output=True,
+        done = subprocess.run([git, "-C", str(root), "--no-optional-locks", *args], check=False, capture_output=True,
                               text=True, timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
         return None
