@@ -9,7 +9,9 @@ nli: ``accuracy``, ``auprc``, ``auprc_trapezoid``; direction:
 aspect_retrieval: ``P@k``, ``R@k``, ``MRR@k`` and ``per_aspect``; srsd:
 ``accuracy``, ``accuracy_reversed``, ``per_kind``; mrpc: ``accuracy``, ``f1``).
 Task names may be written with ``-`` for ``_`` (``aspect-retrieval``); the
-default split is ``dev``, or the task's only split when it has no dev split.
+default split is ``dev`` (sts_all: ``test``, the papers' table), or the task's only split when it has no dev
+split. Without ``--data`` a task reads its public datasets from the Hugging Face Hub by name
+(``score.hub_data.DEFAULT_DATA``; docs/data.md).
 Task options (``--tune-data``, ``--tune-split``, ``--plots``, ``--limit``,
 ``--weights``) are accepted only by the tasks that use them.
 User errors (bad arguments, missing data or model) exit with code 2 and a
@@ -26,7 +28,7 @@ import time
 from pathlib import Path
 
 from infra.uris import as_local
-from eval.tasks import TASKS, get_task
+from eval.tasks import TASKS, default_data, get_task
 
 USAGE_ERROR = 2
 
@@ -50,12 +52,17 @@ def build_parser() -> argparse.ArgumentParser:
                              "train checkpoint folder, or hub name")
     parser.add_argument("--task", default="sts", choices=sorted(TASKS), type=lambda name: name.replace("-", "_"),
                         help="evaluation task (default: sts)")
-    parser.add_argument("--data", required=True,
-                        help="task data folder (sts, relational_sts: sts-{train,dev,test}.csv; nli, direction, "
-                             "link_prediction: SentEval s1/s2/labels.<split> or SICK_<split>.txt; aspect_retrieval: an "
-                             "aspect_docs set folder)")
+    parser.add_argument("--data", default=None,
+                        help="the task's data: a Hugging Face dataset name (read through `datasets`), a folder of a "
+                             "hub dataset's own files (save_to_disk output or the repo's parquet/jsonl files), or a "
+                             "folder in SentEval's layout (sts, relational_sts: sts-{train,dev,test}.csv; sts_all: "
+                             "SentEval's data/downstream tree; nli, direction, link_prediction: s1/s2/labels.<split> "
+                             "or SICK_<split>.txt; mrpc: msr_paraphrase_{train,test}.txt; aspect_retrieval, srsd: a "
+                             "set folder; stc: the STC files). Default: the task's public datasets "
+                             "(sts: mteb/stsbenchmark-sts; sts_all: mteb/sts12-sts ... mteb/sickr-sts; nli, direction, "
+                             "link_prediction: stanfordnlp/snli; mrpc: nyu-mll/glue mrpc); see docs/data.md")
     parser.add_argument("--split", default=None,
-                        help="split to evaluate: dev, test, train (SICK: trial) (default: dev; "
+                        help="split to evaluate: dev, test, train (SICK: trial) (default: dev; sts_all: test; "
                              "aspect_retrieval: test)")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size (default: 64)")
     parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda (default: auto)")
@@ -121,8 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     task = get_task(args.task)
+    if args.data is None:  # the task's public datasets, by name (score.hub_data)
+        args.data = default_data(task.name)
+        if args.data is None:
+            return usage_error(f"task {task.name} needs --data FOLDER (it has no public dataset by name; "
+                               "see docs/data.md)")
     if args.split is None:
-        args.split = "dev" if "dev" in task.splits else task.splits[0]
+        args.split = task.default_split or ("dev" if "dev" in task.splits else task.splits[0])
     if args.split not in task.splits:
         return usage_error(f"task {task.name} has no split {args.split!r}; choose from {', '.join(task.splits)}")
     options = {name: getattr(args, name) for name in TASK_OPTIONS if getattr(args, name) is not None}

@@ -9,6 +9,10 @@ and reported (``skipped_rows``, ``skipped_lines`` per file: 1-based line
 numbers, the first 10 of each file; the first reason is logged). Blank lines
 are not rows. ``limit``: the first N pairs of each file.
 
+Or a hub source (``score.hub_data``): ``nyu-mll/glue`` (config ``mrpc``; the default when no folder is
+given) or a folder of its files: split ``train`` reads GLUE's train and validation (together SentEval's
+4,076 training pairs, in another order: the folds differ), ``test`` its test split.
+
 Features, as SentEval: [|u − v|, u ∗ v] of the two sentence embeddings (the
 model's ``encode``, not normalised; every distinct sentence encoded once).
 Classifier: scikit-learn ``LogisticRegression(C, random_state=seed)``
@@ -65,10 +69,50 @@ class MrpcPairs:
         return len(self.labels)
 
 
-def check_mrpc_data(data: str | Path, split: str = "train", **_) -> None:
-    """The folder exists and holds the files ``split`` needs (test needs train too)."""
+def hub_mrpc_source(data: str | Path | None):
+    """The hub source ``data`` names (GLUE's MRPC when None), or None for a SentEval MRPC folder."""
+    from score.hub_data import MRPC, hub_source
+
+    folder = Path(data).expanduser() if data is not None else None
+    if folder is not None and folder.is_dir() and any((folder / n).is_file() for n in SPLIT_FILES.values()):
+        return None
+    return hub_source(None if data is None else str(data), MRPC)
+
+
+HUB_LABELS = {"not_equivalent": 0, "equivalent": 1, "0": 0, "1": 1, "-1": None}
+
+
+def read_hub_mrpc(source, split: str, limit: int | None = None) -> MrpcPairs:
+    """GLUE's MRPC rows of ``split`` (train: GLUE train + validation); label 0/1 or its name."""
+    from score.hub_data import read_labelled
+
+    from score.hub_data import has_split
+
+    parts = [read_labelled(source, s, HUB_LABELS) for s in (("train", "dev") if split == "train" else (split,))
+             if s != "dev" or has_split(source, "dev")]  # a copy of SentEval's train file has no validation
+    pairs = MrpcPairs(path="+".join(p.where for p in parts))
+    for part in parts:
+        pairs.sentences1 += part.sentences1
+        pairs.sentences2 += part.sentences2
+        pairs.labels += part.values
+        pairs.skipped_rows += part.skipped
+    if limit is not None:
+        pairs.sentences1, pairs.sentences2, pairs.labels = (pairs.sentences1[:limit], pairs.sentences2[:limit],
+                                                            pairs.labels[:limit])
+    return pairs
+
+
+def check_mrpc_data(data: str | Path | None, split: str = "train", **_) -> None:
+    """The folder exists and holds the files ``split`` needs (test needs train too), or the hub source can be
+    read now."""
     if split not in SPLIT_FILES:
         raise ValueError(f"unknown MRPC split {split!r}; expected one of {sorted(SPLIT_FILES)}")
+    source = hub_mrpc_source(data)
+    if source is not None:
+        from score.hub_data import check_available
+
+        check_available([source])
+        return
     folder = Path(data).expanduser()
     if not folder.is_dir():
         raise FileNotFoundError(f"MRPC data folder does not exist: {folder}")
@@ -200,9 +244,14 @@ def evaluate_mrpc(model, data: str | Path, split: str = "train", *, batch_size: 
     """MRPC accuracy and F1 of a logistic regression on [|u − v|, u ∗ v] (protocol: see the module docstring)."""
     started = time.perf_counter()
     check_mrpc_data(data, split)
-    folder = Path(data).expanduser()
     names = ["train"] + (["test"] if split == "test" else [])
-    files = [read_mrpc(folder / SPLIT_FILES[n], limit) for n in names]
+    source = hub_mrpc_source(data)
+    if source is not None:
+        folder = source.label
+        files = [read_hub_mrpc(source, n, limit) for n in names]
+    else:
+        folder = Path(data).expanduser()
+        files = [read_mrpc(folder / SPLIT_FILES[n], limit) for n in names]
     if kfold < 2:
         raise ValueError(f"kfold must be >= 2, got {kfold}")
     _check_classes(np.asarray(files[0].labels, dtype=np.int64), kfold, split == "train", files[0].path)

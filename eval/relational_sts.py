@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from eval.plots import rse_relation_plot
-from score.sts_data import read_sts, sts_split_path
+from score.sts_data import check_sts_data, read_sts
 
 
 def parse_weights(weights) -> dict | None:
@@ -43,7 +43,7 @@ def parse_weights(weights) -> dict | None:
 
 
 def check_relational_sts_data(data: str, split: str, weights=None, **_) -> None:
-    sts_split_path(data, split)
+    check_sts_data(data, split)
     parse_weights(weights)
 
 

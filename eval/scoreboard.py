@@ -8,7 +8,10 @@ The data flags say which tasks run; a task whose flag is absent is left out:
 * ``--sts DIR`` → ``sts_all`` (the papers' seven sets and their mean, each
   model scored with its own similarity, ``--split``, default test);
 * ``--mrpc DIR`` → ``mrpc`` (SentEval; ``test`` when the folder has the test
-  file, else cross-validation on train);
+  file or is GLUE's MRPC from the hub, else cross-validation on train);
+
+``--sts``, ``--mrpc`` and ``--nli`` take hub names or copies too (``score.hub_data``), and alone (as the last
+flag, or before another flag) their public datasets: MTEB's STS sets, ``nyu-mll/glue`` mrpc, ``stanfordnlp/snli``.
 * ``--stc DIR`` → ``stc`` (EASE's short-text clustering);
 * each method's own tasks, on its models only, in a table of their own:
   GaussCSE ``nli`` (AUPRC) and ``direction`` (``--nli DIR``), RSE
@@ -44,6 +47,7 @@ import time
 from pathlib import Path
 
 from eval.published import PUBLISHED, STS_KEYS
+from score.hub_data import DEFAULT_DATA
 
 MAIN_COLUMNS = [*((k, k) for k in STS_KEYS), ("sts_avg", "STS avg"), ("mrpc_accuracy", "MRPC acc"),
                 ("mrpc_f1", "MRPC F1"), ("stc_accuracy", "STC acc")]
@@ -60,11 +64,17 @@ def method_tasks(method: str | None) -> tuple:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m eval report", description=__doc__.split("\n")[0])
     p.add_argument("models", nargs="+", help="run folders, model folders or hub names (LABEL=PATH names a row)")
-    p.add_argument("--sts", help="SentEval data/downstream tree or any STS/SICK folder of it")
+    p.add_argument("--sts", nargs="?", const=DEFAULT_DATA["sts_all"],
+                   help="sts_all's data: SentEval data/downstream tree or any STS/SICK folder of it, hub names or "
+                        "copies (docs/data.md); --sts alone: MTEB's seven STS sets from the Hugging Face Hub")
     p.add_argument("--split", default="test", choices=("test", "dev", "train"), help="STS split (default test)")
-    p.add_argument("--mrpc", help="folder with msr_paraphrase_train.txt (and _test.txt)")
+    p.add_argument("--mrpc", nargs="?", const=DEFAULT_DATA["mrpc"],
+                   help="folder with msr_paraphrase_train.txt (and _test.txt), or a hub source; --mrpc alone: "
+                        "nyu-mll/glue's mrpc (train -> test)")
     p.add_argument("--stc", help="folder of short-text clustering files")
-    p.add_argument("--nli", help="SentEval NLI folder (GaussCSE nli/direction, RSE link prediction)")
+    p.add_argument("--nli", nargs="?", const=DEFAULT_DATA["nli"],
+                   help="SentEval NLI folder or a hub source (GaussCSE nli/direction, RSE link prediction); --nli "
+                        "alone: stanfordnlp/snli")
     p.add_argument("--aspects", help="aspect_docs set folder (AspectCSE retrieval)")
     p.add_argument("--srsd", help="srsd set folder (DSBATS)")
     p.add_argument("--out", default="report", help="output path stem (default: report)")
@@ -76,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "with the difference of every model to it; default: the base model the run folders' "
                    "train_summary.json all name")
     p.add_argument("--no-base", action="store_true", help="no base row (and no difference to it)")
+    from infra.logs import add_verbose_flag
+
+    add_verbose_flag(p)
     return p
 
 
@@ -114,7 +127,9 @@ def check_inputs(args) -> list[dict]:
         get_task("mrpc").check_data(args.mrpc, _mrpc_split(args.mrpc))
     if args.stc:
         get_task("stc").check_data(args.stc, "test")
-    for flag in ("nli", "aspects", "srsd"):  # checked by their tasks once a model of the method is loaded
+    if args.nli and not Path(args.nli).expanduser().exists():
+        get_task("nli").check_data(args.nli, "dev")  # a hub source: readable now (score.hub_data)
+    for flag in ("aspects", "srsd"):  # checked by their tasks once a model of the method is loaded
         if getattr(args, flag) and not Path(getattr(args, flag)).expanduser().exists():
             raise FileNotFoundError(f"--{flag} {getattr(args, flag)}: no such folder")
     return [resolve(m) for m in args.models]
@@ -152,8 +167,10 @@ def _same_model(a: str, b: str) -> bool:
 
 
 def _mrpc_split(folder: str) -> str:
-    from eval.mrpc import SPLIT_FILES
+    from eval.mrpc import SPLIT_FILES, hub_mrpc_source
 
+    if hub_mrpc_source(folder) is not None:
+        return "test"  # GLUE's MRPC has its labelled test split
     return "test" if (Path(folder) / SPLIT_FILES["test"]).is_file() else "train"
 
 

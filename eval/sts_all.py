@@ -50,13 +50,22 @@ import numpy as np
 
 from score.metrics import spearman
 from score.sts_data import SPLIT_FILES
-from score.sts_sets import SETS, find_sets, read_sets
+from score.hub_data import check_available
+from score.sts_sets import SETS, find_sets, hub_sets, read_sets
 
 log = logging.getLogger(__name__)
 
 
-def check_sts_all_data(data: str | Path, split: str = "test", **_) -> None:
-    """Cheap check before a model loads: at least one of the seven sets is there."""
+def check_sts_all_data(data: str | Path | None, split: str = "test", **_) -> None:
+    """Cheap check before a model loads: at least one of the seven sets is there, or can be read from the
+    hub now (``score.sts_sets.hub_sets``, ``score.hub_data.check_available``)."""
+    sources = hub_sets(data, split)
+    if sources is not None:
+        if not sources:
+            raise FileNotFoundError(f"{data or 'MTEB'}: none of {', '.join(SETS)} has a {split} split "
+                                    "(STS12-16 are test sets)")
+        check_available(list(sources.values()))
+        return
     if not find_sets(data, split):
         raise FileNotFoundError(
             f"{data}: none of {', '.join(SETS)} found for split {split!r} (expected SentEval's data/downstream "
@@ -102,7 +111,8 @@ def evaluate_sts_all(model, data: str | Path, split: str = "test", *, batch_size
             entry["subsets"] = {**per, "mean": float(np.mean(list(per.values()))),
                                 "wmean": float(sum(per[s] * sizes[s] for s in per) / sum(sizes.values()))}
         out_sets[set_name] = entry
-    result = {"task": "sts_all", "split": split, "data": str(Path(data).expanduser()), "similarity": name,
+    result = {"task": "sts_all", "split": split, "data": str(Path(data).expanduser()) if data else
+              ",".join(p.files[0] for p in sets.values()), "similarity": name,
               "method": model.method_name, "sets": out_sets,
               "mean": float(np.mean([e["spearman"] for e in out_sets.values()])),
               "missing": [s for s in SETS if s not in out_sets],

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from eval import aspect_retrieval, direction, link_prediction, mrpc, nli, relational_sts, srsd, stc, sts, sts_all
-from score.sts_data import sts_split_path
+from score.sts_data import check_sts_data
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class EvalTask:
     model_kind: str = "encoder"  # encoder (SentenceTransformer) | trained (score.model.TrainedModel)
     requires: str | None = None  # e.g. relation_scores: an RSE model
     options: tuple[str, ...] = ()
+    default_split: str | None = None  # None: dev when the task has it, else its first split
 
 
 TASKS: dict[str, EvalTask] = {}
@@ -47,6 +48,13 @@ def register(task: EvalTask) -> EvalTask:
     return task
 
 
+def default_data(name: str) -> str | None:
+    """The public data a task reads when ``--data`` is not given (``score.hub_data.DEFAULT_DATA``), or None."""
+    from score.hub_data import DEFAULT_DATA
+
+    return DEFAULT_DATA.get(name)
+
+
 def get_task(name: str) -> EvalTask:
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; available: {', '.join(sorted(TASKS))}")
@@ -55,9 +63,10 @@ def get_task(name: str) -> EvalTask:
 
 register(EvalTask(
     name="sts",
-    description="STS Benchmark (SentEval layout): Spearman of cosine similarity vs gold scores",
+    description="STS Benchmark (mteb/stsbenchmark-sts, or a SentEval-layout folder): Spearman of cosine "
+                "similarity vs gold scores",
     splits=("dev", "test", "train"),
-    check_data=lambda data, split, **_: sts_split_path(data, split),
+    check_data=lambda data, split, **_: check_sts_data(data, split),
     run=lambda model, data, split, batch_size=64, plots=None: sts.evaluate_sts(model, data, split,
                                                                                batch_size=batch_size, plots=plots),
     options=("plots",),
@@ -65,7 +74,8 @@ register(EvalTask(
 
 register(EvalTask(
     name="sts_all",
-    description="the papers' STS table (SentEval data/downstream tree or any folder of it): STS12-16 'all' "
+    description="the papers' STS table (MTEB's mteb/sts12-sts ... mteb/sickr-sts, or SentEval's data/downstream "
+                "tree or any folder of it): STS12-16 'all' "
                 "(one Spearman over a year's subsets), STS-B, SICK-R and their mean, with the model's own "
                 "similarity (cosine; GaussCSE symmetric KL; RSE relational score)",
     splits=("test", "dev", "train"),
@@ -73,13 +83,14 @@ register(EvalTask(
     run=sts_all.evaluate_sts_all,
     model_kind="trained",
     options=("limit", "actors"),
+    default_split="test",  # the papers' table; every MTEB set has it
 ))
 
 NLI_SPLITS = ("test", "dev", "train", "trial")  # SentEval NLI: train/dev/test; SICK: train/trial/test
 
 register(EvalTask(
     name="nli",
-    description="entailment vs rest (SentEval NLI or SICK folder): accuracy at a threshold tuned on a dev split, "
+    description="entailment vs rest (stanfordnlp/snli, RobZamp/sick, or a SentEval NLI or SICK folder): accuracy at a threshold tuned on a dev split, "
                 "AUPRC; score sim(hyp||prem) for GaussCSE, cosine otherwise",
     splits=NLI_SPLITS,
     check_data=nli.check_nli_data,
@@ -144,7 +155,7 @@ register(EvalTask(
 
 register(EvalTask(
     name="mrpc",
-    description="MRPC paraphrase detection (SentEval): logistic regression on [|u-v|, u*v], C by inner CV; "
+    description="MRPC paraphrase detection (nyu-mll/glue mrpc, or SentEval's files): logistic regression on [|u-v|, u*v], C by inner CV; "
                 "train: 10-fold CV accuracy/F1, test: train -> test accuracy/F1",
     splits=("train", "test"),  # train: CV on the train file (our sample has no test file)
     check_data=mrpc.check_mrpc_data,

@@ -28,7 +28,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ingest.pairs.labels import NLI_TEXT_LABELS
+from ingest.pairs.labels import NLI_INT_LABELS, NLI_TEXT_LABELS
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +102,25 @@ def splits_present(folder: str | Path) -> list[str]:
     return []
 
 
-def nli_split_files(folder: str | Path, split: str) -> tuple[str, list[Path]]:
-    """(layout, files) of ``split`` in ``folder``; a clear error when a file is missing."""
+def hub_nli_source(data: str | Path | None):
+    """The hub source ``data`` names (``score.hub_data``: a hub name such as ``stanfordnlp/snli`` or
+    ``RobZamp/sick``, a folder of a hub dataset's files; None: SNLI), or None for a SentEval or SICK folder."""
+    from score.hub_data import SNLI, hub_source
+
+    if data is not None and Path(data).expanduser().is_dir() and _layout(Path(data).expanduser()):
+        return None
+    return hub_source(None if data is None else str(data), SNLI)
+
+
+def nli_split_files(folder: str | Path | None, split: str) -> tuple[str, list[Path]]:
+    """(layout, files) of ``split`` in ``folder``; a clear error when a file is missing. A hub source
+    (``hub_nli_source``) is ``("hub", [])`` once it can be read now."""
+    source = hub_nli_source(folder)
+    if source is not None:
+        from score.hub_data import check_available
+
+        check_available([source])
+        return "hub", []
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise FileNotFoundError(f"NLI data folder does not exist: {folder}")
@@ -212,10 +229,25 @@ def read_sick(path: Path) -> NliPairs:
     return pairs
 
 
+def read_hub_nli(source, split: str) -> NliPairs:
+    """A hub split's premise/hypothesis/label rows (SNLI's columns, or SICK's sentence_A/sentence_B; integer
+    labels 0 entailment, 1 neutral, 2 contradiction, -1 none, or their names); SICK's entailment_BA marks the
+    bilateral entailments."""
+    from score.hub_data import read_labelled
+
+    labels = {**{k.lower(): v for k, v in NLI_TEXT_LABELS.items()}, **NLI_INT_LABELS}
+    rows = read_labelled(source, split, labels)
+    return NliPairs(rows.sentences1, rows.sentences2, rows.values, path=rows.where, layout="hub",
+                    skipped_rows=rows.skipped, bilateral=rows.bilateral)
+
+
 def read_nli(folder: str | Path, split: str, limit: int | None = None) -> NliPairs:
     """The pairs of ``split`` in a SentEval NLI folder or a SICK folder (the first ``limit`` pairs)."""
     layout, files = nli_split_files(folder, split)
-    pairs = read_senteval_nli(files) if layout == "senteval" else read_sick(files[0])
+    if layout == "hub":
+        pairs = read_hub_nli(hub_nli_source(folder), split)
+    else:
+        pairs = read_senteval_nli(files) if layout == "senteval" else read_sick(files[0])
     if not len(pairs):
         raise ValueError(f"{pairs.path}: no labelled pair")
     if pairs.skipped_rows:

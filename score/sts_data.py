@@ -99,15 +99,47 @@ def parse_sts_row(row: list[str]) -> tuple[str, str, float] | str:
     return sentence1, sentence2, score
 
 
-def read_sts(folder: str | Path, split: str) -> StsPairs:
-    """Read one split of an STS-B folder; malformed rows are skipped, counted and logged."""
+def hub_sts_source(data: str | Path | None):
+    """The hub source ``data`` names (``score.hub_data``: a hub name, a folder of a hub dataset's files; None:
+    MTEB's STS-B), or None for a SentEval folder."""
+    from score.hub_data import MTEB_STS, hub_source
+
+    if data is not None and Path(data).expanduser().is_dir() and splits_present(Path(data).expanduser()):
+        return None  # SentEval's files win over anything else in the folder
+    return hub_source(data, MTEB_STS["STSBenchmark"])
+
+
+def check_sts_data(data: str | Path | None, split: str) -> None:
+    """Before a model loads: the split's file of a SentEval folder, or a hub source that can be read now."""
+    source = hub_sts_source(data)
+    if source is None:
+        sts_split_path(data, split)
+    else:
+        from score.hub_data import check_available
+
+        check_available([source])
+
+
+def read_sts(folder: str | Path | None, split: str) -> StsPairs:
+    """Read one split of an STS-B folder or hub source (``hub_sts_source``); malformed rows are skipped,
+    counted and logged."""
+    source = hub_sts_source(folder)
+    if source is not None:
+        from score.hub_data import read_scored
+
+        rows = read_scored(source, split)
+        return StsPairs(rows.sentences1, rows.sentences2, rows.values, path=rows.where, skipped_rows=rows.skipped,
+                        skipped_lines=[])
     return read_sts_file(sts_split_path(folder, split))
 
 
 def read_dev_file(path: str | Path) -> StsPairs:
-    """STS-B dev pairs of ``path``: an ``sts-dev.csv`` file, or a folder that has one (the dev metrics' data)."""
+    """STS-B dev pairs of ``path``: an ``sts-dev.csv`` file, a folder that has one, or a hub source
+    (``mteb/stsbenchmark-sts`` or a folder of its files: its validation split) (the dev metrics' data)."""
     path = Path(path).expanduser()
-    return read_sts(path, "dev") if path.is_dir() else read_sts_file(path)
+    if path.is_dir() or (not path.exists() and hub_sts_source(str(path)) is not None):
+        return read_sts(path if path.is_dir() else str(path), "dev")  # a folder, or a hub name (score.hub_data)
+    return read_sts_file(path)
 
 
 def read_sts_file(path: str | Path) -> StsPairs:

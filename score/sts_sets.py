@@ -176,7 +176,85 @@ def read_sick(folder: Path, split: str) -> ScoredPairs:
     return pairs
 
 
-def read_sets(data: str | Path, split: str = "test") -> dict[str, ScoredPairs]:
+# ---------------------------------------------------------------- the same sets from the hub (score.hub_data)
+
+def _set_of(source) -> str:
+    from score.hub_data import MTEB_STS
+
+    by_name = {d.name: s for s, d in MTEB_STS.items()}
+    by_folder = {d.name.split("/")[1]: s for s, d in MTEB_STS.items()}
+    if source.name in by_name:
+        return by_name[source.name]
+    folder = source.folder or Path(source.label)
+    for part in (folder.name, folder.parent.name):
+        if part in by_folder:
+            return by_folder[part]
+    raise ValueError(f"{source.label}: cannot tell which of {', '.join(SETS)} it is; name it like MTEB's copy "
+                     f"({', '.join(by_name)}) or its folder like the repo ({', '.join(by_folder)})")
+
+
+def hub_sets(data: str | Path | None, split: str = "test") -> dict | None:
+    """``{set name: HubSource}`` of the STS table's sets ``data`` names from the hub (None: MTEB's seven; a hub
+    name; a folder of a hub dataset's files; a folder holding such copies as ``<owner>/<name>`` or ``<name>``;
+    a comma-separated list of these), or None when ``data`` is a SentEval tree (``find_sets``). STS12–16 are
+    test sets: for another split they are left out, as in SentEval's layout."""
+    from score.hub_data import MTEB_STS, hub_source, is_hub_copy
+
+    text = ",".join(d.name for d in MTEB_STS.values()) if data is None else str(data)
+    root = Path(text).expanduser()
+    if root.is_dir():
+        if find_sets(root, split):
+            return None
+        inside = [root / d.name for d in MTEB_STS.values()] + [root / d.name.split("/")[1] for d in MTEB_STS.values()]
+        parts = [str(p) for p in inside if is_hub_copy(p)] or ([str(root)] if is_hub_copy(root) else [])
+        if not parts:
+            return None
+    else:
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+    sources = {}
+    for part in parts:
+        source = hub_source(part)
+        if source is None:
+            if "," not in text and len(parts) == 1:
+                return None  # not a hub source: the SentEval reader's error
+            raise FileNotFoundError(f"{part}: neither a hub dataset name nor a folder of a hub dataset's files")
+        name = _set_of(source)
+        if name in sources:
+            raise ValueError(f"{name} given twice: {sources[name].label} and {source.label}")
+        sources[name] = source
+    return {name: sources[name] for name in SETS if name in sources
+            and (split == "test" or name in ("STSBenchmark", "SICK-R"))}
+
+
+def read_hub_sets(sources: dict, split: str) -> dict[str, ScoredPairs]:
+    """Each hub set's ``split``; STS-B or SICK-R without that split is left out (logged), a year without its
+    test split is an error."""
+    from score.hub_data import read_scored
+
+    out = {}
+    for name, source in sources.items():
+        try:
+            rows = read_scored(source, split, SICK_SCALE if name == "SICK-R" else STS_SCALE)
+        except FileNotFoundError as e:
+            if name in ("STSBenchmark", "SICK-R") and str(e).startswith("no "):
+                log.info("%s: %s", name, e)
+                continue
+            raise
+        out[name] = ScoredPairs(name, rows.sentences1, rows.sentences2, rows.values, [""] * len(rows.values),
+                                files=[rows.where], skipped=rows.skipped, bad_rows=list(rows.bad_rows))
+    if not out:
+        raise FileNotFoundError(f"none of {', '.join(s.label for s in sources.values())} has a {split} split")
+    return out
+
+
+def read_sets(data: str | Path | None, split: str = "test") -> dict[str, ScoredPairs]:
+    sources = hub_sets(data, split)
+    if sources is not None:
+        out = read_hub_sets(sources, split)
+        for name, pairs in out.items():
+            if len(pairs) < 2:
+                raise ValueError(f"{name} at {sources[name].label}: fewer than 2 scored pairs")
+        return out
     out = {}
     for name, folder in find_sets(data, split).items():
         if name == "STSBenchmark":
