@@ -63,7 +63,7 @@ INTERNALS: tuple[Internal, ...] = (
              "a Tune search whose training reports come without the metric (tune.search.run_search)",
              env_var="TUNE_DISABLE_STRICT_METRIC_CHECKING"),
     Internal("preemption_watcher", "ray.train.v2._internal.constants", "ENABLE_PREEMPTION_WATCHER_ENV_VAR",
-             "a quiet local Ray without Ray Train's spot-preemption watcher (train.ray_env.ensure_ray)",
+             "Ray Train runs without its spot-preemption watcher (infra.ray_local.job_runtime_env)",
              env_var="RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"),
     Internal("worker_group_start_timeout", "ray.train.v2._internal.constants", "ENV_VARS_TO_PROPAGATE",
              "worker_start_timeout_s: how long an elastic run waits for lost workers (train.run.build_trainer)",
@@ -183,12 +183,16 @@ def cluster_has_autoscaler() -> bool:
 # ---------------------------------------------------------------- Ray Train and Tune
 
 
-def quiet_preemption_watcher() -> None:
-    """Turn Ray Train's spot-preemption watcher off in this process's environment (a local Ray has no
-    spot node to watch; the watcher logs a red core_worker error on every run), unless the user set it.
-    The variable is Ray Train's ``ray.train.v2._internal.constants.ENABLE_PREEMPTION_WATCHER_ENV_VAR``;
-    it is set without importing Ray Train (a second of imports), so only the test checks its name."""
-    os.environ.setdefault(_env_var("preemption_watcher"), "0")
+def preemption_watcher_off() -> dict[str, str]:
+    """``{variable: "0"}`` that turns Ray Train's spot-preemption watcher off, for the job's runtime
+    environment (``infra.ray_local.job_runtime_env``); {} when the user set the variable (theirs counts: Ray
+    Train passes it on from the driver's environment). The watcher is an actor Ray Train starts per worker
+    group with ``max_restarts`` and constructor arguments in the object store, which Ray's core worker logs
+    as an ERROR on every run; structcse recovers lost workers by ``max_failures``. The variable is Ray Train's
+    ``ray.train.v2._internal.constants.ENABLE_PREEMPTION_WATCHER_ENV_VAR``; it is named without importing
+    Ray Train (a second of imports), so only the test checks its name."""
+    name = _env_var("preemption_watcher")
+    return {} if name in os.environ else {name: "0"}
 
 
 def tune_trial_report_queue():
@@ -223,11 +227,3 @@ def set_worker_group_start_timeout(seconds: float) -> None:
     ``RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S``, which the trainer passes on from this process's environment)."""
     internal("worker_group_start_timeout")  # Ray Train still propagates the variable
     os.environ[_env_var("worker_group_start_timeout")] = f"{seconds:g}"
-
-
-def checkpoint_manager_logger():
-    """The logger of the checkpoint manager Tune keeps per trial (it logs "Result dict has no key: ..." for
-    a report without the checkpoint score attribute); a logger name, so nothing breaks if Ray renames it."""
-    import logging
-
-    return logging.getLogger("ray.train._internal.checkpoint_manager")

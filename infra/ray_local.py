@@ -8,11 +8,11 @@ for minutes before failing. :func:`local_init_kwargs` probes the address first
 (one TCP connect, ``PROBE_SECONDS``): a live head is joined as Ray would; a
 dead one is named in a warning and a fresh local Ray starts instead.
 
-Other Ray instances already running on this machine are named too, before a second one starts
-(:func:`other_ray_instances`): with two, Ray's state API cannot tell which is "the" local one (Ray Train's
-placement-group cleaner fails with ``ConnectionError: Found multiple active Ray instances``) and runs can
-stall. The warning says how to run on one of them (``RAY_ADDRESS=<address>``); never ``ray stop``, which
-stops every Ray on the machine, another user's and another run's included.
+Other Ray instances already running on this machine are named before a second one starts
+(:func:`other_ray_instances`), with the ``RAY_ADDRESS`` that runs on one of them instead; never ``ray stop``,
+which stops every Ray on the machine, another user's and another run's included. Whichever starts first,
+this job's processes are told which Ray is theirs through the job's runtime environment
+(:func:`job_runtime_env`), so Ray's state API in them never has to guess among several.
 """
 
 from __future__ import annotations
@@ -82,11 +82,10 @@ def other_instances_message(addresses: list[str]) -> str:
     """The warning for :func:`other_ray_instances`: what goes wrong beside them, and how to run on one."""
     first = addresses[0]
     return (f"[structcse] warning: {len(addresses)} other Ray instance(s) already run on this machine "
-            f"({', '.join(addresses)}); a second local Ray starts beside them. Ray's tools that find \"the\" local "
-            "instance by itself (its state API, `ray status`, Ray Train's placement-group cleaner) fail with \"Found "
-            "multiple active Ray instances\" (structcse points its own run's state API at the new instance). To run "
-            f"on one of them instead, name it: RAY_ADDRESS={first} (or another address above) before the command. "
-            "Those instances may be other users' or other runs': leave them running.")
+            f"({', '.join(addresses)}); this run starts its own local Ray beside them (its processes are told which "
+            "Ray is theirs). Ray's command-line tools (`ray status`, `ray list`) then need an address. To run on one "
+            f"of them instead, name it: RAY_ADDRESS={first} (or another address above) before the command. Those "
+            "instances may be other users' or other runs': leave them running.")
 
 
 def warn_if_other_ray_instances(log=None, init_kwargs: dict | None = None) -> list[str]:
@@ -101,33 +100,77 @@ def warn_if_other_ray_instances(log=None, init_kwargs: dict | None = None) -> li
     return running
 
 
-QUIET_SET_ENV = "STRUCTCSE_QUIET_SET"  # the variables infra.logs.setup_logging set (not the user's), by name
+DASHBOARD_PORT = 8265  # Ray's default: a local Ray's dashboard stays there when the port is free
 
 
-def _with_quiet_runtime_env(init_kwargs: dict) -> dict:
-    """A quiet run (``infra.logs.setup_logging``) joining a cluster: the cluster's workers do not inherit
-    this process's environment, so the variables that quiet them travel in the job's runtime environment.
-    Only those setup_logging set (``STRUCTCSE_QUIET_SET``), never one the user or the job's runtime
-    environment set: Ray refuses to merge two values of one variable."""
-    if os.environ.get("STRUCTCSE_QUIET") != "1":
-        return init_kwargs
-    names = [n for n in os.environ.get(QUIET_SET_ENV, "").split(",") if n and n in os.environ]
-    extra = {n: os.environ[n] for n in names if n != "RAY_COLOR_PREFIX"}  # the driver's own setting
-    if not extra:
-        return init_kwargs
-    runtime_env = dict(init_kwargs.get("runtime_env") or {})
+def job_runtime_env(init_kwargs: dict) -> dict:
+    """``init_kwargs`` with the variables every process of this job needs in its runtime environment
+    (``ray.init(runtime_env={"env_vars": ...})``: Ray gives them to the job's workers and actors, on this
+    machine or a cluster's; this process's own environment is left as it is). A variable the user set,
+    here or in ``init_kwargs``'s runtime env, is never added (Ray refuses to merge two values of one):
+
+    * which Ray the job's processes ask about themselves: Ray's state API (Ray Train's placement-group
+      cleaner asks it whether the controller lives; Ray Data's hang detector) finds "the" Ray instance by
+      listing the GCS processes on the machine when nothing names it, and fails ("Found multiple active Ray
+      instances") once another Ray starts on the machine, after ours as well as before. A local Ray: its
+      dashboard's address (``RAY_API_SERVER_ADDRESS``, which the state API reads first; the dashboard's port
+      is chosen here, Ray's 8265 when free). A cluster joined by address (``RAY_ADDRESS``, ``address=``, or
+      the live head of the last ``ray start``): that address (``RAY_ADDRESS``);
+    * Ray Train's spot-preemption watcher off (``infra.ray_compat.preemption_watcher_off``): Ray Train
+      starts one actor per worker group with ``max_restarts`` and constructor arguments in the object store,
+      and Ray logs an ERROR for such an actor on every run; structcse recovers a lost worker by
+      ``max_failures`` (docs/logging.md);
+    * a quiet run joining a cluster: the variables that quiet it (``infra.logs.quiet_env_for_cluster``; a
+      local Ray's processes inherit them from this process).
+    """
+    from infra.logs import quiet_env_for_cluster
+    from infra.ray_compat import preemption_watcher_off
+
+    kwargs = dict(init_kwargs)
+    extra = dict(preemption_watcher_off())
+    if starts_local_ray(kwargs):
+        if kwargs.get("include_dashboard") is not False and not os.environ.get("RAY_API_SERVER_ADDRESS"):
+            port = kwargs.get("dashboard_port") or (DASHBOARD_PORT if _port_is_free(DASHBOARD_PORT) else _free_port())
+            host = kwargs.get("dashboard_host") or "127.0.0.1"
+            kwargs["dashboard_port"] = port
+            extra["RAY_API_SERVER_ADDRESS"] = \
+                f"http://{'127.0.0.1' if host in ('0.0.0.0', 'localhost') else host}:{port}"
+    else:
+        address = joined_address(kwargs)
+        if address:
+            extra["RAY_ADDRESS"] = address
+        extra.update({k: v for k, v in quiet_env_for_cluster().items() if k != "RAY_COLOR_PREFIX"})  # the driver's
+    runtime_env = dict(kwargs.get("runtime_env") or {})
     env_vars = dict(runtime_env.get("env_vars") or {})
-    runtime_env["env_vars"] = {**extra, **env_vars}
-    return {**init_kwargs, "runtime_env": runtime_env}
+    added = {k: v for k, v in extra.items() if k not in env_vars}
+    if added:
+        kwargs["runtime_env"] = {**runtime_env, "env_vars": {**added, **env_vars}}
+    return kwargs
+
+
+def joined_address(init_kwargs: dict) -> str | None:
+    """The GCS address (host:port) a ``ray.init(**init_kwargs)`` that joins a cluster connects to:
+    ``RAY_ADDRESS``, ``address=``, or the last ``ray start``'s cluster file; None for ``auto``, a Ray Client
+    address (``ray://``) or none."""
+    address = os.environ.get("RAY_ADDRESS") or init_kwargs.get("address")
+    if not address:
+        from infra.ray_compat import read_ray_address
+
+        try:
+            address = read_ray_address(init_kwargs.get("_temp_dir"))
+        except OSError:
+            return None
+    if not address or address in ("auto", "local") or "://" in address:
+        return None
+    return address
 
 
 def local_init_kwargs(init_kwargs: dict, log=None) -> dict:
-    """``init_kwargs`` with ``address="local"`` added when no address is given and the last ``ray start``'s
-    cluster is gone, after a warning that names the file (instead of Ray's minutes of retries); a local Ray
-    about to start beside other instances is warned about (:func:`warn_if_other_ray_instances`) and its
-    processes' state API pointed at it (:func:`_pin_state_api_locally`: sets ``RAY_API_SERVER_ADDRESS`` in
-    this process's environment), and a run that joins a cluster takes its quiet settings
-    (``infra.logs.setup_logging``) and, beside other instances, its ``RAY_ADDRESS`` along."""
+    """``init_kwargs`` for ``ray.init``: ``address="local"`` added when no address is given and the last
+    ``ray start``'s cluster is gone, after a warning that names the file (instead of Ray's minutes of
+    retries); a local Ray about to start beside other instances is warned about
+    (:func:`warn_if_other_ray_instances`); a quiet run (``infra.logs``) without Ray's driver INFO lines
+    (``logging_level``); the job's runtime environment (:func:`job_runtime_env`)."""
     if init_kwargs.get("address"):
         kwargs = init_kwargs
     else:
@@ -136,11 +179,8 @@ def local_init_kwargs(init_kwargs: dict, log=None) -> dict:
     if os.environ.get("STRUCTCSE_QUIET") == "1" and "logging_level" not in kwargs:
         kwargs = {**kwargs, "logging_level": 30}  # WARNING: a quiet run (infra.logs) without Ray's driver INFO lines
     if starts_local_ray(kwargs):
-        if warn_if_other_ray_instances(log, kwargs):
-            kwargs = _pin_state_api_locally(kwargs)
-    else:
-        kwargs = _with_quiet_runtime_env(_pin_state_api_of_joined(kwargs))
-    return kwargs
+        warn_if_other_ray_instances(log, kwargs)
+    return job_runtime_env(kwargs)
 
 
 def _free_port() -> int:
@@ -149,37 +189,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _pin_state_api_locally(init_kwargs: dict) -> dict:
-    """A local Ray about to start beside other instances: Ray's state API in its processes (Ray Train's
-    placement-group cleaner asks it whether the controller lives) finds "the" instance by listing GCS
-    processes and fails with several. ``RAY_API_SERVER_ADDRESS``, which that API reads first, names this
-    Ray's own dashboard, on a port chosen here; the processes this Ray starts inherit it."""
-    if init_kwargs.get("include_dashboard") is False or os.environ.get("RAY_API_SERVER_ADDRESS"):
-        return init_kwargs
-    port = init_kwargs.get("dashboard_port") or _free_port()
-    host = init_kwargs.get("dashboard_host") or "127.0.0.1"
-    os.environ["RAY_API_SERVER_ADDRESS"] = f"http://{'127.0.0.1' if host in ('0.0.0.0', 'localhost') else host}:{port}"
-    return {**init_kwargs, "dashboard_port": port}
-
-
-def _pin_state_api_of_joined(init_kwargs: dict) -> dict:
-    """Joining a cluster by ``RAY_ADDRESS`` on a machine where several Ray instances run: the job's
-    processes get the same ``RAY_ADDRESS`` (they do not inherit this process's environment), so that Ray's
-    state API in them (:func:`_pin_state_api_locally`) resolves the cluster they run in."""
-    address = os.environ.get("RAY_ADDRESS", "")
-    if not address or "://" in address or address == "auto":
-        return init_kwargs
-    try:
-        from infra.ray_compat import find_gcs_addresses
-
-        if len(set(find_gcs_addresses())) < 2:
-            return init_kwargs
-    except Exception:  # noqa: BLE001 - never fatal
-        return init_kwargs
-    runtime_env = dict(init_kwargs.get("runtime_env") or {})
-    env_vars = dict(runtime_env.get("env_vars") or {})
-    env_vars.setdefault("RAY_ADDRESS", address)
-    return {**init_kwargs, "runtime_env": {**runtime_env, "env_vars": env_vars}}
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _stale_to_local(init_kwargs: dict, stale: tuple[str, str], log) -> dict:

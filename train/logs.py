@@ -4,7 +4,6 @@
 from infra.logs import (  # noqa: F401
     LOG_ENV,
     QUIET_ENV,
-    CleanStream,
     add_verbose_flag,
     is_quiet,
     quiet_local_ray,
@@ -12,5 +11,6 @@ from infra.logs import (  # noqa: F401
     setup_logging,
     setup_logging_from_argv,
     train_logging_config,
+    tune_verbosity,
     verbose_requested,
 )

@@ -72,6 +72,11 @@ from train.progress import ProgressWriter
 from train.step import forward_backward
 
 MODEL_DIR = "model"
+# Under Tune a checkpoint's dev score arrives after its report (the evaluation pool's, through Ray Train's
+# asynchronous validation, which overwrites the reported value): the report carries the score's key already, at
+# this value, below every score, so that Ray's checkpoint ranking (CheckpointConfig.checkpoint_score_attribute)
+# never looks for a missing key. Finite: Ray saves its checkpoint list as JSON, where inf and nan become null.
+UNSCORED = -sys.float_info.max
 _NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
 
 
@@ -240,6 +245,7 @@ def train_loop_per_worker(config: dict) -> dict:
         run_folder=inputs.run_folder,
         sample_log=sample_log,
         fingerprint=inputs.run_fingerprint,
+        pending_score_key=inputs.dev_metric.key if inputs.async_validation and inputs.dev_metric is not None else None,
     )
     if rank == 0:
         reporter.tracking.log(step, {"world_size": world})
@@ -430,8 +436,9 @@ class Reporter:
     """Checkpoint (rank 0) + score + TensorBoard (rank 0) + ``ray.train.report`` (all ranks)."""
 
     def __init__(self, cfg, rank, world, trainee, optimizer, scheduler, scaler, dev, start_step, local_root=None,
-                 async_validation=False, run_folder=None, sample_log=None, fingerprint=None):
+                 async_validation=False, run_folder=None, sample_log=None, fingerprint=None, pending_score_key=None):
         self.cfg, self.rank, self.world, self.trainee = cfg, rank, world, trainee
+        self.pending_score_key = pending_score_key  # reported at UNSCORED until the validation's score replaces it
         self.sample_log, self.fingerprint = sample_log, fingerprint
         self.local_root, self.async_validation = local_root, async_validation
         self.optimizer, self.scheduler, self.scaler = optimizer, scheduler, scaler
@@ -525,7 +532,8 @@ class Reporter:
                 from ray.train.v2.api.validation_config import ValidationTaskConfig
 
                 validation = ValidationTaskConfig(fn_kwargs={"step": step, "examples_seen": metrics["examples_seen"]})
-            ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=f"step-{step:07d}",
+            reported = {**metrics, self.pending_score_key: UNSCORED} if validation and self.pending_score_key else metrics
+            ray.train.report(reported, checkpoint=checkpoint, checkpoint_dir_name=f"step-{step:07d}",
                              validation=validation)
         if self.sample_log is not None:
             self.sample_log.flush()

@@ -20,14 +20,13 @@ def ensure_ray(log=None, **init_kwargs) -> bool:
         return False
     from infra.ray_local import local_init_kwargs
 
-    init_kwargs = local_init_kwargs(init_kwargs, log)  # names other Ray instances before a second one starts
+    from train.logs import quiet_local_ray
+
     local = not os.environ.get("RAY_ADDRESS") and init_kwargs.get("address") in (None, "local")
     if local:
-        from infra.ray_compat import quiet_preemption_watcher
-        from train.logs import quiet_local_ray
-
-        quiet_local_ray()
-        quiet_preemption_watcher()
+        quiet_local_ray()  # before the kwargs: a quiet run's ray.init(logging_level=...)
+    # names other Ray instances before a second one starts; the job's runtime environment (infra.ray_local)
+    init_kwargs = local_init_kwargs(init_kwargs, log)
     ray.init(**init_kwargs)
     return local
 

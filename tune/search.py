@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 from ray import tune
 
-from infra.logs import is_quiet
+from infra.logs import tune_verbosity
 from infra.storage import arrow_filesystem
 from infra.uris import read_text
 from train.config import ConfigError, TrainConfig
@@ -214,13 +214,18 @@ def trial_driver(config: dict, private: dict) -> None:
     from infra.ray_compat import tune_trial_report_queue
     from tune.scorers import PoolValidation
 
+    from train.loop import UNSCORED
+
     class TrainingReports(TuneReportCallback):
         """Training reports reach Tune with ``examples_seen`` renamed ``examples_trained``: ASHA's time
         attribute is only in the scores, so a trial reaching ``max_t`` in training is not stopped before
-        its last checkpoints are scored, and every rung decision is taken on a score."""
+        its last checkpoints are scored, and every rung decision is taken on a score. The dev score's
+        placeholder (``train.loop.UNSCORED``: Ray Train ranks the checkpoint by it until the pool's score
+        replaces it) is left out: Tune sees scores only."""
 
         def after_report(self, run_context, metrics, checkpoint):
-            renamed = [{("examples_trained" if k == "examples_seen" else k): v for k, v in m.items()} for m in metrics]
+            renamed = [{("examples_trained" if k == "examples_seen" else k): v for k, v in m.items()
+                        if not (isinstance(v, float) and v == UNSCORED)} for m in metrics]
             super().after_report(run_context, renamed, checkpoint)
 
     cfg = trial_config(config, private)
@@ -275,8 +280,9 @@ def build_tuner(trainable, param_space: dict, settings: TuneSettings, storage: s
         param_space=param_space,
         tune_config=tune.TuneConfig(metric=metric, mode=settings.mode, num_samples=num_samples,
                                     search_alg=search_alg, scheduler=scheduler),
-        # Tune's status tables (~200 lines a search) are its progress display: off in a quiet run (a log file)
-        run_config=tune.RunConfig(name=settings.name, **_tune_storage(storage), verbose=0 if is_quiet() else None),
+        # Tune's status tables (~200 lines a search) and its "Configuration for experiment" box are its progress
+        # display: off in a quiet run (a log file; infra.logs.tune_verbosity)
+        run_config=tune.RunConfig(name=settings.name, **_tune_storage(storage), verbose=tune_verbosity()),
     )
 
 
