@@ -400,8 +400,8 @@ def write_json(obj: dict, path: str) -> None:
 def code_version() -> str:
     """A manifest's ``code_version``: the project's version with the git commit when the code runs from a
     checkout (``0.13.0+g1a2b3c4``, ``.dirty`` with uncommitted changes), else the version alone; looked up
-    once per process (:func:`structcse.version.code_version`)."""
-    from structcse.version import code_version as _code_version
+    once per process (:func:`infra.version.code_version`)."""
+    from infra.version import code_version as _code_version
 
     return _code_version()
 

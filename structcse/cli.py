@@ -11,7 +11,7 @@ aspect retrieval (P@10 on held-out companies) and SRSD of every model -> a table
 
 ``structcse aspects`` (``structcse/aspects.py``): AspectCSE end to end.
 ``structcse dsbats`` (``structcse/dsbats.py``): DSBATS-sn end to end.
-``structcse --version``: the version, and the git commit when run from a checkout (``structcse/version.py``).
+``structcse --version``: the version, and the git commit when run from a checkout (``infra/version.py``).
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ class VersionAction(argparse.Action):
         super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from structcse.version import version_line
+        from infra.version import version_line
 
         print(version_line(), flush=True)
         parser.exit()

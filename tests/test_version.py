@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from structcse import version as structcse_version
+from infra import version
 
 ROOT = Path(__file__).resolve().parent.parent
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
@@ -26,7 +26,7 @@ needs_git = pytest.mark.skipif(GIT is None, reason="no git program")
 
 def test_the_version_is_pyproject_s_and_pep_440():
     assert re.fullmatch(r"\d+\.\d+\.\d+((a|b|rc)\d+)?", VERSION), VERSION
-    assert structcse_version.__version__ == structcse_version.package_version(ROOT) == VERSION
+    assert version.__version__ == version.package_version(ROOT) == VERSION
 
 
 def test_structcse_version_prints_the_version_and_the_commit_of_a_checkout():
@@ -37,7 +37,7 @@ def test_structcse_version_prints_the_version_and_the_commit_of_a_checkout():
     line = done.stdout.strip()
     match = re.fullmatch(rf"structcse {re.escape(VERSION)}( \(git ([0-9a-f]{{7,40}})(, modified)?\))?", line)
     assert match, line
-    state = structcse_version.git_state(ROOT)
+    state = version.git_state(ROOT)
     assert (match.group(2) is not None) == (state is not None), (line, state)
     if state is not None:
         assert match.group(2) == state[0]
@@ -47,8 +47,8 @@ def test_manifests_code_version_is_the_version_and_this_checkout_s_commit():
     from ingest.sets import code_version
 
     value = code_version()
-    assert value == structcse_version.code_version()  # one lookup per process
-    state = structcse_version.git_state(ROOT)
+    assert value == version.code_version()  # one lookup per process
+    state = version.git_state(ROOT)
     expected = VERSION if state is None else f"{VERSION}+g{state[0]}"
     assert value.removesuffix(".dirty") == expected  # the suffix follows the tree, which may change while tests run
     assert re.fullmatch(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\+g[0-9a-f]{7,40}(\.dirty)?)?", value), value
@@ -67,12 +67,12 @@ def _git(folder: Path, *args: str) -> str:
 
 
 def test_outside_a_checkout_the_code_version_is_the_version_alone(tmp_path):
-    assert structcse_version.describe(_project(tmp_path / "plain")) == "9.8.7"
-    assert structcse_version.git_state(tmp_path / "plain") is None
+    assert version.describe(_project(tmp_path / "plain")) == "9.8.7"
+    assert version.git_state(tmp_path / "plain") is None
     # another project's pyproject.toml is not this one's version
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "pyproject.toml").write_text('[project]\nname = "other"\nversion = "1.2.3"\n')
-    assert structcse_version._pyproject_version(tmp_path / "other") is None
+    assert version._pyproject_version(tmp_path / "other") is None
 
 
 @needs_git
@@ -82,14 +82,14 @@ def test_a_checkout_s_code_version_carries_its_commit_and_uncommitted_changes(tm
     _git(repo, "add", "pyproject.toml")
     _git(repo, "commit", "-q", "-m", "first")
     commit = _git(repo, "rev-parse", "HEAD")
-    clean = structcse_version.describe(repo)
+    clean = version.describe(repo)
     assert re.fullmatch(r"9\.8\.7\+g[0-9a-f]{7,40}", clean) and commit.startswith(clean.split("+g")[1]), clean
     (repo / "notes.txt").write_text("untracked files leave the tree clean")
-    assert structcse_version.describe(repo) == clean
+    assert version.describe(repo) == clean
     _project(repo, "9.8.8")  # a tracked file changed, not committed
-    assert structcse_version.describe(repo) == clean.replace("9.8.7", "9.8.8") + ".dirty"
+    assert version.describe(repo) == clean.replace("9.8.7", "9.8.8") + ".dirty"
     # a folder inside a checkout is not the top of one: the version alone (a venv inside a user's repository)
-    assert structcse_version.describe(_project(repo / "nested")) == "9.8.7"
+    assert version.describe(_project(repo / "nested")) == "9.8.7"
 
 
 @needs_git
@@ -99,7 +99,17 @@ def test_without_a_git_program_the_code_version_is_the_version_alone(tmp_path, m
     _git(repo, "add", "pyproject.toml")
     _git(repo, "commit", "-q", "-m", "first")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert structcse_version.describe(repo) == "9.8.7"
+    assert version.describe(repo) == "9.8.7"
+
+
+def test_structcse_version_re_exports_it_and_a_model_card_names_it():
+    import structcse.version
+    from train.config import TrainConfig
+    from train.model_card import card_section
+
+    assert structcse.version.__version__ == VERSION and structcse.version.code_version() == version.code_version()
+    cfg = TrainConfig.from_dict({"method": "simcse_unsup", "model": "m", "data": "d"})
+    assert f"- **Code:** structcse `{version.code_version()}`" in card_section(cfg, [], "latest", {"step": 1})
 
 
 def test_the_sparql_user_agent_names_the_plain_version():

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from infra.publish import publish_folder
 from infra.uris import is_uri, write_text
+from infra.version import code_version
 from train.plan import RunPlan
 
 
@@ -46,6 +47,7 @@ def finish(plan: RunPlan, result, started: float) -> TrainOutcome:
         "metrics": metrics,
         "last_metrics": _last_metrics(result, metrics),
         "wall_s": round(time.time() - started, 2),
+        "code_version": code_version(),  # the release and, in a checkout, the git commit (infra.version)
         "config": plan.config.to_dict(),
         **({"elastic": elastic} if elastic is not None else {}),
     }

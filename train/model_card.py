@@ -1,7 +1,7 @@
 """The trained model's card: sentence-transformers writes a generic README.md into the model folder
 ("Base model: Unknown"); this section says what the model is — the base it started from, the method
 and its paper (``Method.citation``), the sets it trained on (rows and the sha256 of each set's manifest, so a reader can
-tell which build of a set it was), and the dev metric it was selected by."""
+tell which build of a set it was), and the dev metric it was selected by, and the code version that trained it (``infra.version``)."""
 
 from __future__ import annotations
 
@@ -46,5 +46,8 @@ def card_section(cfg, sets: list[dict], selected_by: str, metrics: dict, elastic
         moves = ", ".join(f"{r['from']}→{r['to']} at step {r['step']}" for r in elastic["resizes"]) or "none"
         lines.append(f"- **Elastic:** {elastic['num_workers'][0]} to {elastic['num_workers'][1]} workers, the same "
                      f"rows at every global step at any size; resizes: {moves}")
-    lines += ["- **Run:** `train_summary.json` and `tensorboard/` beside this folder", ""]
+    from infra.version import code_version
+
+    lines += [f"- **Code:** structcse `{code_version()}`",
+              "- **Run:** `train_summary.json` and `tensorboard/` beside this folder", ""]
     return "\n".join(lines)

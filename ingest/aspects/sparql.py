@@ -41,6 +41,7 @@ import pyarrow as pa
 from SPARQLWrapper import JSON, POST, SPARQLWrapper
 from SPARQLWrapper.SPARQLExceptions import SPARQLWrapperException
 
+from infra.version import __version__
 from ingest.aspects.table import aspect_table
 from ingest.aspects.validate import (
     check_language,
@@ -49,7 +50,6 @@ from ingest.aspects.validate import (
     check_wiki,
     wiki_site,
 )
-from structcse.version import __version__
 
 WDQS = "https://query.wikidata.org/sparql"
 ENTITY = "http://www.wikidata.org/entity/"
