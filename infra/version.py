@@ -15,6 +15,7 @@ a timeout); the result is cached. Only the standard library is imported.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from pathlib import Path
 PACKAGE = "structcse"
 SOURCE_ROOT = Path(__file__).resolve().parent.parent  # the checkout's root when run from one (infra/..)
 GIT_TIMEOUT_S = 5.0
+GIT_REPO_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY")
 
 
 def _pyproject_version(root: Path) -> str | None:
@@ -65,9 +67,11 @@ def _git(root: Path, *args: str) -> str | None:
     git = shutil.which("git")
     if git is None:
         return None
+    # a git hook's GIT_DIR / GIT_INDEX_FILE would point git at another repository or index than root's
+    env = {k: v for k, v in os.environ.items() if k not in GIT_REPO_VARIABLES}
     try:
         done = subprocess.run([git, "-C", str(root), "--no-optional-locks", *args], check=False, capture_output=True,
-                              text=True, timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
+                              text=True, timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL, env=env)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
