@@ -54,7 +54,7 @@ A script, not a test. On the real samples in ``../shared/data/wikipedia_xml_samp
    of the sample (enwiki sitelink, one of 40 P31 types); ingest of both dumps
    with it on 2 workers; pass 1 and pass 2 seconds from the manifest, pass 2's
    link mentions per second per core, and its steady state between the two
-   dumps with its fixed cost (the figures docs/scale.md plans with).
+   dumps with its fixed cost (the figures docs/performance.md plans with).
 
 The last line printed is one JSON object with the headline figures.
 

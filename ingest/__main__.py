@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how pass 1's units (Wikipedia shards, Wikidata ranges) run: 'tasks', one plain Ray "
                         "task each, or 'data', the read tasks of a Ray Data datasource (its progress report, "
                         "backpressure and scheduling, at a few seconds' start-up per job); the same output "
-                        "(default: tasks, measured faster on small machines: docs/scale.md)")
+                        "(default: tasks, measured faster on small machines: docs/performance.md)")
     parser.add_argument("--allow-loss", action="store_true",
                         help="exit 0 even when the manifest does not account for every page and Wikidata line, "
                         "or a set came out empty from input that was not (default: exit 1 saying what was lost)")

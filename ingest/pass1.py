@@ -19,7 +19,7 @@ measured faster: on the 2-core bench (``bench/ingest.py``), this read ran at
 against 1.93), from a fixed cost of about 2.5 s per job (Ray Data's import on
 the driver and on each worker, its stats and autoscaling actors) and a wait
 of about 0.07 s between one unit's end and the next one's start
-(``docs/scale.md``). This module imports Ray Data, so the pipeline imports it
+(``docs/performance.md``). This module imports Ray Data, so the pipeline imports it
 only for ``--pass1 data``.
 """
 

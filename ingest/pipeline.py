@@ -10,7 +10,7 @@ task whose worker died), gathered with ``ray.get``; ``pass1="data"``
 (``--pass1 data``) runs the same units as the read tasks of a Ray Data
 datasource (``ingest/pass1.py``) instead, with the same output. Plain tasks
 stay the default because they measured faster on a 2-core machine (Ray
-Data's start-up and scheduling latency; figures in ``docs/scale.md``). Each
+Data's start-up and scheduling latency; figures in ``docs/performance.md``). Each
 unit writes its own deterministic files and a done-marker, so a rerun of a
 killed job skips the finished units and writes byte-identical files.
 
@@ -145,7 +145,7 @@ def run_pass1(units: list[dict], out: str, task_cfg: dict, runner: str = "tasks"
     Ray Data datasource (``ingest/pass1.py``): Ray Data's progress, backpressure
     and scheduling, at a fixed cost per job (its import on the driver and on
     each worker, its stats and autoscaling actors) and a short wait between a
-    unit's end and the next unit's start (``docs/scale.md``). Both run a unit
+    unit's end and the next unit's start (``docs/performance.md``). Both run a unit
     with 1 CPU and at most 3 retries of a task whose worker died, in the given
     order.
     """

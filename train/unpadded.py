@@ -201,7 +201,7 @@ class _Packing:
     its own packing: ``real`` and ``padded`` are reshapes, not copies, and attention takes no mask
     (SDPA's flash kernel). With the index ops and the masked attention on full-length batches this
     path was slower than the stock forward (H100, BERT-base, 512 x 128, bf16: 151 ms of GPU time a
-    step vs 128 ms; ``docs/gpu.md``)."""
+    step vs 128 ms; ``docs/performance.md``)."""
 
     def __init__(self, attention_mask: torch.Tensor):
         self.rows, self.length = attention_mask.shape

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 # rows and columns per tile: on CPU 2,048 was the fastest of 1,024 / 2,048 / 4,096 and beat the dense loss at
-# 4,096 and 8,192 pairs (bench/results/gpu-cpu.txt); bench/gpu.py's loss_tiles times it on a GPU (docs/gpu.md)
+# 4,096 and 8,192 pairs (bench/results/gpu-cpu.txt); bench/gpu.py's loss_tiles times it on a GPU (docs/performance.md)
 DEFAULT_LOSS_TILE = 2048
 
 
