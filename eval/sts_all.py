@@ -1,7 +1,10 @@
 """STS as the papers report it: SentEval's STS12–STS16 "all", STS-B and SICK-R, and their mean (methods.md §1e).
 
-Input (``data``): SentEval's ``data/downstream`` tree as its download script
-lays it out, or any one folder of it:
+Input (``data``): by default MTEB's copies on the Hugging Face Hub, read through ``datasets``
+(``mteb/sts12-sts`` … ``mteb/sts16-sts``, ``mteb/stsbenchmark-sts``, ``mteb/sickr-sts``: columns
+sentence1, sentence2, score; ``score.sts_sets.hub_sets``, ``score.hub_data``), hub names or folders of
+their files; or SentEval's ``data/downstream`` tree as its download script lays it out, or any one
+folder of it:
 
 * ``STS/STS12-en-test/`` … ``STS/STS16-en-test/``: per subset
   ``STS.input.<subset>.txt`` (two tab-separated sentences a line) and
@@ -19,6 +22,10 @@ lays it out, or any one folder of it:
 test; SICK test). ``dev``/``train`` score STS-B and SICK on those splits
 only (this repository's samples ship no test files: dev = STS-B dev + SICK
 trial).
+
+MTEB's STS12–16 test splits are the years' subsets concatenated, with no subset column: their one
+Spearman is the "all" figure below (no ``subsets`` entry). MTEB's SICK-R ``test`` holds all of SICK
+(9,927 pairs), SentEval's the SemEval test part (4,927).
 
 Protocol: each set is ONE Spearman correlation (×100 in the papers; a fraction
 here) of the model's pair score against the gold scores; for STS12–16 over the

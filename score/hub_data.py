@@ -190,8 +190,9 @@ def _hub_unreachable(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
         else f"{host}:{port} did not answer within {timeout_s:g} s"
 
 
-def check_available(sources: list[HubSource]) -> None:
-    """Return when every source can be read now; else one :class:`HubDataUnavailable` line naming them all."""
+def check_available(sources: list[HubSource], flag: str = "--data FOLDER") -> None:
+    """Return when every source can be read now; else one :class:`HubDataUnavailable` line naming them all
+    and ``flag``, the way to give a local folder instead."""
     missing = [s.name for s in sources if s.folder is None and not is_cached(s.name)]
     if not missing:
         return
@@ -200,7 +201,7 @@ def check_available(sources: list[HubSource]) -> None:
         return
     names = ", ".join(dict.fromkeys(missing))
     raise HubDataUnavailable(
-        f"{names}: not in the Hugging Face cache and {why}; pass a local folder with --data FOLDER (SentEval "
+        f"{names}: not in the Hugging Face cache and {why}; pass a local folder with {flag} (SentEval "
         f"layout, or the datasets' own files: save_to_disk output or the hub repo's parquet/jsonl files), or set "
         f"{COPIES_ENV}=FOLDER holding them as FOLDER/<owner>/<name>")
 

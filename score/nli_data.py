@@ -1,6 +1,9 @@
 """NLI evaluation pairs: SentEval NLI folders and SICK, read into :class:`NliPairs`.
 
-Two layouts, told apart by the files present:
+A hub source comes first when no folder is given (``hub_nli_source``: ``stanfordnlp/snli``, or
+``RobZamp/sick``, or a folder of such a dataset's files; read through ``datasets`` by ``score.hub_data``:
+premise/hypothesis or sentence_A/sentence_B and a label, 0 entailment, 1 neutral, 2 contradiction, -1 none;
+SICK's entailment_BA marks the bilateral pairs). Two local layouts, told apart by the files present:
 
 * **SentEval** (SNLI, MNLI, the demo world's ``nli/``): ``s1.<split>``,
   ``s2.<split>``, ``labels.<split>``; line i of the three files is one

@@ -1,6 +1,9 @@
 """The STS Benchmark's files (SentEval layout): the one reader of them (``score.sts_sets`` reads the rest of
 the papers' STS table with the same rule).
 
+The same pairs come from the Hugging Face Hub by name (``mteb/stsbenchmark-sts``, the default when no
+folder is given; ``hub_sts_source``) or from a folder of a hub dataset's files, through ``score.hub_data``.
+
 A folder holds ``sts-train.csv``, ``sts-dev.csv`` and ``sts-test.csv``:
 UTF-8, tab-separated, no header, columns ``genre filename year id score
 sentence1 sentence2``; raw release lines may carry extra trailing

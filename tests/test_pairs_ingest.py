@@ -308,3 +308,30 @@ def test_hf_dataset_from_a_local_folder(ray_session, tmp_path, nli_paths):
         run_pair_ingest(PairIngestConfig(sources=[PairSource(
             "hf", str(folder), columns={"sentence1": "premise_text", "sentence2": "hypothesis", "label": "label"},
             preset="snli", hf_kwargs={"cache_dir": str(tmp_path / "hf_cache")})], out=str(tmp_path / "o")))
+
+
+def test_all_nli_triplets_by_name_from_a_local_copy(ray_session, tmp_path, nli_paths, monkeypatch):
+    """`hf:sentence-transformers/all-nli` (config triplet: anchor, positive, negative) read from a local copy in
+    the hub's layout (STRUCTCSE_HUB_COPIES): SimCSE-sup's (premise, entailment, contradiction) rows, one
+    nli_triplets row each, as the same rows from SimCSE's csv give; offline, an uncopied name is one line."""
+    import csv
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with open(nli_paths["csv"], encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))[:50]
+    copy = tmp_path / "hub" / "sentence-transformers" / "all-nli" / "triplet"
+    copy.mkdir(parents=True)
+    pq.write_table(pa.table({"anchor": [r["sent0"] for r in rows], "positive": [r["sent1"] for r in rows],
+                             "negative": [r["hard_neg"] for r in rows]}), copy / "train-00000-of-00001.parquet")
+    monkeypatch.setenv("STRUCTCSE_HUB_COPIES", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    run_pair_ingest(PairIngestConfig(sources=[PairSource("hf", "sentence-transformers/all-nli")],
+                                     out=str(tmp_path / "out")), log=lambda *a: None)
+    triplets = read_set(tmp_path / "out" / "nli_triplets")
+    assert len(triplets) == 50
+    assert sorted(t["premise"] for t in triplets) == sorted(r["sent0"].strip() for r in rows)
+    with pytest.raises(PairSourceError, match=r"^hf source stanfordnlp/snli: not in the Hugging Face cache.*"
+                                              r"--source hf:FOLDER"):
+        run_pair_ingest(PairIngestConfig(sources=[PairSource("hf", "stanfordnlp/snli")], out=str(tmp_path / "o")))

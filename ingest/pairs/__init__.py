@@ -3,7 +3,7 @@
 Sources (``PairSource``), chosen by config:
 
 - ``senteval``: SentEval's ``s1.<split>``, ``s2.<split>``, ``labels.<split>``
-  (line i of the three files is one pair), e.g. ``../shared/data/nli/snli_senteval``
+  (line i of the three files is one pair), e.g. SentEval's ``data/downstream/SNLI``
   or the demo world's ``nli/`` folder;
 - ``simcse_csv``: SimCSE's ``nli_for_simcse.csv`` (header ``sent0,sent1,hard_neg``:
   premise, entailment, contradiction; a file without ``hard_neg`` gives
@@ -13,10 +13,14 @@ Sources (``PairSource``), chosen by config:
   "label": ...}`` (or ``"captions"``: a list column whose members are pairwise
   related) and a label map, or one fixed ``relation`` for every pair;
 - ``hf``: ``datasets.load_dataset(path, name, split=split)``: a hub dataset
-  (snli, multi_nli / glue mnli, glue qqp, quora, paws, glue qnli, flickr30k
-  captions: their columns and label names are known, see ``PRESETS``) or a
-  local folder / builder (``json``, ``csv``) with an explicit ``preset`` or
-  ``columns`` + ``label_map``.
+  (``stanfordnlp/snli``, ``nyu-mll/multi_nli`` / glue mnli, glue qqp, quora,
+  paws, glue qnli, flickr30k captions, ``sentence-transformers/all-nli``'s
+  ``triplet`` (the default), ``pair`` and ``pair-class`` configs: their
+  columns and label names are known, see ``PRESETS``) or a local folder /
+  builder (``json``, ``csv``) with an explicit ``preset`` or ``columns`` +
+  ``label_map``. ``STRUCTCSE_HUB_COPIES=FOLDER`` reads a hub name from
+  ``FOLDER/<owner>/<name>`` (``score.hub_data``); offline, a name neither
+  copied nor cached is one line naming it.
 
 A label map takes a raw label (compared as text, then case-insensitively) to a
 relation, or to ``None``: the row is dropped as ``excluded_label`` (SNLI's

@@ -31,11 +31,12 @@ or local folder (hf). Options follow the first ':' that is followed by KEY=:
   tag=NAME                                the `source` value in the sets
 
 Examples:
-  --source senteval:../shared/data/nli/snli_senteval:split=dev+test
+  --source senteval:SNLI_DIR:split=dev+test
+  --source hf:sentence-transformers/all-nli        (config triplet: SimCSE-sup's rows)
+  --source hf:stanfordnlp/snli:split=train
   --source simcse_csv:nli_for_simcse.csv
   --source table:snli_1.0_dev.jsonl:sentence1=sentence1,sentence2=sentence2,label=gold_label
   --source table:SICK_train.txt:preset=sick
-  --source hf:snli:split=train
   --source hf:glue:name=qqp,split=train
   --source hf:google-research-datasets/paws:name=labeled_final
 """

@@ -158,7 +158,7 @@ def _units_of(record, row: int, spec: dict, stats: _UnitStats, out: list[dict], 
         reason = reason or _text_reason([s1, s2], spec)
         return stats.drop(reason, row) if reason else emit(None, s1, relation, s2)
     columns = spec["columns"]
-    if kind == "simcse_csv":
+    if kind == "simcse_csv" or "sent0" in columns:  # SimCSE's csv, or a hub dataset of such rows (all-nli)
         has_neg = "hard_neg" in columns
         if record is None or record.get(columns["sent0"]) is None or record.get(columns["sent1"]) is None \
                 or (has_neg and record.get(columns["hard_neg"]) is None):

@@ -57,7 +57,15 @@ PRESETS: dict[str, Preset] = {
     # RSE's own files (binwang/RSE-sentence-relational-data): labels are relation names
     "rse": Preset({"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"},
                   {r: r for r in RSE_RELATIONS}),
+    # sentence-transformers/all-nli (SNLI + MultiNLI): "triplet" (anchor, positive = entailment, negative =
+    # contradiction: SimCSE-sup's rows), "pair" (entailment pairs), "pair-class" (premise, hypothesis, label)
+    "all_nli_triplet": Preset({"sent0": "anchor", "sent1": "positive", "hard_neg": "negative"}),
+    "all_nli_pair": Preset({"sent0": "anchor", "sent1": "positive"}),
+    "all_nli_pair_class": Preset({"sentence1": "premise", "sentence2": "hypothesis", "label": "label"},
+                                 NLI_INT_LABELS),
 }
+# sentence-transformers/all-nli's configs -> preset ("triplet" when no config is named)
+ALL_NLI = {"triplet": "all_nli_triplet", "pair": "all_nli_pair", "pair-class": "all_nli_pair_class"}
 # hub names (the last path part, or the config name of glue) -> preset
 HF_ALIASES = {"snli": "snli", "multi_nli": "multi_nli", "multinli": "multi_nli", "mnli": "multi_nli",
               "qqp": "qqp", "quora": "quora", "paws": "paws", "qnli": "qnli", "flickr30k": "flickr",
@@ -163,6 +171,8 @@ def _label_map(preset: Preset | None, source: PairSource, default: dict | None) 
 
 def _preset_of(source: PairSource) -> Preset | None:
     key = source.preset
+    if key is None and source.kind == "hf" and _basename(source.path).lower() == "all-nli":
+        key = ALL_NLI.get(source.name or "triplet")
     if key is None and source.kind == "hf":
         for candidate in (source.name, _basename(source.path)):
             if candidate and candidate.lower() in HF_ALIASES:
@@ -189,6 +199,8 @@ def _mapping(source: PairSource, preset: Preset | None) -> tuple[dict, str | Non
     relation = source.relation or (preset.relation if preset else None)
     if "captions" in columns:
         return {"captions": columns["captions"]}, relation or "same_caption"
+    if "sent0" in columns:  # (premise, entailment[, contradiction]) rows, as SimCSE's csv
+        return {k: columns[k] for k in ("sent0", "sent1", "hard_neg") if k in columns}, None
     for role in ("sentence1", "sentence2"):
         if role not in columns:
             raise PairSourceError(
@@ -277,8 +289,21 @@ def _load_hf(source: PairSource):
         import datasets
     except ImportError as e:  # pragma: no cover
         raise PairSourceError("hf sources need the `datasets` package") from e
+    from score.hub_data import HubSource, check_available, is_hub_copy, local_copy, looks_like_hub_name
+
+    path, name = source.path, source.name
+    if _basename(path).lower() == "all-nli" and name is None:
+        name = "triplet"
+    copy = local_copy(path) if looks_like_hub_name(path) else None  # STRUCTCSE_HUB_COPIES
+    if copy is not None:
+        path, name = str(copy / name) if name and is_hub_copy(copy / name) else str(copy), None
+    elif looks_like_hub_name(path):
+        try:  # offline and not cached: one line naming the dataset, not the hub client's retries
+            check_available([HubSource(path, name=path)], flag="--source hf:FOLDER")
+        except FileNotFoundError as e:
+            raise PairSourceError(f"hf source {e}") from None
     try:
-        return datasets.load_dataset(source.path, source.name, split=source.split or "train", **source.hf_kwargs)
+        return datasets.load_dataset(path, name, split=source.split or "train", **source.hf_kwargs)
     except (FileNotFoundError, ValueError, ConnectionError) as e:
         raise PairSourceError(f"hf source {source.path}"
                               + (f" ({source.name})" if source.name else "") + f": {type(e).__name__}: {e}") from e
