@@ -1,16 +1,30 @@
 """structcse: knowledge-structured contrastive sentence embeddings on Ray.
 
-``structcse.load(model_dir)`` loads a trained model folder with its method
-heads (:func:`train.saved_models.load`); the import of torch and
-sentence-transformers happens on the first call.
+The Python API (``docs/api.md``; ``structcse/api.py``)::
+
+    import structcse
+
+    model = structcse.load("demo_out/runs/gausscse/model")      # a trained model with its method's heads
+    model.encode(["A man plays a guitar."])                     # numpy (1, d) float32
+    model.similarity("A man plays.", "Someone plays.")          # the method's own pair score
+    table = structcse.read_set("demo_out/sets", "sentences")    # pyarrow.Table, checked whole
+    structcse.evaluate(model, "sts", data="demo_out/world/sts", split="test")   # {"spearman": ..., ...}
+
+``import structcse`` is cheap: torch, sentence-transformers and pyarrow are imported by the first call
+that needs them.
 """
 
+from __future__ import annotations
 
-def load(model_dir, device=None):
-    """A :class:`score.model.TrainedModel` for a structcse (or plain SentenceTransformer) folder."""
-    from train.saved_models import load as _load
+from structcse.api import evaluate, load, read_manifest, read_set, tasks  # light: each imports what it needs when called
+from structcse.version import __version__
 
-    return _load(model_dir, device=device)
+__all__ = ["__version__", "load", "read_set", "read_manifest", "evaluate", "tasks", "TrainedModel"]
 
 
-__all__ = ["load"]
+def __getattr__(name):  # structcse.TrainedModel, imported (with torch) only when asked for
+    if name == "TrainedModel":
+        from score.model import TrainedModel
+
+        return TrainedModel
+    raise AttributeError(f"module 'structcse' has no attribute {name!r}")

@@ -227,8 +227,46 @@ def files_holding(root: Path, values) -> list[str]:
     return found
 
 
-# Ingest, a training run, an evaluation and a Tune search with every secret variable set, every file they
-# write and Ray's session logs searched for the values: python bench/security.py (last line: "ok").
+def test_ingest_train_and_eval_write_no_secret(ray_session, demo_world, demo_tiny_bert, tmp_path, monkeypatch,
+                                                capfd):
+    """Every secret variable set (and Ray's auth token): ingest of the demo world, a 2-step training run in
+    local mode (checkpoint, dev metric, TensorBoard events, model card, summary) and ``python -m eval --output``;
+    then every file under the work folder, the Ray session's logs and what was printed hold none of the values.
+    (The session's Ray workers started before the values were set, so what they alone write is checked by the
+    full sweep, which also runs a Tune search with a Ray of its own: ``python bench/security.py``.)"""
+    from eval.cli import main as eval_main
+    from ingest.pipeline import IngestConfig, run_ingest
+    from structcse.demo import ENTITY_LINK_THRESHOLD
+    from train.config import TrainConfig
+    from train.run import run
+
+    secrets = {**SECRETS, "RAY_AUTH_TOKEN": "sk-structcse-ray_auth_token-7f3a9c"}
+    for var, value in secrets.items():
+        monkeypatch.setenv(var, value)
+    sets = tmp_path / "sets"
+    run_ingest(IngestConfig(wikipedia=[str(demo_world.wikipedia_dump)], wikidata=[str(demo_world.wikidata_dump)],
+                            out=str(sets), shard_bytes=1, entity_link_threshold=ENTITY_LINK_THRESHOLD))
+    outcome = run(TrainConfig.from_dict({
+        "method": "simcse_unsup", "model": str(demo_tiny_bert), "data": str(sets), "pooling": "mean",
+        "batch_size": 16, "max_len": 32, "max_steps": 2, "checkpoint_every_steps": 2, "log_every_steps": 1,
+        "num_workers": 0, "storage_path": str(tmp_path / "runs"), "run_name": "secrets",
+        "dev_data": str(demo_world.sts_dir)}))
+    assert eval_main(["--task", "sts", "--model", outcome.model_path, "--data", str(demo_world.sts_dir),
+                      "--split", "dev", "--output", str(tmp_path / "eval" / "sts.json")]) == 0
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert {"_manifest.json", "train_summary.json", "README.md", "sts.json"} <= {p.name for p in written}
+    assert any(p.name.startswith("events.out.tfevents") for p in written)
+    import ray
+
+    session_logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
+    assert files_holding(tmp_path, secrets.values()) == []
+    assert files_holding(session_logs, secrets.values()) == []
+    printed = capfd.readouterr()
+    assert [var for var, value in secrets.items() if value in printed.out + printed.err] == []
+
+
+# The full sweep (ingest, a training run on Ray Train workers, an evaluation and a Tune search, with a Ray
+# started with every secret variable set; its session logs searched too): python bench/security.py ("ok").
 
 
 def test_a_manifest_field_holding_a_secret_is_redacted(tmp_path, monkeypatch):
