@@ -103,11 +103,13 @@ def test_without_a_git_program_the_code_version_is_the_version_alone(tmp_path, m
 
 
 def test_structcse_version_re_exports_it_and_a_model_card_names_it():
+    import structcse
     import structcse.version
     from train.config import TrainConfig
     from train.model_card import card_section
 
-    assert structcse.version.__version__ == VERSION and structcse.version.code_version() == version.code_version()
+    assert structcse.__version__ == structcse.version.__version__ == VERSION
+    assert structcse.version.code_version() == version.code_version()
     cfg = TrainConfig.from_dict({"method": "simcse_unsup", "model": "m", "data": "d"})
     assert f"- **Code:** structcse `{version.code_version()}`" in card_section(cfg, [], "latest", {"step": 1})
 
