@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         outcome = task.run(model, args.data, args.split, batch_size=args.batch_size, **options)
-    except (ValueError, MethodMismatchError) as error:
+    except (ValueError, FileNotFoundError, MethodMismatchError) as error:  # e.g. a hub copy without that split
         return usage_error(str(error))
     from infra.secrets import redact
 
