@@ -29,6 +29,9 @@ a partial one); its last line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
+import io
 import json
 import os
 import re
@@ -39,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +55,7 @@ from bench.newcomer_blocks import (
     blocks_of,
     command_skip,
     doc_files,
+    train_run_folder,
 )
 
 DEMO = re.compile(r"^\s*structcse demo\b(?!.*--help)")
@@ -110,7 +115,7 @@ class Newcomer:
                        "outside_repo": [], "demo_seconds": None, "demo_log_lines": None, "demo_log_clean": None,
                        "tune_seconds": None, "tune_log_lines": None, "tune_log_clean": None, "tests": None,
                        "docs_build": None, "seconds": {}}
-        self.captured, self.env_extra, self.skipped_outputs = {}, {}, {}
+        self.captured, self.env_extra, self.skipped_outputs, self.root_reason = {}, {}, {}, {}
 
     # -- setup ---------------------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -243,7 +248,11 @@ class Newcomer:
         for written in block.commands:
             why = command_skip(written) or self.stand_ins.skip(written) or self.needs_skipped(written)
             if why:
-                self.skipped_outputs.update({out: why for out in re.findall(r"--out[= ](\S+)", written)})
+                outs = re.findall(r"--out[= ](\S+)", written)
+                if "python -m train " in written:
+                    outs.append(train_run_folder(written, self.clone))
+                root = self.root_reason.get(why, why)  # a chain of skips names the first one's reason
+                self.skipped_outputs.update({out: root for out in outs if out})
                 skipped += 1
                 self.result["skipped_commands"].append({"name": block.name, "command": written, "why": why})
                 lines.append(f": skipped: {shlex.quote(written[:200])}")
@@ -303,7 +312,9 @@ class Newcomer:
         """A command that reads what a skipped command would have written is skipped for the same reason."""
         for out, why in self.skipped_outputs.items():
             if re.search(rf"(^|[\s=:\"']){re.escape(out.rstrip('/'))}(/|\s|$|[\"':])", command):
-                return f"reads {out}, which a skipped command writes ({why})"
+                said = f"reads {out}, which a skipped command writes ({why})"
+                self.root_reason[said] = why
+                return said
         return None
 
     def start_head(self):
@@ -326,7 +337,7 @@ class Newcomer:
 
     def run_python(self, block: Block) -> None:
         text, used = self.stand_ins.apply(block.text)
-        literals = [s for s in re.findall(r"[\"']([^\"'\s]+/[^\"'\s]*)[\"']", text) if "://" not in s]
+        literals = [s for s in string_literals(text) if "/" in s and not re.search(r"\s|://", s)]
         if not any(s.startswith("demo_out/") for s in literals):
             return self.skip(block, "a Python excerpt that reads no demo_out path (not a runnable example)")
         other = [s for s in literals if not s.startswith(("demo_out/", str(self.models))) and not (self.clone / s).exists()]
@@ -478,6 +489,19 @@ class Newcomer:
 
         stop_processes(self.ray_tmp, grace_s=5)
         shutil.rmtree(self.ray_tmp, ignore_errors=True)
+
+
+def string_literals(code: str) -> list[str]:
+    """The string constants of a Python snippet (comments and f-strings left out)."""
+    found = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.STRING:
+                with contextlib.suppress(ValueError, SyntaxError):
+                    found.append(ast.literal_eval(token.string))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return [s for s in found if isinstance(s, str)]
 
 
 def safe(name: str) -> str:

@@ -6,6 +6,7 @@ reason) and the skips where no local equivalent exists (each with its reason).""
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,3 +230,27 @@ class StandIns:
 
     def outside_repo(self, command: str) -> bool:
         return bool(re.search(r"(^|[\s=:\"'])\.\./", command))
+
+
+def train_run_folder(command: str, repo: Path) -> str | None:
+    """The run folder a ``python -m train`` command writes (``--storage``/``--name``, else its config's
+    ``storage_path``/``run_name`` with ``{model}`` the base model's short name, as train.config names it)."""
+    try:
+        words = shlex.split(command[command.index("python -m train"):])
+    except ValueError:
+        return None
+
+    def option(name):
+        return words[words.index(name) + 1] if name in words[:-1] else None
+
+    sets = dict(w.split("=", 1) for w, prev in zip(words[1:], words) if prev == "--set" and "=" in w)
+    config = {}
+    if option("--config") and (repo / option("--config")).is_file():
+        config = yaml.safe_load((repo / option("--config")).read_text()) or {}
+    model = option("--model") or sets.get("model") or config.get("model") or "model"
+    parts = [p for p in re.split(r"[/\\]+", model.split("://", 1)[-1]) if p not in ("", ".", "..")]
+    short = parts[-2] if len(parts) > 1 and parts[-1] == "model" else (parts[-1] if parts else "model")
+    short = re.sub(r"[^A-Za-z0-9._-]+", "-", short).strip(".-")[:64] or "model"
+    name = option("--name") or sets.get("run_name") or config.get("run_name") or f"{config.get('method', 'run')}-{{model}}"
+    storage = option("--storage") or sets.get("storage_path") or config.get("storage_path") or "runs"
+    return f"{storage.rstrip('/')}/{name.replace('{model}', short)}"
