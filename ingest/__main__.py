@@ -1,13 +1,18 @@
 """``python -m ingest``: raw dumps -> parquet training sets (see ``ingest/pipeline.py``)."""
 
+from __future__ import annotations
+
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ingest import wikidata
 from ingest.lost_input import lost_input
 from ingest.multistream import DumpFormatError
-from ingest.pipeline import IngestConfig, run_ingest
 from ingest.schemas import SchemaError
+
+if TYPE_CHECKING:  # ingest.pipeline imports Ray: loaded in main(), after the log settings (infra/logs.py)
+    from ingest.pipeline import IngestConfig
 
 
 def _size(text: str) -> int:
@@ -76,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv=None) -> tuple[IngestConfig, argparse.Namespace]:
+    from ingest.pipeline import IngestConfig
+
     args = build_parser().parse_args(argv)
     cfg = IngestConfig(
         wikipedia=args.wikipedia, wikidata=args.wikidata, wikidata_set=args.wikidata_set, out=args.out,
@@ -124,6 +131,8 @@ def main(argv=None) -> int:
         from infra.ray_local import local_init_kwargs
 
         ray.init(**local_init_kwargs({"num_cpus": args.num_cpus, "include_dashboard": not args.no_dashboard}))
+    from ingest.pipeline import run_ingest
+
     try:
         manifest = run_ingest(cfg)
     except (FileNotFoundError, DumpFormatError, SchemaError, StorageError, IncompleteError) as e:
