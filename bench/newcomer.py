@@ -120,6 +120,7 @@ class Newcomer:
     # -- setup ---------------------------------------------------------------------------------------------
     def setup(self) -> None:
         a = self.args
+        shutil.rmtree(self.logs, ignore_errors=True)  # a reused WORK: no earlier run's logs read as this one's
         for d in (self.logs, self.models, self.home):
             d.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.clone, ignore_errors=True)
@@ -127,6 +128,7 @@ class Newcomer:
         commit = sh(["git", "-C", a.clone_from, "rev-parse", a.commit]).stdout.strip() \
             if Path(a.clone_from).is_dir() else a.commit
         sh(["git", "-C", str(self.clone), "checkout", "-q", "--detach", commit])
+        os.chdir(self.clone)  # what starts here (the bench's own Ray head, as `ray start` in the clone) runs in it
         self.result["commit"] = sh(["git", "-C", str(self.clone), "rev-parse", "--short", "HEAD"]).stdout.strip()
         if not (self.venv / "bin" / "python").exists() and not a.list:
             sh([sys.executable, "-m", "venv", str(self.venv)])
@@ -212,8 +214,8 @@ class Newcomer:
             setup = block.file == "README.md" and block.lang == "bash" and (not setup_done or "pip install" in block.text)
             if setup and any(DEMO.search(p) for c in block.commands for p in c.split(" && ")):
                 setup_done = True  # README's blocks up to the demo set the venv up: they always run
-            if not setup and self.args.only and not any(block.file == f or block.file.endswith("/" + f.lstrip("./"))
-                                                        for f in self.args.only):
+            if not setup and self.args.only and not any(
+                    block.name == f or block.file == f or block.file.endswith("/" + f.lstrip("./")) for f in self.args.only):
                 continue
             if not setup and "blocks" not in self.args.parts:
                 continue
@@ -519,7 +521,8 @@ def main(argv=None) -> int:
     p.add_argument("--parts", nargs="+", choices=["blocks", "docs"], default=["blocks", "docs"],
                    help="blocks: every command block after README's setup blocks; docs: mkdocs build --strict")
     p.add_argument("--only", nargs="+", default=None, metavar="FILE",
-                   help="run only these files' blocks (README's install and demo blocks always run)")
+                   help="run only these files' blocks, or these blocks (by name: FILE#SLUG-N); README's install "
+                   "and demo blocks always run")
     p.add_argument("--skip-tests", action="store_true", help="install as the test block says, without pytest")
     p.add_argument("--reuse-demo", type=Path, default=None, metavar="DIR",
                    help="copy DIR (a demo_out) instead of running the demo (for quick iteration)")
@@ -540,7 +543,8 @@ def main(argv=None) -> int:
     if not args.reuse_venv:
         shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True, exist_ok=True)
-    log = Log(results.resolve() if results.is_absolute() else (Path.cwd() / results))
+    results = results.resolve()
+    log = Log(results)
     run = Newcomer(args, log)
     try:
         run.setup()
