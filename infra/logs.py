@@ -142,14 +142,18 @@ def quiet_local_ray() -> None:
 def quiet_worker() -> None:
     """A Ray Train worker or evaluation actor, first thing: transformers and sentence-transformers at
     WARNING (Ray Train sets the root logger to INFO on its workers, so each save printed "Saving model to
-    ..."), Hugging Face bars off; in a quiet run also the loggers of ``_apply_quiet_in_process``. Nothing
-    with STRUCTCSE_LOG=debug."""
+    ..."), Hugging Face bars off; in a quiet run also the root logger at WARNING and the loggers of
+    ``_apply_quiet_in_process``. Nothing with STRUCTCSE_LOG=debug."""
     if verbose_requested():
         return
     for name in QUIET_LOGGERS[:7]:  # the libraries' own (not Ray's): in every run
         logging.getLogger(name).setLevel(logging.WARNING)
     _hf_quiet(bars=os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "1") == "1", imported_only=False)
     if is_quiet():
+        # Ray Train sets a worker's root logger to INFO, and LoggingConfig's level reaches only loggers named
+        # ray.train.*: its per-report line ("Reporting training result …") comes from a logger named after
+        # its source file, under the root. A quiet worker's root logger is at WARNING.
+        logging.getLogger().setLevel(logging.WARNING)
         _apply_quiet_in_process()
 
 
