@@ -12,14 +12,17 @@ Each copy is ``FOLDER/<owner>/<name>/`` as the hub repository lays it out,
   from SentEval's ``SICK_*.txt``;
 * ``stanfordnlp/snli`` (premise, hypothesis, label 0 entailment / 1 neutral / 2 contradiction) from a
   SentEval SNLI folder;
-* ``nyu-mll/glue/mrpc`` (sentence1, sentence2, label, idx) from ``msr_paraphrase_{train,test}.txt``.
+* ``nyu-mll/glue/mrpc`` (sentence1, sentence2, label, idx) from ``msr_paraphrase_{train,test}.txt``;
+* ``sentence-transformers/all-nli/triplet`` (anchor, positive, negative; split train) from a SimCSE-format
+  csv (``sent0,sent1,hard_neg``).
 
 Splits: dev is written as ``validation``, SICK's trial as ``validation``. The rows are the project's own
 readers' (``score.sts_data``, ``score.sts_sets``, ``score.nli_data``, ``eval.mrpc``), so a copy scores the
 same pairs as the folder it came from. A copy holds the splits its source has (the repository's samples
 have no test files: their copies have none either).
 
-    python -m score.hub_copies --out hub --stsb STSB_DIR --sick SICK_DIR --snli SNLI_DIR --mrpc MRPC_DIR
+    python -m score.hub_copies --out hub --stsb STSB_DIR --sick SICK_DIR --snli SNLI_DIR --mrpc MRPC_DIR \
+        --allnli nli_for_simcse.csv
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 from score.hub_data import HUB_SPLITS, MTEB_STS, MRPC, SICK, SNLI
 
 NLI_IDS = {"entailment": 0, "neutral": 1, "contradiction": 2}
+ALL_NLI = "sentence-transformers/all-nli"
 
 
 def write_copy(root: str | Path, name: str, splits: dict[str, dict[str, list]], fmt: str = "parquet") -> Path:
@@ -111,7 +115,20 @@ def mrpc_splits(folder: str | Path) -> dict:
     return out
 
 
-def write_hub_copies(out: str | Path, *, stsb=None, sick=None, snli=None, mrpc=None, senteval=None,
+def allnli_splits(csv_path: str | Path) -> dict:
+    import csv
+
+    with open(csv_path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    missing = [c for c in ("sent0", "sent1", "hard_neg") if rows and c not in rows[0]]
+    if not rows or missing:
+        raise ValueError(f"{csv_path}: expected SimCSE's header sent0,sent1,hard_neg and rows"
+                         + (f" (missing {missing})" if missing else ""))
+    return {"train": {"anchor": [r["sent0"] for r in rows], "positive": [r["sent1"] for r in rows],
+                      "negative": [r["hard_neg"] for r in rows]}}
+
+
+def write_hub_copies(out: str | Path, *, stsb=None, sick=None, snli=None, mrpc=None, senteval=None, allnli=None,
                      fmt: str = "parquet") -> dict[str, Path]:
     """Every copy the given folders allow (see the module docstring): ``{hub name: folder}``."""
     written = {}
@@ -131,6 +148,8 @@ def write_hub_copies(out: str | Path, *, stsb=None, sick=None, snli=None, mrpc=N
         written[SNLI.name] = write_copy(out, SNLI.name, snli_splits(snli), fmt)
     if mrpc:
         written[MRPC.name] = write_copy(Path(out) / MRPC.name, MRPC.config, mrpc_splits(mrpc), fmt)
+    if allnli:
+        written[ALL_NLI] = write_copy(Path(out) / ALL_NLI, "triplet", allnli_splits(allnli), fmt)
     return written
 
 
@@ -142,17 +161,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sick", help="SentEval SICK folder (SICK_train.txt, SICK_trial.txt, ...)")
     parser.add_argument("--snli", help="SentEval SNLI folder (s1/s2/labels.<split>)")
     parser.add_argument("--mrpc", help="folder with msr_paraphrase_train.txt (and _test.txt)")
+    parser.add_argument("--allnli", help="SimCSE-format csv (sent0,sent1,hard_neg) -> all-nli's triplet config")
     parser.add_argument("--format", default="parquet", choices=("parquet", "disk"),
                         help="the hub repository's parquet files (default) or datasets' save_to_disk output")
     args = parser.parse_args(argv)
     try:
         written = write_hub_copies(args.out, stsb=args.stsb, sick=args.sick, snli=args.snli, mrpc=args.mrpc,
-                                   senteval=args.senteval, fmt=args.format)
+                                   senteval=args.senteval, allnli=args.allnli, fmt=args.format)
     except (FileNotFoundError, ValueError) as error:
         print(f"python -m score.hub_copies: error: {error}", file=sys.stderr)
         return 2
     if not written:
-        print("python -m score.hub_copies: error: give at least one of --stsb, --senteval, --sick, --snli, --mrpc",
+        print("python -m score.hub_copies: error: give at least one of --stsb, --senteval, --sick, --snli, --mrpc, "
+              "--allnli",
               file=sys.stderr)
         return 2
     for name, folder in written.items():
