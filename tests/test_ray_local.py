@@ -12,6 +12,12 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
+def ray_args(kwargs: dict) -> dict:
+    """What local_init_kwargs asks of ray.init, less what it adds for the job's processes (the runtime env
+    naming this job's Ray, the dashboard port it names; tests/test_quiet_logs.py checks those)."""
+    return {k: v for k, v in kwargs.items() if k not in ("runtime_env", "dashboard_port")}
+
+
 @pytest.fixture
 def cluster_file(tmp_path, monkeypatch):
     import infra.ray_compat
@@ -35,7 +41,7 @@ def test_a_dead_head_is_named_and_a_local_ray_is_asked_for(cluster_file):
     started = time.monotonic()
     kwargs = local_init_kwargs({"num_cpus": 2, "_temp_dir": str(cluster_file.parent)}, said.append)
     assert time.monotonic() - started < 5
-    assert kwargs == {"num_cpus": 2, "_temp_dir": str(cluster_file.parent), "address": "local"}
+    assert ray_args(kwargs) == {"num_cpus": 2, "_temp_dir": str(cluster_file.parent), "address": "local"}
     assert len(said) == 1 and address in said[0] and str(cluster_file) in said[0]
     assert "RAY_ADDRESS=" in said[0] and "`ray stop` (" not in said[0]  # deleting the file, not stopping every Ray
 
@@ -45,14 +51,17 @@ def test_a_live_head_an_explicit_address_or_no_file_is_left_to_ray(cluster_file,
 
     temp = {"_temp_dir": str(cluster_file.parent)}
     said = []
-    assert local_init_kwargs(temp, said.append) == temp  # no file
+    assert ray_args(local_init_kwargs(temp, said.append)) == temp  # no file
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        cluster_file.write_text(f"127.0.0.1:{listener.getsockname()[1]}")
-        assert local_init_kwargs(temp, said.append) == temp  # a head answers: ray.init() joins it
+        live = f"127.0.0.1:{listener.getsockname()[1]}"
+        cluster_file.write_text(live)
+        kwargs = local_init_kwargs(temp, said.append)
+        assert ray_args(kwargs) == temp  # a head answers: ray.init() joins it; its processes are told which
+        assert kwargs["runtime_env"]["env_vars"]["RAY_ADDRESS"] == live
     cluster_file.write_text(f"127.0.0.1:{closed_port()}")
-    assert local_init_kwargs({**temp, "address": "auto"}, said.append) == {**temp, "address": "auto"}
+    assert ray_args(local_init_kwargs({**temp, "address": "auto"}, said.append)) == {**temp, "address": "auto"}
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
-    assert local_init_kwargs(temp, said.append) == temp
+    assert ray_args(local_init_kwargs(temp, said.append)) == temp
     assert said == []
