@@ -5,7 +5,6 @@ naming the folder (never the method's defaults)."""
 
 import json
 import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -179,6 +178,7 @@ def test_the_repositorys_configs_are_read_and_shipped_in_the_wheel():
 
     assert structcse.configs.CONFIGS == REPO / "configs"
     assert structcse.configs.training_config("ease", ["epochs=1"]).method == "ease"
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     setup = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     packages = find_namespace_packages(str(REPO), include=setup["packages"]["find"]["include"])
     shipped = {f"{package.replace('.', '/')}/{name}"
