@@ -150,18 +150,18 @@ class Newcomer:
 
     def hub_copies(self) -> Path | None:
         """Local copies in the Hub's format of the public datasets the docs name, written from --shared's files
-        by the clone's own ``python -m score.hub_copies``; every block but the tests' reads them through
+        by the clone's own ``python -m eval.hub_copies``; every block but the tests' reads them through
         ``STRUCTCSE_HUB_COPIES``."""
         data, hub = self.args.shared, self.work / "stand-ins" / "hub"
         if not data or not (self.clone / "score" / "hub_copies.py").exists():
             return None
         env = {**os.environ, "PYTHONPATH": str(self.clone)}
-        usage = subprocess.run([sys.executable, "-m", "score.hub_copies", "--help"], cwd=self.clone, env=env,
+        usage = subprocess.run([sys.executable, "-m", "eval.hub_copies", "--help"], cwd=self.clone, env=env,
                                capture_output=True, text=True, check=False).stdout
         sources = {"--stsb": data / "stsb" / "senteval_processed", "--sick": data / "sick",
                    "--snli": data / "nli" / "snli_senteval", "--mrpc": data / "mrpc", "--senteval": data / "senteval",
                    "--allnli-csv": data / "nli" / "snli_dev_partial_triplets_simcse_format.csv"}
-        cmd = [sys.executable, "-m", "score.hub_copies", "--out", str(hub)]
+        cmd = [sys.executable, "-m", "eval.hub_copies", "--out", str(hub)]
         for flag, path in sources.items():
             if flag in usage and path.exists():
                 cmd += [flag, str(path)]
@@ -217,7 +217,7 @@ class Newcomer:
             if not setup and self.args.only and not any(
                     block.name == f or block.file == f or block.file.endswith("/" + f.lstrip("./")) for f in self.args.only):
                 continue
-            if not setup and "blocks" not in self.args.parts:
+            if "blocks" not in self.args.parts:  # --parts docs: the site alone
                 continue
             spent = time.time() - self.started
             if self.args.budget and spent > self.args.budget:
