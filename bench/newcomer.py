@@ -29,9 +29,6 @@ a partial one); its last line is one JSON object.
 from __future__ import annotations
 
 import argparse
-import ast
-import contextlib
-import io
 import json
 import os
 import re
@@ -42,7 +39,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tokenize
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,14 +51,15 @@ from bench.newcomer_blocks import (
     blocks_of,
     command_skip,
     doc_files,
+    log_check,
+    pip_settings,
+    string_literals,
     train_run_folder,
 )
 
 DEMO = re.compile(r"^\s*structcse demo\b(?!.*--help)")
 TUNE = re.compile(r"\bpython -m tune\b(?!.*--help)")
 PYTEST = re.compile(r"^\s*(python -m )?pytest\b")
-ANSI = re.compile(r"\x1b\[")
-ERROR = re.compile(r"(^|\s)ERROR(\s|:|$)")
 
 
 class Log:
@@ -80,25 +77,8 @@ def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, check=True, **kw)
 
 
-def pip_settings() -> dict[str, str]:
-    """pip's settings as this user has them (``pip config list``: user, global and env), as PIP_* variables:
-    the new HOME has no user pip.conf, and this machine's index is set there."""
-    out = sh([sys.executable, "-m", "pip", "config", "list"]).stdout
-    env = {}
-    for line in out.splitlines():
-        m = re.match(r"^[^.]*\.([\w-]+)='(.*)'$", line)
-        if m:
-            env["PIP_" + m.group(1).upper().replace("-", "_")] = m.group(2)
-    return env
 
 
-def log_check(out: str, err: str) -> dict:
-    """Lines a user sees (stdout + stderr), stdout's own, and any ANSI escape, traceback or ERROR line."""
-    lines = (out + err).splitlines()
-    bad = [ln for ln in lines if ANSI.search(ln) or "Traceback (most recent call last)" in ln or ERROR.search(ln)]
-    return {"lines": len(lines), "stdout_lines": len(out.splitlines()), "clean": not bad,
-            "ansi": any(ANSI.search(ln) for ln in lines), "traceback": any("Traceback" in ln for ln in lines),
-            "error_lines": [ln[:300] for ln in lines if ERROR.search(ln)][:5], "problems": [ln[:300] for ln in bad][:8]}
 
 
 class Newcomer:
@@ -116,6 +96,7 @@ class Newcomer:
                        "tune_seconds": None, "tune_log_lines": None, "tune_log_clean": None, "tests": None,
                        "docs_build": None, "seconds": {}}
         self.captured, self.env_extra, self.skipped_outputs, self.root_reason = {}, {}, {}, {}
+        self.rows: list[tuple[str, str, str, str, str]] = []  # name, result, exit, seconds, stand-ins or skip reason
 
     # -- setup ---------------------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -231,6 +212,7 @@ class Newcomer:
 
     def skip(self, block: Block, why: str) -> None:
         self.result["skipped"].append({"name": block.name, "why": why})
+        self.rows.append((block.name, "skipped", "", "", why))
         self.log(f"[newcomer] {block.name}: skipped ({why})")
 
     def run_block(self, block: Block) -> None:
@@ -377,6 +359,8 @@ class Newcomer:
         seconds = round(time.time() - t0, 1)
         self.result["ran"] += 1
         self.result["seconds"][block.name] = seconds
+        self.rows.append((block.name, "ok" if code == 0 else "FAILED", str(code), f"{seconds:.1f}",
+                          "; ".join(used) + (f" ({skipped} command(s) skipped)" if skipped else "")))
         self.result["with_stand_ins" if used else "as_written"] += 1
         if code == 0:
             self.result["passed"] += 1
@@ -493,17 +477,6 @@ class Newcomer:
         shutil.rmtree(self.ray_tmp, ignore_errors=True)
 
 
-def string_literals(code: str) -> list[str]:
-    """The string constants of a Python snippet (comments and f-strings left out)."""
-    found = []
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(code).readline):
-            if token.type == tokenize.STRING:
-                with contextlib.suppress(ValueError, SyntaxError):
-                    found.append(ast.literal_eval(token.string))
-    except (tokenize.TokenError, SyntaxError):
-        pass
-    return [s for s in found if isinstance(s, str)]
 
 
 def safe(name: str) -> str:
@@ -561,6 +534,10 @@ def main(argv=None) -> int:
     r["total_seconds"] = round(time.time() - run.started, 1)
     r["skipped_count"] = len(r["skipped"]) + len(r["skipped_commands"])
     r["outside_repo"] = sorted(set(r["outside_repo"]))
+    if run.rows:
+        log("\n| block | result | exit | seconds | stand-ins / skip reason |\n|---|---|---|---|---|")
+        for row in run.rows:
+            log("| " + " | ".join(x.replace("|", "\\|") for x in row) + " |")
     log(json.dumps(r))
     ok = not r["failed"] and (r["docs_build"] or {"ok": True})["ok"]
     return 0 if ok else 1

@@ -1,12 +1,20 @@
 """The command blocks of README.md and docs/**/*.md, and what bench/newcomer.py changes in them before it runs
 them: each block named ``<file>#<nearest heading's slug>-<n>``, its commands (continuations joined, heredocs
 kept whole), the stand-ins a machine without the hub, a GPU or a cloud account needs (each listed with its
-reason) and the skips where no local equivalent exists (each with its reason)."""
+reason) and the skips where no local equivalent exists (each with its reason); and the helpers that read what
+ran: a log's lines and its ANSI escapes, tracebacks and ERROR lines, a Python snippet's string literals, pip's
+settings as PIP_* variables."""
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import io
 import re
 import shlex
+import subprocess
+import sys
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +45,8 @@ COMMAND_SKIPS = [
     (r"\bmkdocs serve\b", "starts a web server that runs until stopped"),
 ]
 TRAINERS = re.compile(r"(python -m train |structcse (aspects|dsbats) )")
+ANSI = re.compile(r"\x1b\[")
+ERROR = re.compile(r"(^|\s)ERROR(\s|:|$)")
 HUB_SETS = re.compile(r"(?<![\w./-])(mteb/[\w.-]+|sentence-transformers/all-nli|stanfordnlp/snli|nyu-mll/glue"
                       r"|nyu-mll/multi_nli|RobZamp/sick)(?![\w/-])")
 EVAL_BY_NAME = re.compile(r"python -m eval --task (sts|sts_all|relational_sts|nli|direction|link_prediction|mrpc)\b")
@@ -254,3 +264,35 @@ def train_run_folder(command: str, repo: Path) -> str | None:
     name = option("--name") or sets.get("run_name") or config.get("run_name") or f"{config.get('method', 'run')}-{{model}}"
     storage = option("--storage") or sets.get("storage_path") or config.get("storage_path") or "runs"
     return f"{storage.rstrip('/')}/{name.replace('{model}', short)}"
+
+def pip_settings() -> dict[str, str]:
+    """pip's settings as this user has them (``pip config list``: user, global and env), as PIP_* variables:
+    the new HOME has no user pip.conf, and this machine's index is set there."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
+                         check=True).stdout
+    env = {}
+    for line in out.splitlines():
+        m = re.match(r"^[^.]*\.([\w-]+)='(.*)'$", line)
+        if m:
+            env["PIP_" + m.group(1).upper().replace("-", "_")] = m.group(2)
+    return env
+
+def log_check(out: str, err: str) -> dict:
+    """Lines a user sees (stdout + stderr), stdout's own, and any ANSI escape, traceback or ERROR line."""
+    lines = (out + err).splitlines()
+    bad = [ln for ln in lines if ANSI.search(ln) or "Traceback (most recent call last)" in ln or ERROR.search(ln)]
+    return {"lines": len(lines), "stdout_lines": len(out.splitlines()), "clean": not bad,
+            "ansi": any(ANSI.search(ln) for ln in lines), "traceback": any("Traceback" in ln for ln in lines),
+            "error_lines": [ln[:300] for ln in lines if ERROR.search(ln)][:5], "problems": [ln[:300] for ln in bad][:8]}
+
+def string_literals(code: str) -> list[str]:
+    """The string constants of a Python snippet (comments and f-strings left out)."""
+    found = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.STRING:
+                with contextlib.suppress(ValueError, SyntaxError):
+                    found.append(ast.literal_eval(token.string))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return [s for s in found if isinstance(s, str)]
