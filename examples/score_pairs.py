@@ -8,13 +8,14 @@ the method's own score, ``model.cosine`` the cosine of the two embeddings.
 """
 
 import sys
+from pathlib import Path
 
 from scipy.stats import spearmanr
 
 import structcse
 
 demo = sys.argv[1] if len(sys.argv) > 1 else "demo_out"
-rows = [line.split("\t") for line in open(f"{demo}/world/sts/sts-test.csv", encoding="utf-8").read().splitlines()]
+rows = [line.split("\t") for line in Path(f"{demo}/world/sts/sts-test.csv").read_text(encoding="utf-8").splitlines()]
 gold = [float(r[4]) for r in rows]  # the STS-B layout: score in column 5, the two sentences in 6 and 7
 first, second = [r[5] for r in rows], [r[6] for r in rows]
 
@@ -28,7 +29,7 @@ for method in ("gausscse", "rse"):
 
 # one entailment pair of the world's NLI test split: the premise, a hypothesis it entails
 nli = f"{demo}/world/nli"
-labels, premises, hypotheses = (open(f"{nli}/{name}.test", encoding="utf-8").read().splitlines()
+labels, premises, hypotheses = (Path(f"{nli}/{name}.test").read_text(encoding="utf-8").splitlines()
                                 for name in ("labels", "s1", "s2"))
 premise, hypothesis = next((p, h) for label, p, h in zip(labels, premises, hypotheses) if label == "entailment")
 print(f"\nentailment pair: {premise} => {hypothesis}")

@@ -16,10 +16,16 @@ that needs them.
 
 from __future__ import annotations
 
-from structcse.api import evaluate, load, read_manifest, read_set, tasks  # light: each imports what it needs when called
+from structcse.api import (  # light: each imports what it needs when called
+    evaluate,
+    load,
+    read_manifest,
+    read_set,
+    tasks,
+)
 from structcse.version import __version__
 
-__all__ = ["__version__", "load", "read_set", "read_manifest", "evaluate", "tasks", "TrainedModel"]
+__all__ = ["TrainedModel", "__version__", "evaluate", "load", "read_manifest", "read_set", "tasks"]
 
 
 def __getattr__(name):  # structcse.TrainedModel, imported (with torch) only when asked for

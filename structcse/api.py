@@ -178,7 +178,7 @@ def _set_folder(path: str | os.PathLike, name: str | None) -> str:
 def _set_kind(folder: str) -> str | None:
     """The schema the set is checked against: its folder's name, else its manifest's ``set``, when declared."""
     from ingest import schemas
-    from ingest.sets import read_json, manifest_path
+    from ingest.sets import manifest_path, read_json
 
     base = os.path.basename(folder.rstrip("/"))
     if base in schemas.SCHEMAS:

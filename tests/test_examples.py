@@ -34,7 +34,7 @@ def build_demo_like(root: Path, world, sets: Path, pair_sets: Path, base_model: 
     for method, data in TRAINED.items():
         run(training_config(method, [
             f"model={root / 'models' / 'base'}", f"data={root / data}", f"storage_path={root / 'runs'}",
-            f"run_name={method}", "pooling=mean", "max_len=32", "batch_size=16", "max_steps=3", "num_workers=0",
+            f"run_name={method}", "pooling=mean", "max_len=32", "batch_size=16", "max_steps=2", "num_workers=0",
             "checkpoint_every_steps=0", "log_every_steps=0", "dev_data=null", "warmup_steps=0", "chunk_size=null",
             "mixed_precision=none"]))
     return root
@@ -46,30 +46,49 @@ def demo_folder(ray_session, demo_world, demo_sets, demo_pair_sets, demo_tiny_be
                            demo_pair_sets[0], demo_tiny_bert)
 
 
-def run_example(name: str, folder: Path) -> str:
+SCRIPTS = ("encode_and_search.py", "score_pairs.py", "read_set_and_evaluate.py")
+
+
+@pytest.fixture(scope="module")
+def example_outputs(demo_folder) -> dict[str, subprocess.CompletedProcess]:
+    """Each script's run, ``python examples/X.py FOLDER``, the three at once (most of each is importing torch)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(EXAMPLES / name), str(folder)], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=REPO)
+    running = {name: subprocess.Popen([sys.executable, str(EXAMPLES / name), str(demo_folder)], cwd=REPO, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in SCRIPTS}
+    done = {}
+    for name, process in running.items():
+        try:
+            out, err = process.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+        done[name] = subprocess.CompletedProcess(process.args, process.returncode, out, err)
+    return done
+
+
+def run_example(name: str, outputs: dict) -> str:
+    done = outputs[name]
     assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     assert "Traceback" not in done.stderr, done.stderr
+    assert len((EXAMPLES / name).read_text().splitlines()) <= 45  # short enough to read at a glance
     return done.stdout
 
 
-def test_encode_and_search(demo_folder):
-    out = run_example("encode_and_search.py", demo_folder)
+def test_encode_and_search(example_outputs):
+    out = run_example("encode_and_search.py", example_outputs)
     assert "method: simcse_unsup, similarity: cosine" in out
     assert out.count("query: ") == 3 and "encoded " in out
 
 
-def test_score_pairs(demo_folder):
-    out = run_example("score_pairs.py", demo_folder)
+def test_score_pairs(example_outputs):
+    out = run_example("score_pairs.py", example_outputs)
     assert "gausscse: similarity = gausscse_symmetric_kl" in out and "rse: similarity = rse_relational" in out
     assert out.count("Spearman vs gold on 150 pairs") == 2
     assert "rse relations: contradiction" in out and "entailment pair: " in out
 
 
-def test_read_set_and_evaluate(demo_folder):
-    out = run_example("read_set_and_evaluate.py", demo_folder)
+def test_read_set_and_evaluate(example_outputs):
+    out = run_example("read_set_and_evaluate.py", example_outputs)
     assert "nli_triplets: 96 rows (manifest: 96)" in out
     figures = {line.split(":")[0]: line for line in out.splitlines() if line.startswith(("simcse", "gausscse", "rse"))}
     assert set(figures) == {"simcse_unsup sts (test)", "gausscse nli (test)", "rse relational_sts (test)"}
@@ -83,7 +102,8 @@ def test_import_structcse_is_light():
     code = ("import sys, structcse; heavy = [m for m in ('torch', 'pyarrow', 'ray', 'sentence_transformers') "
             "if m in sys.modules]; print(sorted(structcse.__all__), heavy)")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                          check=False)
     assert done.stdout.strip() == ("['TrainedModel', '__version__', 'evaluate', 'load', 'read_manifest', 'read_set', "
                                    "'tasks'] []"), done.stderr
 
@@ -123,7 +143,7 @@ def test_api_errors_are_one_line(demo_folder, demo_world):
     with pytest.raises(FileNotFoundError, match="is a folder of sets, not one set: name one, e.g. "
                                                 r"read_set\(.*'entities'\) \(sets there: entities, entity_pairs"):
         structcse.read_set(demo_folder / "sets")
-    with pytest.raises(FileNotFoundError, match="set folder does not exist: .*sentense; did you mean .*sentences"):
+    with pytest.raises(FileNotFoundError, match=r"set folder does not exist: .*sentense .*; did you mean .*sentences\?"):
         structcse.read_set(demo_folder / "sets", "sentense")
     with pytest.raises(FileNotFoundError, match="model folder does not exist"):
         structcse.load(demo_folder / "runs" / "nothing" / "model")
