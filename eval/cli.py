@@ -11,7 +11,7 @@ aspect_retrieval: ``P@k``, ``R@k``, ``MRR@k`` and ``per_aspect``; srsd:
 Task names may be written with ``-`` for ``_`` (``aspect-retrieval``); the
 default split is ``dev`` (sts_all: ``test``, the papers' table), or the task's only split when it has no dev
 split. Without ``--data`` a task reads its public datasets from the Hugging Face Hub by name
-(``score.hub_data.DEFAULT_DATA``; docs/data.md).
+(``infra.hub_data.DEFAULT_DATA``; docs/data.md).
 Task options (``--tune-data``, ``--tune-split``, ``--plots``, ``--limit``,
 ``--weights``) are accepted only by the tasks that use them.
 User errors (bad arguments, missing data or model) exit with code 2 and a
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     task = get_task(args.task)
-    if args.data is None:  # the task's public datasets, by name (score.hub_data)
+    if args.data is None:  # the task's public datasets, by name (infra.hub_data)
         args.data = default_data(task.name)
         if args.data is None:
             return usage_error(f"task {task.name} needs --data FOLDER (it has no public dataset by name; "

@@ -9,7 +9,7 @@ and reported (``skipped_rows``, ``skipped_lines`` per file: 1-based line
 numbers, the first 10 of each file; the first reason is logged). Blank lines
 are not rows. ``limit``: the first N pairs of each file.
 
-Or a hub source (``score.hub_data``): ``nyu-mll/glue`` (config ``mrpc``; the default when no folder is
+Or a hub source (``infra.hub_data``): ``nyu-mll/glue`` (config ``mrpc``; the default when no folder is
 given) or a folder of its files: split ``train`` reads GLUE's train and validation (together SentEval's
 4,076 training pairs, in another order: the folds differ), ``test`` its test split.
 
@@ -71,7 +71,7 @@ class MrpcPairs:
 
 def hub_mrpc_source(data: str | Path | None):
     """The hub source ``data`` names (GLUE's MRPC when None), or None for a SentEval MRPC folder."""
-    from score.hub_data import MRPC, hub_source
+    from infra.hub_data import MRPC, hub_source
 
     folder = Path(data).expanduser() if data is not None else None
     if folder is not None and folder.is_dir() and any((folder / n).is_file() for n in SPLIT_FILES.values()):
@@ -84,9 +84,9 @@ HUB_LABELS = {"not_equivalent": 0, "equivalent": 1, "0": 0, "1": 1, "-1": None}
 
 def read_hub_mrpc(source, split: str, limit: int | None = None) -> MrpcPairs:
     """GLUE's MRPC rows of ``split`` (train: GLUE train + validation); label 0/1 or its name."""
-    from score.hub_data import read_labelled
+    from infra.hub_data import read_labelled
 
-    from score.hub_data import has_split
+    from infra.hub_data import has_split
 
     parts = [read_labelled(source, s, HUB_LABELS) for s in (("train", "dev") if split == "train" else (split,))
              if s != "dev" or has_split(source, "dev")]  # a copy of SentEval's train file has no validation
@@ -109,7 +109,7 @@ def check_mrpc_data(data: str | Path | None, split: str = "train", **_) -> None:
         raise ValueError(f"unknown MRPC split {split!r}; expected one of {sorted(SPLIT_FILES)}")
     source = hub_mrpc_source(data)
     if source is not None:
-        from score.hub_data import check_available
+        from infra.hub_data import check_available
 
         check_available([source])
         return

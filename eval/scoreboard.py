@@ -10,7 +10,7 @@ The data flags say which tasks run; a task whose flag is absent is left out:
 * ``--mrpc DIR`` → ``mrpc`` (SentEval; ``test`` when the folder has the test
   file or is GLUE's MRPC from the hub, else cross-validation on train);
 
-``--sts``, ``--mrpc`` and ``--nli`` take hub names or copies too (``score.hub_data``), and alone (as the last
+``--sts``, ``--mrpc`` and ``--nli`` take hub names or copies too (``infra.hub_data``), and alone (as the last
 flag, or before another flag) their public datasets: MTEB's STS sets, ``nyu-mll/glue`` mrpc, ``stanfordnlp/snli``.
 * ``--stc DIR`` → ``stc`` (EASE's short-text clustering);
 * each method's own tasks, on its models only, in a table of their own:
@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 from eval.published import PUBLISHED, STS_KEYS
-from score.hub_data import DEFAULT_DATA
+from infra.hub_data import DEFAULT_DATA
 
 MAIN_COLUMNS = [*((k, k) for k in STS_KEYS), ("sts_avg", "STS avg"), ("mrpc_accuracy", "MRPC acc"),
                 ("mrpc_f1", "MRPC F1"), ("stc_accuracy", "STC acc")]
@@ -128,7 +128,7 @@ def check_inputs(args) -> list[dict]:
     if args.stc:
         get_task("stc").check_data(args.stc, "test")
     if args.nli and not Path(args.nli).expanduser().exists():
-        get_task("nli").check_data(args.nli, "dev")  # a hub source: readable now (score.hub_data)
+        get_task("nli").check_data(args.nli, "dev")  # a hub source: readable now (infra.hub_data)
     for flag in ("aspects", "srsd"):  # checked by their tasks once a model of the method is loaded
         if getattr(args, flag) and not Path(getattr(args, flag)).expanduser().exists():
             raise FileNotFoundError(f"--{flag} {getattr(args, flag)}: no such folder")

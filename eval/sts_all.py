@@ -2,7 +2,7 @@
 
 Input (``data``): by default MTEB's copies on the Hugging Face Hub, read through ``datasets``
 (``mteb/sts12-sts`` … ``mteb/sts16-sts``, ``mteb/stsbenchmark-sts``, ``mteb/sickr-sts``: columns
-sentence1, sentence2, score; ``score.sts_sets.hub_sets``, ``score.hub_data``), hub names or folders of
+sentence1, sentence2, score; ``score.sts_sets.hub_sets``, ``infra.hub_data``), hub names or folders of
 their files; or SentEval's ``data/downstream`` tree as its download script lays it out, or any one
 folder of it:
 
@@ -57,7 +57,7 @@ import numpy as np
 
 from score.metrics import spearman
 from score.sts_data import SPLIT_FILES
-from score.hub_data import check_available
+from infra.hub_data import check_available
 from score.sts_sets import SETS, find_sets, hub_sets, read_sets
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 
 def check_sts_all_data(data: str | Path | None, split: str = "test", **_) -> None:
     """Cheap check before a model loads: at least one of the seven sets is there, or can be read from the
-    hub now (``score.sts_sets.hub_sets``, ``score.hub_data.check_available``)."""
+    hub now (``score.sts_sets.hub_sets``, ``infra.hub_data.check_available``)."""
     sources = hub_sets(data, split)
     if sources is not None:
         if not sources:

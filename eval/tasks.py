@@ -49,8 +49,8 @@ def register(task: EvalTask) -> EvalTask:
 
 
 def default_data(name: str) -> str | None:
-    """The public data a task reads when ``--data`` is not given (``score.hub_data.DEFAULT_DATA``), or None."""
-    from score.hub_data import DEFAULT_DATA
+    """The public data a task reads when ``--data`` is not given (``infra.hub_data.DEFAULT_DATA``), or None."""
+    from infra.hub_data import DEFAULT_DATA
 
     return DEFAULT_DATA.get(name)
 

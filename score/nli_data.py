@@ -1,7 +1,7 @@
 """NLI evaluation pairs: SentEval NLI folders and SICK, read into :class:`NliPairs`.
 
 A hub source comes first when no folder is given (``hub_nli_source``: ``stanfordnlp/snli``, or
-``RobZamp/sick``, or a folder of such a dataset's files; read through ``datasets`` by ``score.hub_data``:
+``RobZamp/sick``, or a folder of such a dataset's files; read through ``datasets`` by ``infra.hub_data``:
 premise/hypothesis or sentence_A/sentence_B and a label, 0 entailment, 1 neutral, 2 contradiction, -1 none;
 SICK's entailment_BA marks the bilateral pairs). Two local layouts, told apart by the files present:
 
@@ -106,9 +106,9 @@ def splits_present(folder: str | Path) -> list[str]:
 
 
 def hub_nli_source(data: str | Path | None):
-    """The hub source ``data`` names (``score.hub_data``: a hub name such as ``stanfordnlp/snli`` or
+    """The hub source ``data`` names (``infra.hub_data``: a hub name such as ``stanfordnlp/snli`` or
     ``RobZamp/sick``, a folder of a hub dataset's files; None: SNLI), or None for a SentEval or SICK folder."""
-    from score.hub_data import SNLI, hub_source
+    from infra.hub_data import SNLI, hub_source
 
     if data is not None and Path(data).expanduser().is_dir() and _layout(Path(data).expanduser()):
         return None
@@ -120,7 +120,7 @@ def nli_split_files(folder: str | Path | None, split: str) -> tuple[str, list[Pa
     (``hub_nli_source``) is ``("hub", [])`` once it can be read now."""
     source = hub_nli_source(folder)
     if source is not None:
-        from score.hub_data import check_available
+        from infra.hub_data import check_available
 
         check_available([source])
         return "hub", []
@@ -236,7 +236,7 @@ def read_hub_nli(source, split: str) -> NliPairs:
     """A hub split's premise/hypothesis/label rows (SNLI's columns, or SICK's sentence_A/sentence_B; integer
     labels 0 entailment, 1 neutral, 2 contradiction, -1 none, or their names); SICK's entailment_BA marks the
     bilateral entailments."""
-    from score.hub_data import read_labelled
+    from infra.hub_data import read_labelled
 
     labels = {**{k.lower(): v for k, v in NLI_TEXT_LABELS.items()}, **NLI_INT_LABELS}
     rows = read_labelled(source, split, labels)

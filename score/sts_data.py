@@ -2,7 +2,7 @@
 the papers' STS table with the same rule).
 
 The same pairs come from the Hugging Face Hub by name (``mteb/stsbenchmark-sts``, the default when no
-folder is given; ``hub_sts_source``) or from a folder of a hub dataset's files, through ``score.hub_data``.
+folder is given; ``hub_sts_source``) or from a folder of a hub dataset's files, through ``infra.hub_data``.
 
 A folder holds ``sts-train.csv``, ``sts-dev.csv`` and ``sts-test.csv``:
 UTF-8, tab-separated, no header, columns ``genre filename year id score
@@ -103,9 +103,9 @@ def parse_sts_row(row: list[str]) -> tuple[str, str, float] | str:
 
 
 def hub_sts_source(data: str | Path | None):
-    """The hub source ``data`` names (``score.hub_data``: a hub name, a folder of a hub dataset's files; None:
+    """The hub source ``data`` names (``infra.hub_data``: a hub name, a folder of a hub dataset's files; None:
     MTEB's STS-B), or None for a SentEval folder."""
-    from score.hub_data import MTEB_STS, hub_source
+    from infra.hub_data import MTEB_STS, hub_source
 
     if data is not None and Path(data).expanduser().is_dir() and splits_present(Path(data).expanduser()):
         return None  # SentEval's files win over anything else in the folder
@@ -118,7 +118,7 @@ def check_sts_data(data: str | Path | None, split: str) -> None:
     if source is None:
         sts_split_path(data, split)
     else:
-        from score.hub_data import check_available
+        from infra.hub_data import check_available
 
         check_available([source])
 
@@ -128,7 +128,7 @@ def read_sts(folder: str | Path | None, split: str) -> StsPairs:
     counted and logged."""
     source = hub_sts_source(folder)
     if source is not None:
-        from score.hub_data import read_scored
+        from infra.hub_data import read_scored
 
         rows = read_scored(source, split)
         return StsPairs(rows.sentences1, rows.sentences2, rows.values, path=rows.where, skipped_rows=rows.skipped,
@@ -141,7 +141,7 @@ def read_dev_file(path: str | Path) -> StsPairs:
     (``mteb/stsbenchmark-sts`` or a folder of its files: its validation split) (the dev metrics' data)."""
     path = Path(path).expanduser()
     if path.is_dir() or (not path.exists() and hub_sts_source(str(path)) is not None):
-        return read_sts(path if path.is_dir() else str(path), "dev")  # a folder, or a hub name (score.hub_data)
+        return read_sts(path if path.is_dir() else str(path), "dev")  # a folder, or a hub name (infra.hub_data)
     return read_sts_file(path)
 
 

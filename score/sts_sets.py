@@ -176,10 +176,10 @@ def read_sick(folder: Path, split: str) -> ScoredPairs:
     return pairs
 
 
-# ---------------------------------------------------------------- the same sets from the hub (score.hub_data)
+# ---------------------------------------------------------------- the same sets from the hub (infra.hub_data)
 
 def _set_of(source) -> str:
-    from score.hub_data import MTEB_STS
+    from infra.hub_data import MTEB_STS
 
     by_name = {d.name: s for s, d in MTEB_STS.items()}
     by_folder = {d.name.split("/")[1]: s for s, d in MTEB_STS.items()}
@@ -198,7 +198,7 @@ def hub_sets(data: str | Path | None, split: str = "test") -> dict | None:
     name; a folder of a hub dataset's files; a folder holding such copies as ``<owner>/<name>`` or ``<name>``;
     a comma-separated list of these), or None when ``data`` is a SentEval tree (``find_sets``). STS12–16 are
     test sets: for another split they are left out, as in SentEval's layout."""
-    from score.hub_data import MTEB_STS, hub_source, is_hub_copy
+    from infra.hub_data import MTEB_STS, hub_source, is_hub_copy
 
     text = ",".join(d.name for d in MTEB_STS.values()) if data is None else str(data)
     root = Path(text).expanduser()
@@ -229,7 +229,7 @@ def hub_sets(data: str | Path | None, split: str = "test") -> dict | None:
 def read_hub_sets(sources: dict, split: str) -> dict[str, ScoredPairs]:
     """Each hub set's ``split``; STS-B or SICK-R without that split is left out (logged), a year without its
     test split is an error."""
-    from score.hub_data import read_scored
+    from infra.hub_data import read_scored
 
     out = {}
     for name, source in sources.items():

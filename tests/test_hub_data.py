@@ -1,4 +1,4 @@
-"""Public data by name (score.hub_data): hub-format copies of the shared data read through `datasets` give the
+"""Public data by name (infra.hub_data): hub-format copies of the shared data read through `datasets` give the
 same pairs, and the same Spearman, as the SentEval folders they came from; offline, a missing dataset is one
 line naming it and the flag."""
 
@@ -42,8 +42,8 @@ def senteval_tree(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hub_copies(senteval_tree, tmp_path_factory):
-    """The tree's sets as MTEB has them (data/test-00000-of-00001.parquet), written by score.hub_copies."""
-    from score.hub_copies import write_hub_copies
+    """The tree's sets as MTEB has them (data/test-00000-of-00001.parquet), written by eval.hub_copies."""
+    from eval.hub_copies import write_hub_copies
 
     out = tmp_path_factory.mktemp("hub")
     written = write_hub_copies(out, stsb=senteval_tree / "STS" / "STSBenchmark", senteval=senteval_tree,
@@ -76,7 +76,7 @@ def test_saved_datasets_give_the_same_pairs_as_the_shared_folders(tmp_path):
     """`save_to_disk` copies (and parquet copies) of the shared STS-B, SICK, SNLI and MRPC files: every task's
     reader gets the very pairs the SentEval reader gets."""
     from eval.mrpc import hub_mrpc_source, read_hub_mrpc, read_mrpc
-    from score.hub_copies import write_hub_copies
+    from eval.hub_copies import write_hub_copies
     from score.nli_data import read_nli
     from score.sts_data import read_sts
     from score.sts_sets import read_sets
@@ -105,7 +105,7 @@ def test_saved_datasets_give_the_same_pairs_as_the_shared_folders(tmp_path):
 
 def test_hub_names_read_from_local_copies(tmp_path, monkeypatch):
     """STRUCTCSE_HUB_COPIES: a hub name is read from FOLDER/<owner>/<name>; the task defaults name MTEB's sets."""
-    from score.hub_copies import write_hub_copies
+    from eval.hub_copies import write_hub_copies
     from score.sts_data import read_sts
     from score.sts_sets import hub_sets, read_sets
 
@@ -121,7 +121,7 @@ def test_hub_names_read_from_local_copies(tmp_path, monkeypatch):
 
 
 def test_what_is_a_hub_name(tmp_path, monkeypatch):
-    from score.hub_data import check_available, hub_source, looks_like_hub_name
+    from infra.hub_data import check_available, hub_source, looks_like_hub_name
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sets").mkdir()

@@ -19,7 +19,7 @@ Sources (``PairSource``), chosen by config:
   columns and label names are known, see ``PRESETS``) or a local folder /
   builder (``json``, ``csv``) with an explicit ``preset`` or ``columns`` +
   ``label_map``. ``STRUCTCSE_HUB_COPIES=FOLDER`` reads a hub name from
-  ``FOLDER/<owner>/<name>`` (``score.hub_data``); offline, a name neither
+  ``FOLDER/<owner>/<name>`` (``infra.hub_data``); offline, a name neither
   copied nor cached is one line naming it.
 
 A label map takes a raw label (compared as text, then case-insensitively) to a

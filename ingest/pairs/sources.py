@@ -289,7 +289,7 @@ def _load_hf(source: PairSource):
         import datasets
     except ImportError as e:  # pragma: no cover
         raise PairSourceError("hf sources need the `datasets` package") from e
-    from score.hub_data import HubSource, check_available, is_hub_copy, local_copy, looks_like_hub_name
+    from infra.hub_data import HubSource, check_available, is_hub_copy, local_copy, looks_like_hub_name
 
     path, name = source.path, source.name
     if _basename(path).lower() == "all-nli" and name is None:

@@ -21,7 +21,7 @@ readers' (``score.sts_data``, ``score.sts_sets``, ``score.nli_data``, ``eval.mrp
 same pairs as the folder it came from. A copy holds the splits its source has (the repository's samples
 have no test files: their copies have none either).
 
-    python -m score.hub_copies --out hub --stsb STSB_DIR --sick SICK_DIR --snli SNLI_DIR --mrpc MRPC_DIR \
+    python -m eval.hub_copies --out hub --stsb STSB_DIR --sick SICK_DIR --snli SNLI_DIR --mrpc MRPC_DIR \
         --allnli nli_for_simcse.csv
 """
 
@@ -31,7 +31,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from score.hub_data import HUB_SPLITS, MTEB_STS, MRPC, SICK, SNLI
+from infra.hub_data import HUB_SPLITS, MTEB_STS, MRPC, SICK, SNLI
 
 NLI_IDS = {"entailment": 0, "neutral": 1, "contradiction": 2}
 ALL_NLI = "sentence-transformers/all-nli"
@@ -154,7 +154,7 @@ def write_hub_copies(out: str | Path, *, stsb=None, sick=None, snli=None, mrpc=N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m score.hub_copies", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m eval.hub_copies", description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="folder the copies go to, as OUT/<owner>/<name>")
     parser.add_argument("--stsb", help="SentEval STS-B folder (sts-train.csv, sts-dev.csv, sts-test.csv)")
     parser.add_argument("--senteval", help="SentEval data/downstream tree (STS/STS12-en-test ...)")
@@ -169,10 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         written = write_hub_copies(args.out, stsb=args.stsb, sick=args.sick, snli=args.snli, mrpc=args.mrpc,
                                    senteval=args.senteval, allnli=args.allnli, fmt=args.format)
     except (FileNotFoundError, ValueError) as error:
-        print(f"python -m score.hub_copies: error: {error}", file=sys.stderr)
+        print(f"python -m eval.hub_copies: error: {error}", file=sys.stderr)
         return 2
     if not written:
-        print("python -m score.hub_copies: error: give at least one of --stsb, --senteval, --sick, --snli, --mrpc, "
+        print("python -m eval.hub_copies: error: give at least one of --stsb, --senteval, --sick, --snli, --mrpc, "
               "--allnli",
               file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ A task's ``--data`` is one of:
   ``test.jsonl.gz``, ...).
 
 ``STRUCTCSE_HUB_COPIES=FOLDER`` reads a hub name ``owner/name`` from ``FOLDER/owner/name`` when that folder
-exists (an offline machine; ``score.hub_copies`` writes such copies from SentEval-layout files).
+exists (an offline machine; ``eval.hub_copies`` writes such copies from SentEval-layout files).
 
 Before anything is loaded, ``check_available`` makes sure a hub name can be read now: in the Hugging Face
 cache, or the hub reachable (one TCP connect, 3 s). Offline (``HF_HUB_OFFLINE=1`` / ``HF_DATASETS_OFFLINE=1``,
