@@ -131,20 +131,22 @@ class Newcomer:
 
     def hub_copies(self) -> Path | None:
         """Local copies in the Hub's format of the public datasets the docs name, written from --shared's files
-        by the clone's own ``python -m eval.hub_copies``; every block but the tests' reads them through
-        ``STRUCTCSE_HUB_COPIES``."""
+        by the clone's own ``python -m eval.hub_copies`` (``score.hub_copies`` before it moved); every block but
+        the tests' reads them through ``STRUCTCSE_HUB_COPIES``."""
         data, hub = self.args.shared, self.work / "stand-ins" / "hub"
-        if not data or not (self.clone / "score" / "hub_copies.py").exists():
+        module = next((m for m in ("eval.hub_copies", "score.hub_copies")
+                       if (self.clone / (m.replace(".", "/") + ".py")).exists()), None)
+        if not data or not module:
             return None
         env = {**os.environ, "PYTHONPATH": str(self.clone)}
-        usage = subprocess.run([sys.executable, "-m", "eval.hub_copies", "--help"], cwd=self.clone, env=env,
+        usage = subprocess.run([sys.executable, "-m", module, "--help"], cwd=self.clone, env=env,
                                capture_output=True, text=True, check=False).stdout
         sources = {"--stsb": data / "stsb" / "senteval_processed", "--sick": data / "sick",
                    "--snli": data / "nli" / "snli_senteval", "--mrpc": data / "mrpc", "--senteval": data / "senteval",
-                   "--allnli-csv": data / "nli" / "snli_dev_partial_triplets_simcse_format.csv"}
-        cmd = [sys.executable, "-m", "eval.hub_copies", "--out", str(hub)]
+                   "--allnli": data / "nli" / "snli_dev_partial_triplets_simcse_format.csv"}
+        cmd = [sys.executable, "-m", module, "--out", str(hub)]
         for flag, path in sources.items():
-            if flag in usage and path.exists():
+            if re.search(rf"{flag}\b(?!-)", usage) and path.exists():
                 cmd += [flag, str(path)]
         done = subprocess.run(cmd, cwd=self.clone, env=env, capture_output=True, text=True, check=False, timeout=600)
         copies = sorted(str(p.relative_to(hub)) for p in hub.glob("*/*") if p.is_dir()) if hub.exists() else []
