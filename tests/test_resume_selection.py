@@ -69,21 +69,29 @@ def test_local_mode_resumes_from_its_newest_whole_checkpoint(ray_session, world,
 
 def test_a_leftover_checkpoint_of_another_run_is_never_resumed_from_nor_selected(ray_session, world,  # noqa: F811
                                                                                  tmp_path):
-    """Another run's step-* copied into this run's folder, newer and with a perfect dev score: not a candidate."""
+    """Another run's step-* in this run's folder, newer and with a perfect dev score: not a candidate. The other
+    run is an older run of the same config (the same key, another ``run_id``: what a removed folder's leftovers
+    are), its checkpoint a copy of this run's step-2 that carries that run's fingerprint."""
     from infra.publish import seal
-    from train.checkpoints import run_checkpoints
+    from train.checkpoints import FINGERPRINT, run_checkpoints
     from train.run import run
-    from train.run_key import run_fingerprint
+    from train.run_key import RUN_ID, RUN_KEY, run_fingerprint
 
     dev = str(world["dev"])
-    run(_cfg(world, tmp_path, method="simcse_unsup", run_name="other", num_workers=0, max_steps=2, dev_data=dev))
     mine = _cfg(world, tmp_path, method="simcse_unsup", run_name="mine", num_workers=0, max_steps=2, dev_data=dev)
     run(mine)
     run_dir = tmp_path / "runs" / "mine"
+    other = tmp_path / "runs" / "other"  # the older run's record: its key and its own run_id
+    other.mkdir()
+    record = json.loads((run_dir / RUN_KEY).read_text())
+    (other / RUN_KEY).write_text(json.dumps({**record, RUN_ID: "an-older-run"}))
+    others = run_fingerprint(str(other))
+    assert others and others != run_fingerprint(str(run_dir))
     leftover = run_dir / "step-0000006"
-    shutil.copytree(tmp_path / "runs" / "other" / "step-0000002", leftover)
+    shutil.copytree(run_dir / "step-0000002", leftover)
     metrics = json.loads((leftover / "metrics.json").read_text())
-    (leftover / "metrics.json").write_text(json.dumps({**metrics, "dev_spearman": 1.0, "step": 6}))
+    (leftover / "metrics.json").write_text(json.dumps({**metrics, FINGERPRINT: others, "dev_spearman": 1.0,
+                                                       "step": 6}))
     seal(leftover)  # whole: only its fingerprint tells it apart
 
     out = run(mine.with_overrides(["max_steps=4"]))

@@ -147,6 +147,11 @@ def _worker(rank: int, world: int, folder: str, model_dir: str) -> None:
                     "loss": float(mean_loss) / world,
                     "grads": {k: v.tolist() for k, v in grads_of(trainee).items()},
                 }
+        from tests.test_train import gathered_gradient_error
+
+        errors = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
+        dist.all_gather(errors, torch.tensor([gathered_gradient_error()], dtype=torch.float64))
+        out["gathered_gradient_error"] = [float(e) for e in errors]  # each rank's
         if rank == 0:
             Path(folder, "result.json").write_text(json.dumps(out))
     finally:
@@ -155,7 +160,8 @@ def _worker(rank: int, world: int, folder: str, model_dir: str) -> None:
 
 @pytest.fixture(scope="module")
 def two_worker_steps(tiny_model, tmp_path_factory) -> dict:
-    """Every method's loss and gradients on 2 gloo processes x 4 rows (one spawn for all of them)."""
+    """Every method's loss and gradients on 2 gloo processes x 4 rows, and each process's
+    ``gathered_gradient_error`` (tests/test_train.py) (one spawn for all of them)."""
     import torch.multiprocessing as mp
 
     folder = tmp_path_factory.mktemp("two_workers")
@@ -174,6 +180,14 @@ def test_two_workers_equal_one_big_batch_for_every_method(tiny_model, two_worker
         assert got["loss"] == pytest.approx(ref_loss, rel=1e-12), (method, chunk, tile)
         grads = {k: torch.tensor(v, dtype=torch.float64) for k, v in got["grads"].items()}
         assert_grads_equal(grads, ref_grads, 1e-9, (method, chunk, tile))
+
+
+def test_two_processes_gather_gradient_is_exact(two_worker_steps):
+    """2 real gloo processes: gradients through the gathered SimCSE and EASE losses equal the gradient of the
+    full-batch loss written from the formulas, without any gather (tests/test_train.py's references).
+    (The same code path on 2 Ray Train workers: tests/test_train.py's EASE run on 2 workers.)"""
+    errors = two_worker_steps["gathered_gradient_error"]
+    assert len(errors) == WORLD and max(errors) < 1e-5, errors
 
 
 # ------------------------------------------------------------------ GradCache

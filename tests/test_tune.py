@@ -110,23 +110,24 @@ def test_a_gausscse_checkpoint_is_scored_by_snli_dev_auprc(demo_world, demo_tiny
 
 
 def test_a_dead_scorer_is_replaced_and_the_checkpoint_rescored(demo_world, demo_tiny_bert, ray_session, tmp_path):
+    """A pool of one scorer (each scorer is a process that loads torch: one keeps the test short), killed: the
+    next checkpoint goes to a replacement, which scores it as the first did."""
     from train.encoder import Encoder
     from tune.scorers import start_pool, stop_pool
 
     checkpoint = tmp_path / "step-0000001"
     Encoder(str(demo_tiny_bert), "mean", 32, None).save_sentence_transformer(checkpoint / "model")
-    pool = start_pool("sts_spearman", str(demo_world.sts_dir), name="pool-test", namespace="structcse-test", size=2,
+    pool = start_pool("sts_spearman", str(demo_world.sts_dir), name="pool-test", namespace="structcse-test", size=1,
                       num_cpus=0)
     try:
         first = ray_session.get(pool.score.remote(str(checkpoint)), timeout=120)
         ray_session.get(pool.kill_scorer.remote(0), timeout=30)
-        ray_session.get(pool.kill_scorer.remote(1), timeout=30)
         again = ray_session.get(pool.score.remote(str(checkpoint)), timeout=120)
         stats = ray_session.get(pool.stats.remote(), timeout=30)
     finally:
         assert stop_pool("pool-test", "structcse-test")
     assert again["dev_spearman"] == pytest.approx(first["dev_spearman"], abs=1e-6)
-    assert stats["replaced"] >= 1 and sum(stats["scored"]) == 2
+    assert stats["replaced"] >= 1 and stats["scored"] == [2] and stats["size"] == 1
     assert not stop_pool("pool-test", "structcse-test")
 
 
