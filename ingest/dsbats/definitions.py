@@ -93,13 +93,29 @@ def run_definitions(bats: BatsFolder, network: dict, cfg: SenseConfig, workers: 
     """Every outcome row of every category, on ``workers`` Ray Data actors."""
     import ray.data
 
+    if not ray.is_initialized():  # as every stage starts Ray: its log level and the job's runtime env
+        from infra.ray_local import local_init_kwargs
+
+        ray.init(**local_init_kwargs({}))
+
     items = []
     for code in bats.files:
         lines = [{"line": ln.line, "word": ln.word, "answers": list(ln.answers)}
                  for ln in bats.lines if ln.category == code]
         items.append({"category": code, "relation": bats.relations[code], "lines": json.dumps(lines)})
     ds = ray.data.from_items(items, override_num_blocks=len(items))
-    out = ds.map_batches(CategoryDefinitions, batch_size=1, batch_format="pyarrow",
-                         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1, fn_constructor_kwargs={"network": network, "senses": cfg.as_dict()})
+    # max_restarts=0: Ray Data restarts its actors by default, from constructor arguments it keeps in the object
+    # store, and Ray logs an ERROR about that at every run; a lost actor fails this job instead (its folder stays
+    # marked unfinished, and a rerun builds it again: ingest/set_integrity.py). Ray 2.60 takes it only as a
+    # remote argument, which it warns will go in Ray 2.64 (the project pins 2.60.x: infra/ray_compat.py)
+    import warnings
+
+    from ray.util.annotations import RayDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RayDeprecationWarning)
+        out = ds.map_batches(CategoryDefinitions, batch_size=1, batch_format="pyarrow",
+                             compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1, max_restarts=0,
+                             fn_constructor_kwargs={"network": network, "senses": cfg.as_dict()})
     tables = ray.get(out.to_arrow_refs())
     return pa.concat_tables([t.cast(OUTCOMES) for t in tables]) if tables else OUTCOMES.empty_table()
