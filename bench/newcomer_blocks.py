@@ -46,7 +46,8 @@ COMMAND_SKIPS = [
 ]
 TRAINERS = re.compile(r"(python -m train |structcse (aspects|dsbats) )")
 ANSI = re.compile(r"\x1b\[")
-ERROR = re.compile(r"(^|\s)ERROR(\s|:|$)")
+# a logging ERROR record, or Ray's C++ log at error level or worse ("[2026-11-27 20:16:47,648 E 31143 31143] core_worker.cc")
+ERROR = re.compile(r"(^|\s)ERROR(\s|:|$)|\[\d{4}-\d\d-\d\d [\d:,]+ [EF] \d+ \d+\]")
 HUB_SETS = re.compile(r"(?<![\w./-])(mteb/[\w.-]+|sentence-transformers/all-nli|stanfordnlp/snli|nyu-mll/glue"
                       r"|nyu-mll/multi_nli|RobZamp/sick)(?![\w/-])")
 EVAL_BY_NAME = re.compile(r"python -m eval --task (sts|sts_all|relational_sts|nli|direction|link_prediction|mrpc)\b")
