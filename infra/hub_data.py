@@ -163,13 +163,14 @@ def is_cached(name: str) -> bool:
     return (hub / f"datasets--{owner}--{repo}" / "snapshots").is_dir() or (data / f"{owner}___{repo}").is_dir()
 
 
-def _hub_unreachable(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
-    """None when the hub's host answers a TCP connect within ``timeout_s``; else why not."""
+def probe_host(endpoint: str, timeout_s: float) -> tuple[str, OSError | None, bool]:
+    """Whether the host of ``endpoint`` (a hub URL) answers a TCP connect within ``timeout_s``: its
+    ``host:port``, the error of a failed connect (None when it did not answer in time), and whether it answered."""
     import socket
     import threading
     from urllib.parse import urlparse
 
-    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    url = urlparse(endpoint)
     host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
     outcome: dict[str, object] = {}
 
@@ -183,11 +184,16 @@ def _hub_unreachable(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
     thread = threading.Thread(target=probe, name="hub-probe", daemon=True)
     thread.start()
     thread.join(timeout_s)
-    if outcome.get("reached"):
+    return f"{host}:{port}", outcome.get("error"), bool(outcome.get("reached"))
+
+
+def _hub_unreachable(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """None when the hub's host answers a TCP connect within ``timeout_s``; else why not."""
+    address, error, reached = probe_host(os.environ.get("HF_ENDPOINT") or "https://huggingface.co", timeout_s)
+    if reached:
         return None
-    error = outcome.get("error")
-    return f"{host}:{port} cannot be reached ({str(error).strip() or type(error).__name__})" if error \
-        else f"{host}:{port} did not answer within {timeout_s:g} s"
+    return f"{address} cannot be reached ({str(error).strip() or type(error).__name__})" if error \
+        else f"{address} did not answer within {timeout_s:g} s"
 
 
 def check_available(sources: list[HubSource], flag: str = "--data FOLDER") -> None:

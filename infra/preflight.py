@@ -45,27 +45,12 @@ def check_model_name(model: str, fix: str = "pass a local folder with --model /p
     advice = f"model {text!r} is not a local folder and not in the Hugging Face cache, and "
     if constants.HF_HUB_OFFLINE:
         raise ModelNotAvailable(advice + f"HF_HUB_OFFLINE is set; {fix}")
-    import socket
-    import threading
-    from urllib.parse import urlparse
+    from infra.hub_data import probe_host
 
-    url = urlparse(constants.ENDPOINT)
-    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
-    outcome: dict[str, object] = {}
-
-    def probe() -> None:  # in a thread: the connect's timeout does not bound the name lookup before it
-        try:
-            socket.create_connection((host, port), timeout=timeout_s).close()
-            outcome["reached"] = True
-        except OSError as e:
-            outcome["error"] = e
-
-    thread = threading.Thread(target=probe, name="hub-probe", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if not outcome.get("reached"):
-        why = first_line(outcome["error"]) if "error" in outcome else f"no answer within {timeout_s:g} s"
-        raise ModelNotAvailable(advice + f"{host}:{port} cannot be reached ({why}); {fix}")
+    address, error, reached = probe_host(constants.ENDPOINT, timeout_s)
+    if not reached:
+        why = first_line(error) if error is not None else f"no answer within {timeout_s:g} s"
+        raise ModelNotAvailable(advice + f"{address} cannot be reached ({why}); {fix}")
 
 
 def first_line(error: BaseException | str) -> str:
