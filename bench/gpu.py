@@ -55,6 +55,7 @@ import argparse
 import atexit
 import gc
 import importlib
+import itertools
 import json
 import os
 import random
@@ -76,6 +77,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from bench.gpu_checks import device_checks, profile_step  # noqa: E402
+
 TEMPERATURE = 0.05
 LR = 2e-5
 MAX_LEN = 32
@@ -94,6 +97,21 @@ SMOKE_SIZES = SimpleNamespace(
     largest=(64, 256), chunk=16, loss_tile=32, uncached=16, compare=256,
     st_cached=(64,), st_mini=16, warmup_budget_s=30.0,
 )
+# the project's step as measured: ``project`` with the loop's options for a GPU run (train.precision's bf16
+# weights, the unpadded path's per-token layers compiled); ``project_before`` as the step stood before them
+# (autocast over fp32 weights, eager); the others take one change at a time
+PROJECT_VARIANTS = {
+    "project": {"mixed_precision": "bf16_weights", "compile_layers": True},
+    "project_before": {"mixed_precision": "bf16"},
+    "project_bf16_weights": {"mixed_precision": "bf16_weights"},
+    "project_compiled_layers": {"mixed_precision": "bf16", "compile_layers": True},
+    "project_padded": {"mixed_precision": "bf16", "unpad": False},
+    "project_compiled": {"mixed_precision": "bf16", "unpad": False, "compile": True},  # the loop's ``compile: true``
+}
+PROFILED = ("project", "project_before")  # with --profile: one step each, at (a)'s largest shape and in (b)
+PROFILE_FILE: Path | None = None
+MFU_PROJECT = ("project", "project_before", "project_bf16_weights", "project_compiled_layers")
+SNLI_PROJECT = ("project", "project_before", "project_bf16_weights", "project_compiled_layers")
 SMOKE_BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
 
 
@@ -198,6 +216,26 @@ def word_bert(config, prefix: str) -> Path:
     return folder
 
 
+def compiles(name: str) -> bool:
+    options = PROJECT_VARIANTS.get(name, {})
+    return name == "stock_compiled" or bool(options.get("compile") or options.get("compile_layers"))
+
+
+def step_options(trainee, dev: Device, options: dict):
+    """Set a trainee up as train/loop.py does for ``options`` (a PROJECT_VARIANTS entry); returns the
+    ``bf16_weights`` argument of ``forward_backward`` (None: autocast over the fp32 weights)."""
+    from train.precision import Bf16Weights
+
+    encoder = trainee.encoder
+    if not options.get("unpad", True):
+        encoder.unpad = False
+    if options.get("compile"):  # the loop's ``compile: true``: the stock forward compiled, unpad off
+        encoder.unpad = False
+        encoder.model.compile(dynamic=True)
+    encoder.compile_layers = bool(options.get("compile_layers")) and encoder.unpad
+    return Bf16Weights(encoder) if options.get("mixed_precision") == "bf16_weights" else None
+
+
 # ------------------------------------------------------------------ (a) MFU
 
 
@@ -210,14 +248,12 @@ def mfu_step(folder: Path, config, dev: Device, name: str):
     from train.methods.simcse_unsup import SimCSEUnsup
     from train.step import forward_backward
 
+    copies = None
     if name.startswith("project"):
         trainee = Trainee(Encoder(str(folder), "cls", max_len=512, dropout=0.1),
                           SimCSEUnsup(SimCSEUnsup.Options(), hidden_size=config.hidden_size,
                                       temperature=TEMPERATURE)).to(dev.type)
-        if name != "project":  # the stock transformers forward
-            trainee.encoder.unpad = False
-        if name == "project_compiled":  # what train/loop.py does for ``compile: true``
-            trainee.encoder.model.compile(dynamic=True)
+        copies = step_options(trainee, dev, PROJECT_VARIANTS[name])
         params = trainee.parameters()
     else:
         model = BertModel.from_pretrained(str(folder), attn_implementation="sdpa").to(dev.type).train()
@@ -233,7 +269,7 @@ def mfu_step(folder: Path, config, dev: Device, name: str):
 
         def step():
             if name.startswith("project"):
-                forward_backward(trainee, trainee, batch, autocast=dev.autocast)
+                forward_backward(trainee, trainee, batch, autocast=dev.autocast, bf16_weights=copies)
             else:
                 x = torch.cat([ids, ids])  # [x; x]: two dropout masks per sentence, as SimCSE-unsup
                 with dev.autocast():
@@ -259,7 +295,7 @@ def mfu_part(S, dev: Device, smoke: bool, compile_on_cpu: bool) -> dict:
     peak = peak_tflops(dev.name) if dev.cuda else None
 
     def measure(name: str) -> dict:
-        compiled, out, make = name.endswith("compiled"), {}, mfu_step(folder, config, dev, name)
+        compiled, out, make = compiles(name), {}, mfu_step(folder, config, dev, name)
         for rows, seq in S.mfu_shapes:
             step = make(rows, seq)
             first = seconds(dev, step) if compiled else None
@@ -270,14 +306,16 @@ def mfu_part(S, dev: Device, smoke: bool, compile_on_cpu: bool) -> dict:
                    "mfu": round(flops / dt / 1e12 / peak, 3) if peak else None, "s_per_step": round(dt, 5)}
             if compiled:
                 res["compile_s"] = round(first - dt, 2)
+            if (rows, seq) == S.mfu_shapes[-1] and name in PROFILED:
+                res["profile"] = profile_step(dev, step, f"(a) {name} {rows}x{seq}", PROFILE_FILE)
             out[f"{rows}x{seq}"] = res
             log(f"(a) {name} {rows}x{seq}: {res['tokens_per_s']} tokens/s, {res['tflops']} TFLOP/s, mfu {res['mfu']}"
                 + (f", compile {res['compile_s']} s" if compiled else ""))
         return out
 
     results = {}
-    for name in ("project", "project_padded", "project_compiled", "stock_eager", "stock_compiled"):
-        if name.endswith("compiled") and not dev.cuda and not compile_on_cpu:
+    for name in (*MFU_PROJECT, "stock_eager", "stock_compiled"):
+        if compiles(name) and not dev.cuda and not compile_on_cpu:
             results[name] = {"skipped": "cpu smoke"}
             continue
         torch.manual_seed(0)
@@ -326,7 +364,9 @@ def mnrl_model(texts: list[str], dev: Device, smoke: bool) -> Path:
     return folder
 
 
-def mnrl_trainee(path: Path, dev: Device):
+def mnrl_trainee(path: Path, dev: Device, variant: str = "project"):
+    """The loop's MNRL trainee (``simcse_sup`` without hard negatives), set up as ``variant``; returns
+    (trainee, fused AdamW, the ``bf16_weights`` argument of its steps)."""
     from train.config import TrainConfig
     from train.loop import build_trainee
 
@@ -335,31 +375,44 @@ def mnrl_trainee(path: Path, dev: Device):
                                  "temperature": TEMPERATURE})
     torch.manual_seed(0)
     trainee = build_trainee(cfg, {}).to(dev.type)
-    return trainee, torch.optim.AdamW(trainee.parameters(), lr=LR, fused=True)
+    copies = step_options(trainee, dev, PROJECT_VARIANTS[variant])
+    return trainee, torch.optim.AdamW(trainee.parameters(), lr=LR, fused=True), copies
 
 
 def rate(S, dev: Device, dt: float) -> dict:
     return {"pairs_per_s": round(S.pairs / dt, 1), "s_per_step": round(dt, 4), "peak_mem_gb": dev.peak_gb()}
 
 
-def snli_project(path: Path, batches, S, dev: Device) -> dict:
+def snli_project(path: Path, batches, S, dev: Device, variant: str = "project") -> dict:
     import numpy as np
 
     from train.batch import to_device
     from train.step import forward_backward
 
-    trainee, opt = mnrl_trainee(path, dev)
-    rows = iter(batches)
+    trainee, opt, copies = mnrl_trainee(path, dev, variant)
+    rows = itertools.cycle(batches)
+    losses = []
 
     def step():
         chunk = next(rows)
+        torch.manual_seed(len(losses))  # the dropout masks of step i, as the loop seeds them
         batch = trainee.method.collate({"premise": np.array([a for a, _ in chunk], dtype=object),
                                         "entailment": np.array([p for _, p in chunk], dtype=object)}, trainee.encoder)
-        forward_backward(trainee, trainee, to_device(batch, dev.type), autocast=dev.autocast)
+        loss, _ = forward_backward(trainee, trainee, to_device(batch, dev.type), autocast=dev.autocast,
+                                   bf16_weights=copies)
+        losses.append(loss.detach())
         update(opt, trainee.parameters())
 
     dev.reset_peak()
-    return rate(S, dev, mean_step(dev, step, S.snli_warmup, S.snli_steps))
+    compiled = compiles(variant)
+    first = seconds(dev, step) if compiled else None
+    out = rate(S, dev, mean_step(dev, step, S.snli_warmup - (1 if compiled else 0), S.snli_steps))
+    if compiled:
+        out["compile_s"] = round(first - out["s_per_step"], 2)
+    out["losses"] = [round(float(x), 4) for x in losses]
+    if variant in PROFILED:
+        out["profile"] = profile_step(dev, step, f"(b) {variant} SNLI {S.pairs} pairs", PROFILE_FILE)
+    return out
 
 
 def snli_plain(path: Path, batches, S, dev: Device) -> dict:
@@ -429,13 +482,22 @@ def snli_part(path: Path, pairs, source: str, S, dev: Device) -> dict:
     rows = [pairs[i % len(pairs)] for i in range(need)]  # cycled if the set is smaller
     batches = [rows[i : i + S.pairs] for i in range(0, need, S.pairs)]
     out = {"pairs": S.pairs, "data": source, "max_len": MAX_LEN, "precision": "bf16" if dev.cuda else "bf16 autocast (st: fp32)"}
-    for name, fn in (("project", snli_project), ("plain", snli_plain), ("st_trainer", snli_st_trainer)):
-        out[name] = guarded(f"(b) {name}", fn, path, batches, S, dev)
+    runs = [(name, snli_project, {"variant": name}) for name in SNLI_PROJECT]
+    runs += [("plain", snli_plain, {}), ("st_trainer", snli_st_trainer, {})]
+    for name, fn, kw in runs:
+        out[name] = guarded(f"(b) {name}", fn, path, batches, S, dev, **kw)
         log(f"(b) {name}: {out[name]}")
         dev.free()
-    sps = {k: out[k].get("pairs_per_s") for k in ("project", "plain", "st_trainer")}
-    for name, other in (("project_vs_st_trainer", "st_trainer"), ("project_vs_plain", "plain")):
-        out[name] = round(sps["project"] / sps[other], 3) if sps["project"] and sps[other] else None
+    sps = {k: out[k].get("pairs_per_s") for k in (*SNLI_PROJECT, "plain", "st_trainer")}
+    for mine in ("project", "project_before"):
+        for other in ("st_trainer", "plain"):
+            out[f"{mine}_vs_{other}"] = round(sps[mine] / sps[other], 3) if sps[mine] and sps[other] else None
+    # the same batches from the same weights: bf16 weights against autocast over fp32 weights (the reference)
+    ref = out["project_before"].get("losses")
+    for name in ("project", "project_bf16_weights"):
+        new = out[name].get("losses")
+        if ref and new:
+            out[f"{name}_loss_max_rel_diff_vs_before"] = round(max(abs(a - b) / abs(b) for a, b in zip(new, ref)), 4)
     return out
 
 
@@ -513,13 +575,13 @@ def sizes_with_oom(name: str, sizes, run, S, dev: Device) -> dict:
 def largest_project(path: Path, S, dev: Device) -> dict:
     from train.step import forward_backward
 
-    trainee, opt = mnrl_trainee(path, dev)
+    trainee, opt, copies = mnrl_trainee(path, dev)
     if S.loss_tile:
         trainee.method.loss_tile = S.loss_tile
 
     def make_step(batch, chunk: int | None = S.chunk):
         def step():
-            forward_backward(trainee, trainee, batch, chunk_size=chunk, autocast=dev.autocast)
+            forward_backward(trainee, trainee, batch, chunk_size=chunk, autocast=dev.autocast, bf16_weights=copies)
             update(opt, trainee.parameters())
 
         return step, opt
@@ -608,12 +670,17 @@ def checks(result: dict, smoke: bool) -> dict:
     oks = (lambda v: v >= 0.40, lambda v: v >= 1.8, lambda v: v <= 16, lambda v: v <= 1.25)
     out = {key: None if v is None else bool(ok(v)) for key, v, ok in zip(keys, values, oks)}
     out[keys[4]] = None if "1048576" not in project else "s_per_step" in project["1048576"]
+    out["device_checks"] = result.get("device_checks", {}).get("all")
     return out
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--parts", nargs="+", default=["a", "b", "c"], choices=["a", "b", "c"])
+    ap.add_argument("--parts", nargs="+", default=["a", "b", "c", "d"], choices=["a", "b", "c", "d"])
+    ap.add_argument("--profile", type=Path, default=None, help="append torch.profiler tables of the project's steps here")
+    ap.add_argument("--save", type=Path, default=None, help="write the result so far here after every part")
+    ap.add_argument("--merge", type=Path, nargs="+", default=None,
+                    help="print one result of several runs' JSON files (parts split over runs), its checks recomputed")
     ap.add_argument("--smoke", action="store_true", help="the smoke sizes (tiny BERT) even on a GPU (they run there)")
     ap.add_argument("--snli-dir", type=Path, default=REPO.parent / "shared" / "data" / "nli" / "snli_senteval")
     ap.add_argument("--compile-on-cpu", action="store_true", help="smoke: run the torch.compile steps too (slow)")
@@ -624,7 +691,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def gpu_parts(args) -> dict:
     """Parts (a)-(c) as one dict (device, versions, ``mfu``, ``snli_mnrl``, ``largest_batch``, ``checks``)."""
-    parts = getattr(args, "parts", None) or ["a", "b", "c"]
+    global PROFILE_FILE
+    parts = getattr(args, "parts", None) or ["a", "b", "c", "d"]
+    PROFILE_FILE = getattr(args, "profile", None)
     dev = Device(torch.cuda.is_available())
     smoke = getattr(args, "smoke", False) or not dev.cuda  # on a GPU, --smoke runs the tiny sizes there
     S = SMOKE_SIZES if smoke else GPU_SIZES
@@ -640,15 +709,19 @@ def gpu_parts(args) -> dict:
         dev.free()
         took[key] = round(time.perf_counter() - t0, 1)
         log(f"({key}) {name} done in {took[key]} s ({time.perf_counter() - started:.0f} s so far)")
+        if getattr(args, "save", None):
+            args.save.write_text(json.dumps({**result, "seconds": took}) + "\n")
 
     if "a" in parts:
         part("a", "mfu", mfu_part, S, dev, smoke, getattr(args, "compile_on_cpu", False))
-    if "b" in parts or "c" in parts:
+    if {"b", "c", "d"} & set(parts):
         pairs, source = snli_pairs(getattr(args, "snli_dir", None))
         path = mnrl_model([t for pair in pairs for t in pair], dev, smoke)
         log(f"{len(pairs)} pairs ({source}); encoder {path}")
         if "b" in parts:
             part("b", "snli_mnrl", snli_part, path, pairs, source, S, dev)
+        if "d" in parts:
+            part("d", "device_checks", device_checks, dev, pairs, str(path), smoke)
         if "c" in parts:
             part("c", "largest_batch", largest_part, path, S, dev)
     torch.set_num_threads(threads)
@@ -657,8 +730,25 @@ def gpu_parts(args) -> dict:
     return result
 
 
+def merged(files: list[Path]) -> dict:
+    """One result of runs that each measured some parts on the same device (the first file's versions)."""
+    runs = [json.loads(f.read_text().strip().splitlines()[-1]) for f in files]
+    if len({r["device"] for r in runs}) != 1:
+        raise SystemExit(f"--merge: the runs are from different devices: {[r['device'] for r in runs]}")
+    result = dict(runs[0])
+    for run in runs[1:]:
+        result.update({k: v for k, v in run.items() if k in ("mfu", "snli_mnrl", "largest_batch", "device_checks")})
+    result["seconds"] = {k: v for run in runs for k, v in run.get("seconds", {}).items() if k != "total"}
+    result["seconds"]["total"] = round(sum(result["seconds"].values()), 1)
+    result["checks"] = checks(result, result.get("smoke", False))
+    return result
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.merge:
+        print(json.dumps(merged(args.merge)))
+        return 0
     result = gpu_parts(args)
     exact = True
     # part 4, the tiled loss on CPU (bench/tiled_loss.py): measured for real on a machine without a GPU

@@ -48,8 +48,12 @@ def _exact(tiled, dense, inputs, rel=1e-5) -> dict:
             "equal": loss_err <= rel and grad_err <= rel}
 
 
-def exactness(n: int = 1000, d: int = 64, tile: int = 384) -> dict:
-    """Every method's loss, tiled vs the dense oracle, float32."""
+def exactness(n: int = 1000, d: int = 64, tile: int = 384, device: str = "cpu", dtype=None, rel: float = 1e-5,
+              autocast: bool = False) -> dict:
+    """Every method's loss, tiled vs the dense oracle: float32 on CPU (``device``, ``dtype``: elsewhere;
+    ``autocast``: both under bf16 autocast, as a GPU step runs them)."""
+    import contextlib
+
     import torch
 
     from tests import dense_losses as dense
@@ -59,24 +63,25 @@ def exactness(n: int = 1000, d: int = 64, tile: int = 384) -> dict:
     from train.methods.simcse_unsup import simcse_loss
 
     g = torch.Generator().manual_seed(0)
+    dtype = dtype or torch.float32
 
     def leaf(*shape, scale=1.0):
-        return (scale * torch.randn(*shape, generator=g)).requires_grad_()
+        return (scale * torch.randn(*shape, generator=g)).to(device=device, dtype=dtype).requires_grad_()
 
     tau = 0.05
-    rows = torch.arange(0, n, 3)
+    rows = torch.arange(0, n, 3).to(device)
     a, p, m, r = leaf(n, d), leaf(n, d), leaf(n, d), leaf(n, d, scale=0.3)
-    valid = torch.rand(n, generator=g) > 0.3
-    weights = torch.rand(n, generator=g) + 0.5
-    entity_ids = torch.randint(1, n // 4, (2, n), generator=g)  # many duplicate entities
-    clusters = torch.randint(0, 40, (n,), generator=g)
+    valid = (torch.rand(n, generator=g) > 0.3).to(device)
+    weights = (torch.rand(n, generator=g) + 0.5).to(device=device, dtype=dtype)
+    entity_ids = torch.randint(1, n // 4, (2, n), generator=g).to(device)  # many duplicate entities
+    clusters = torch.randint(0, 40, (n,), generator=g).to(device)
     mus, logvars = [leaf(n, d) for _ in range(3)], [leaf(n, d, scale=0.5) for _ in range(3)]
 
     def gaussians():
         return [Gaussian(mu, torch.exp(lv)) for mu, lv in zip(mus, logvars)]
 
     cases = {
-        "simcse_unsup": (lambda t: simcse_loss(a, p, tau, t), lambda: dense.info_nce(a, p, torch.arange(n), tau), [a, p]),
+        "simcse_unsup": (lambda t: simcse_loss(a, p, tau, t), lambda: dense.info_nce(a, p, torch.arange(n, device=device), tau), [a, p]),
         "mnrl": (lambda t: simcse_supervised_loss(a, p, None, tau, tile=t),
                  lambda: dense.simcse_supervised_loss(a, p, None, tau), [a, p]),
         "simcse_sup": (lambda t: simcse_supervised_loss(a, p, m, tau, 1.0, rows=rows, tile=t),
@@ -111,8 +116,15 @@ def exactness(n: int = 1000, d: int = 64, tile: int = 384) -> dict:
             return dense.gausscse_loss(prem, ent, con, temperature=tau, form=form)
 
         cases[f"gausscse_{form}"] = (tiled, oracle, mus + logvars)
-    out = {name: _exact(lambda: tiled(tile), dense_fn, inputs) for name, (tiled, dense_fn, inputs) in cases.items()}
-    return {"all": all(v["equal"] for v in out.values()), "n": n, "d": d, "tile": tile, "methods": out}
+    def under(fn):
+        def run():
+            with torch.autocast(device, dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
+                return fn()
+        return run
+
+    out = {name: _exact(under(lambda: tiled(tile)), under(dense_fn), inputs, rel)
+           for name, (tiled, dense_fn, inputs) in cases.items()}
+    return {"all": all(v["equal"] for v in out.values()), "n": n, "d": d, "tile": tile, "rel": rel, "methods": out}
 
 
 PEAK_CHILD = r"""

@@ -49,7 +49,7 @@ def model_short_name(model: str) -> str:
 
 
 POOLINGS = ("cls", "cls_mlp", "cls_raw", "mean")
-MIXED_PRECISION = ("none", "bf16", "fp16")
+MIXED_PRECISION = ("none", "bf16", "bf16_weights", "fp16")
 
 
 @dataclass
@@ -93,7 +93,9 @@ class TrainConfig:
     log_sample_ids: bool = False  # elastic: every worker writes the ids of the rows it trained on (sample_ids/)
     use_gpu: bool = False
     cpus_per_worker: float | None = None  # ScalingConfig resources_per_worker CPU (None: Ray's 1)
-    mixed_precision: str = "none"  # none | bf16 | fp16 (fp16 needs a GPU)
+    # none | bf16 (autocast) | bf16_weights (the encoder in bf16, cast from fp32 master weights once per step:
+    # train.precision) | fp16 (needs a GPU)
+    mixed_precision: str = "none"
     # speed / memory
     chunk_size: int | None = None  # GradCache: rows per encoder chunk on each worker (None: no caching)
     # the loss's log-sum-exp in tiles of loss_tile anchors x loss_tile candidates (train.methods.tiled): memory
@@ -101,6 +103,8 @@ class TrainConfig:
     loss_tile: int = DEFAULT_LOSS_TILE
     unpad: bool = True  # BERT encoders: Linear/LayerNorm/GELU on real tokens only (train.unpadded); same outputs
     compile: bool = False  # torch.compile the encoder's stock forward (dynamic shapes; turns unpad off)
+    # torch.compile the unpadded path's per-token layers (fused bias, GELU, dropout, LayerNorm; train.unpadded)
+    compile_layers: bool = False
     pretokenize: bool = False  # tokenize in Ray Data tasks (padded to max_len, cut per batch) instead of in the step
     length_bucketing: int = 0  # regroup every N batches by length (less padding; changes in-batch negatives); 0 = off
     # run bookkeeping

@@ -38,7 +38,7 @@ from torch import nn
 
 from infra.uris import as_local
 from train.errors import ConfigError
-from train.unpadded import one_word_embedding_backward, supports_unpadding, unpadded_forward, unpadded_forward_columns
+from train.unpadded import one_word_embedding_backward, supports_unpadding, unpadded_forward_columns
 
 # BERT/RoBERTa/MPNet/... and DistilBERT names of the encoder's dropout probabilities
 DROPOUT_ATTRS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout")
@@ -67,6 +67,7 @@ class Encoder(nn.Module):
             self.model.pooler = None
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.unpad = unpad and supports_unpadding(self.model)  # per-token layers on real tokens only
+        self.compile_layers = False  # the unpadded path's per-token layers through torch.compile (train.unpadded)
         d = self.hidden_size
         self.mlp = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if pooling in ("cls", "cls_mlp") else None
         self.normalize = base_normalizes(model)
@@ -84,22 +85,23 @@ class Encoder(nn.Module):
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, *, inference: bool | None = None) -> torch.Tensor:
         """Sentence embeddings (B, d). ``inference`` defaults to ``not self.training``."""
-        if self.unpad:
-            hidden = unpadded_forward(self.model, input_ids, attention_mask, token_type_ids)
-        else:
-            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-            if token_type_ids is not None:
-                kwargs["token_type_ids"] = token_type_ids
-            hidden = self.model(**kwargs).last_hidden_state
-        return self.pool(hidden, attention_mask, inference)
+        column = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        return self.forward_columns([column], inference=inference)[0]
 
     def forward_columns(self, columns: list[dict], *, inference: bool | None = None) -> list[torch.Tensor]:
         """``[self(**column) for column in columns]``; an unpadded encoder runs them as one
-        token matrix (``unpadded_forward_columns``), each padded to its own longest row."""
-        if not self.unpad or len(columns) < 2:
-            return [self(**column, inference=inference) for column in columns]
-        hidden = unpadded_forward_columns(self.model, columns)
-        return [self.pool(h, column["attention_mask"], inference) for h, column in zip(hidden, columns)]
+        token matrix (``unpadded_forward_columns``), each padded to its own longest row.
+
+        Weights in bf16 (``train.precision.Bf16Weights``) run with autocast off: autocast would
+        cast LayerNorm's and softmax's bf16 inputs up to float32 and back."""
+        half = self.model.get_input_embeddings().weight.dtype in (torch.bfloat16, torch.float16)
+        with torch.autocast(self.device.type, enabled=False) if half else contextlib.nullcontext():
+            if self.unpad:
+                hidden = unpadded_forward_columns(self.model, columns, compiled=self.compile_layers)
+            else:
+                hidden = [self.model(**{k: v for k, v in column.items() if v is not None}).last_hidden_state
+                          for column in columns]
+            return [self.pool(h, column["attention_mask"], inference) for h, column in zip(hidden, columns)]
 
     def one_word_embedding_backward(self):
         """A context in which backward passes through the word embeddings are collected

@@ -68,6 +68,7 @@ from train.checkpoints import METRICS_FILE, STATE_FILE, checkpoint_metrics, resu
 from train.config import TrainConfig
 from train.encoder import Encoder
 from train.methods import get_method
+from train.precision import Bf16Weights
 from train.progress import ProgressWriter
 from train.step import forward_backward
 
@@ -186,6 +187,9 @@ def train_loop_per_worker(config: dict) -> dict:
     if cfg.compile:  # compiles the stock forward, so the unpadded path is off
         trainee.encoder.unpad = False
         trainee.encoder.model.compile(dynamic=True)
+    trainee.encoder.compile_layers = cfg.compile_layers and trainee.encoder.unpad
+    # bf16 copies of the encoder's weights, made once per step (train.precision); heads and loss under autocast
+    bf16_weights = Bf16Weights(trainee.encoder) if cfg.mixed_precision == "bf16_weights" else None
 
     # 3. optimizer, schedule, progress --------------------------------------
     from transformers import get_linear_schedule_with_warmup
@@ -196,7 +200,7 @@ def train_loop_per_worker(config: dict) -> dict:
                                   fused=device.type in ("cpu", "cuda"))
     scheduler = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, total_steps)
     scaler = torch.amp.GradScaler("cuda") if cfg.mixed_precision == "fp16" else None
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.mixed_precision)
+    amp_dtype = {"bf16": torch.bfloat16, "bf16_weights": torch.bfloat16, "fp16": torch.float16}.get(cfg.mixed_precision)
 
     def autocast():
         if amp_dtype is None:
@@ -270,6 +274,7 @@ def train_loop_per_worker(config: dict) -> dict:
                 chunk_size=chunk_size,
                 backward_scale=scaler.scale if scaler is not None else (lambda x: x),
                 autocast=autocast,
+                bf16_weights=bf16_weights,
             )
             if scaler is not None:
                 scaler.unscale_(optimizer)

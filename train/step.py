@@ -44,6 +44,7 @@ import torch
 import torch.distributed as dist
 
 from train.batch import cat_rows, num_rows, slice_rows
+from train.precision import Bf16Weights
 
 
 class RandomState:
@@ -67,25 +68,38 @@ def forward_backward(
     chunk_size: int | None = None,
     backward_scale: Callable[[torch.Tensor], torch.Tensor] = lambda loss: loss,
     autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    bf16_weights: Bf16Weights | None = None,
 ) -> tuple[torch.Tensor, dict]:
     """Forward and backward of one step; returns (loss, metrics). ``model`` is ``trainee`` as
-    wrapped by ``prepare_model`` (DDP) or ``trainee`` itself."""
+    wrapped by ``prepare_model`` (DDP) or ``trainee`` itself. ``bf16_weights``: the encoder's
+    forwards run on its bf16 copies (``train.precision``); the fp32 ``.grad`` are filled after each
+    backward, and averaged over workers here (DDP's hooks are on the fp32 weights)."""
     n = num_rows(batch)
     if not chunk_size or chunk_size >= n:
-        with autocast():
-            loss, parts = model(batch)
-        backward_scale(loss).backward()
+        if bf16_weights is None:
+            with autocast():
+                loss, parts = model(batch)
+            backward_scale(loss).backward()
+            return loss, parts
+        with bf16_weights.step():
+            with autocast():
+                loss, parts = trainee(batch)
+            backward_scale(loss).backward()
+            bf16_weights.flush()
+        sync_gradients(trainee)
         return loss, parts
-    return _grad_cache(trainee, batch, chunk_size, backward_scale, autocast)
+    return _grad_cache(trainee, batch, chunk_size, backward_scale, autocast, bf16_weights)
 
 
-def _grad_cache(trainee, batch, chunk_size, backward_scale, autocast):
+def _grad_cache(trainee, batch, chunk_size, backward_scale, autocast, bf16_weights=None):
     method, encoder = trainee.method, trainee.encoder
     n = num_rows(batch)
     bounds = [(s, min(s + chunk_size, n)) for s in range(0, n, chunk_size)]
     chunks = [slice_rows(batch, s, e) for s, e in bounds]
     device = next(trainee.parameters()).device
-    with encoder.one_word_embedding_backward():  # one dense word-embedding gradient per step, not one per chunk
+    flush = bf16_weights.flush if bf16_weights is not None else (lambda: None)
+    # one dense word-embedding gradient per step, not one per chunk (entered first: it sums into the fp32 weight)
+    with encoder.one_word_embedding_backward(), bf16_weights.step() if bf16_weights else contextlib.nullcontext():
         # 1. embeddings of every chunk; RNG recorded; the last chunk keeps its graph
         states, cached = [], []
         with torch.no_grad():
@@ -101,6 +115,7 @@ def _grad_cache(trainee, batch, chunk_size, backward_scale, autocast):
         with autocast():
             loss, parts = method.loss_from_embeddings(cat_rows(leaves + [last]), batch)
         backward_scale(loss).backward()
+        flush()
         # 3. replay each earlier chunk with its dropout masks and push its cached gradient through
         for chunk, state, leaf in zip(chunks[:-1], states, leaves):
             state.restore()
@@ -108,6 +123,7 @@ def _grad_cache(trainee, batch, chunk_size, backward_scale, autocast):
                 z = method.embed(encoder, chunk)
             keys = [k for k in z if leaf[k].grad is not None]
             torch.autograd.backward([z[k] for k in keys], [leaf[k].grad for k in keys])
+            flush()
         after.restore()
     sync_gradients(trainee)
     return loss, parts

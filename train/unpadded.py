@@ -58,11 +58,12 @@ def unpadded_forward(model, input_ids, attention_mask, token_type_ids=None) -> t
     return unpadded_forward_columns(model, [column])[0]
 
 
-def unpadded_forward_columns(model, columns: list[dict]) -> list[torch.Tensor]:
+def unpadded_forward_columns(model, columns: list[dict], compiled: bool = False) -> list[torch.Tensor]:
     """`unpadded_forward` of several token dicts at once (a batch's columns:
     anchors, positives, ...). The real tokens of all of them form one matrix for
     the per-token layers, so each projection is one larger GEMM instead of one
-    per column; attention runs per column, padded to that column's longest row."""
+    per column; attention runs per column, padded to that column's longest row.
+    ``compiled``: each layer's per-token part after attention through `compiled_token_layers`."""
     packings = [_Packing(column["attention_mask"]) for column in columns]
     token_ids, token_types, positions = [], [], []
     for column, packing in zip(columns, packings):
@@ -79,6 +80,7 @@ def unpadded_forward_columns(model, columns: list[dict]) -> list[torch.Tensor]:
               + embeddings.position_embeddings(torch.cat(positions)))
     hidden = _dropout(embeddings.LayerNorm(hidden), embeddings.dropout)
     counts = [packing.count for packing in packings]
+    token_layers = compiled_token_layers() if compiled else _token_layers
     eager = getattr(model.config, "_attn_implementation", None) == "eager"
 
     for layer in model.encoder.layer:
@@ -96,8 +98,7 @@ def unpadded_forward_columns(model, columns: list[dict]) -> list[torch.Tensor]:
             context = _attend(query, key, value, packing.keys, scale, dropout, eager)
             contexts.append(packing.real(context.transpose(1, 2).reshape(-1, heads * head_size)))
         context = torch.cat(contexts) if len(contexts) > 1 else contexts[0]
-        attended = _add_and_norm(layer.attention.output, context, hidden)
-        hidden = _add_and_norm(layer.output, layer.intermediate(attended), attended)
+        hidden = token_layers(layer, context, hidden)
 
     width = hidden.shape[-1]
     return [packing.padded(tokens).view(packing.rows, packing.length, width)
@@ -137,6 +138,9 @@ _deferred_word_gradients: dict = {}
 class _WordGradients:
     def __init__(self, words: torch.nn.Embedding):
         self.words = words
+        # the weight as the block is entered: the fp32 master when train.precision's bf16 copies are
+        # swapped in inside the block, so the rows (bf16 then) are summed in float32 into its .grad
+        self.weight = words.weight
         self.ids: list[torch.Tensor] = []
         self.rows: list[torch.Tensor] = []
         self.count = 0  # rows collected and not yet summed
@@ -146,9 +150,9 @@ class _WordGradients:
         self.ids.append(ids)
         self.rows.append(rows)
         self.count += ids.numel()
-        if self.count > self.words.weight.shape[0]:  # more rows than the dense buffer has: sum them into it
+        if self.count > self.weight.shape[0]:  # more rows than the dense buffer has: sum them into it
             if self.summed is None:
-                self.summed = torch.zeros_like(self.words.weight)
+                self.summed = torch.zeros_like(self.weight)
             self._add_rows(self.summed)
 
     def _add_rows(self, target: torch.Tensor) -> None:
@@ -162,7 +166,7 @@ class _WordGradients:
     def add_to_grad(self) -> None:
         if not self.rows and self.summed is None:
             return
-        weight = self.words.weight
+        weight = self.weight
         if weight.grad is None:
             weight.grad = self.summed if self.summed is not None else torch.zeros_like(weight)
         elif self.summed is not None:
@@ -238,6 +242,30 @@ def _attend(query, key, value, keys, scale: float, dropout: float, eager: bool) 
     if dropout > 0:
         weights = _bernoulli_dropout(weights, dropout)
     return torch.matmul(weights, value)
+
+
+def _token_layers(layer, context: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """A BERT layer after its attention: output projection, dropout, residual, LayerNorm, then the
+    feed-forward block (dense, GELU, dense, dropout, residual, LayerNorm), on (tokens, d) states."""
+    attended = _add_and_norm(layer.attention.output, context, hidden)
+    return _add_and_norm(layer.output, layer.intermediate(attended), attended)
+
+
+_compiled_token_layers = None
+
+
+def compiled_token_layers():
+    """`_token_layers` through ``torch.compile``: the bias adds, GELU, dropout, residual adds and
+    LayerNorms fused around the three GEMMs of each layer. One compilation serves every layer (the
+    layer is an input, its parameters guarded by shape and dtype) and every token count
+    (``dynamic=True``: the real tokens of a batch vary from step to step)."""
+    global _compiled_token_layers
+    if _compiled_token_layers is None:
+        # a graph per (dtype, grad mode, autocast, dropout p): GradCache's no-grad pass and its replay, a
+        # run's eval forwards... past dynamo's default of 8 it would fall back to eager without a word
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        _compiled_token_layers = torch.compile(_token_layers, dynamic=True)
+    return _compiled_token_layers
 
 
 def _add_and_norm(output, states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
