@@ -1,7 +1,8 @@
 """The GPU training step: this project's beside stock transformers and sentence-transformers, all in
 one run on one device.
 
-    python bench/gpu.py [--parts a b c] [--smoke] [--snli-dir DIR] [--no-loss] [--cpu-loss]
+    python bench/gpu.py [--parts a b c d] [--smoke] [--snli-dir DIR] [--profile FILE] [--save FILE]
+    python bench/gpu.py --merge A.json C.json     # one result (and its checks) of runs that split the parts
 
 No Ray, and ``datasets`` only inside the sentence-transformers parts. sentence-transformers imports
 ``datasets`` itself: (b)'s ``st_trainer`` and (c)'s ``st_cached`` need the ``datasets``, ``dill`` and
@@ -11,39 +12,56 @@ with torch, transformers, sentence-transformers and pyarrow, carrying those whee
 
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && PYTHONPATH=/tmp/site python3 bench/gpu.py
 
-About 6-7 minutes on one H100. Without a GPU, every code path runs on CPU with a 2-layer BERT at tiny
-sizes (a check that it runs; figures meaningless, ``checks`` None; the ``torch.compile`` steps are
-skipped unless ``--compile-on-cpu``: minutes). ``--smoke`` on a GPU runs those tiny sizes there.
+On one H100 (bench/results/gpu-h100.txt): ``--parts a b d`` about 4 minutes, ``--parts c`` about 5.
+Without a GPU, every code path runs on CPU with a 2-layer BERT at tiny sizes (a check that it runs;
+figures meaningless, ``checks`` None; the compiled stock steps are skipped unless ``--compile-on-cpu``).
+``--smoke`` on a GPU runs those tiny sizes there.
+
+The project's step is measured in variants (``PROJECT_VARIANTS``): ``project``, the loop's recommended
+GPU settings (``mixed_precision: bf16_weights``, train.precision: the encoder's weights cast to bf16
+once per step from fp32 masters, no autocast inside the encoder); ``project_before``, the step as it
+stood before them (autocast over fp32 weights); ``project_bf16_compiled``, the bf16 weights with
+``compile_layers`` (the unpadded path's per-token layers through ``torch.compile``).
 
 * (a) ``mfu``: tokens/s, TFLOP/s, MFU of a BERT-base training step (``BertConfig()``, random weights,
-  bf16 autocast, fused AdamW) at rows x seq 256x32, 2048x32, 512x128 (full-length rows) for
-  ``project`` (Encoder(cls) + SimCSE-unsup through ``train.step.forward_backward``, as bench/train.py's
-  ``gpu_mfu``: rows/2 sentences, each twice), ``project_padded`` (``unpad`` off),
-  ``project_compiled`` (the loop's ``compile: true``: unpad off, ``model.compile(dynamic=True)``),
-  ``stock_eager`` (transformers' BertModel, sdpa, CLS, in-batch InfoNCE cosine/0.05 on the same
-  [x; x] rows) and ``stock_compiled`` (``torch.compile`` of it). FLOPs = tokens x (6N + 12·L·d·seq),
-  N non-embedding parameters (``gpu_mfu``'s formula); ``compile_s``: first step minus a measured one.
+  bf16, fused AdamW) at rows x seq 256x32, 2048x32, 512x128 (full-length rows) for the project's
+  variants (Encoder(cls) + SimCSE-unsup through ``train.step.forward_backward``, as bench/train.py's
+  ``gpu_mfu``: rows/2 sentences, each twice), ``stock_eager`` (transformers' BertModel, sdpa, CLS,
+  in-batch InfoNCE cosine/0.05 on the same [x; x] rows) and ``stock_compiled`` (``torch.compile`` of
+  it). FLOPs = tokens x (6N + 12·L·d·seq), N non-embedding parameters (``gpu_mfu``'s formula);
+  ``compile_s``: first step minus a measured one.
 * (b) ``snli_mnrl``: MNRL (SNLI (premise, entailment) pairs, in-batch negatives, cosine/0.05 = scale
-  20, mean pooling, max_len 32, bf16) at 512 pairs a step: pairs/s and peak memory of ``project``
-  (the Ray loop's trainee built in process: ``simcse_sup`` without hard negatives), ``plain``
+  20, mean pooling, max_len 32, bf16) at 512 pairs a step: pairs/s and peak memory of the project's
+  variants (the Ray loop's trainee built in process: ``simcse_sup`` without hard negatives), ``plain``
   (bench/train.py's ``plain_loop`` under autocast) and ``st_trainer`` (``SentenceTransformerTrainer``,
   ``MultipleNegativesRankingLoss(scale=20)``, ``bf16=True``). Tokenization, clipping (1.0, as the loop
-  and the Trainer do) and the fused AdamW step count in all three. Data: SNLI dev + test entailment
-  pairs (``--snli-dir``, SentEval layout), else synthetic sentences. Encoder: BERT-base random weights
-  with a WordPiece vocabulary of the texts (``train.tiny_bert``), a plain Hugging Face folder.
-* (c) ``largest_batch``: peak memory and s/step of the project's GradCache step (MNRL as in (b),
-  ``chunk_size`` 1024, the loss in ``loss_tile`` tiles) at 8,192 / 65,536 / 262,144 / 1,048,576 pairs
-  on pre-built token tensors (premise 10-24 tokens, entailment 6-13: (b)'s SNLI pairs average 17 and
-  9.6; tokenization not timed), the uncached step at 1,024 pairs (``gradcache_vs_uncached_per_pair``
-  at 65,536), and sentence-transformers' ``CachedMultipleNegativesRankingLoss(mini_batch_size=1024)``
-  at 32,768 / 65,536 pairs (loss + backward + clip + optimizer step called directly, the backward
-  under autocast too, so its replayed forwards run in bf16). Out of memory: ``{"oom": true}``.
-  ``loss_tiles``: the loss alone at 65,536 pairs per ``loss_tile`` (1,024 .. 8,192): s and peak memory.
+  and the Trainer do) and the fused AdamW step count in all. Each variant's losses over the same
+  batches and dropout seeds, and their largest relative difference from ``project_before``'s (the
+  fp32-master autocast reference). Data: SNLI dev + test entailment pairs (``--snli-dir``, SentEval
+  layout), else synthetic sentences. Encoder: BERT-base random weights with a WordPiece vocabulary of
+  the texts (``train.tiny_bert``), a plain Hugging Face folder.
+* (c) ``largest_batch``: first ``loss_tiles``, the loss alone at 65,536 pairs per ``loss_tile`` (1,024
+  .. 16,384): s and peak memory, and the fastest, which the GradCache sizes then use. Then peak memory
+  and s/step of the project's GradCache step (MNRL as in (b), ``chunk_size`` 1024) at 8,192 / 65,536
+  / 1,048,576 pairs on pre-built token tensors (premise 10-24 tokens, entailment 6-13: (b)'s SNLI
+  pairs average 17 and 9.6; tokenization not timed), the uncached step at 1,024 pairs
+  (``gradcache_vs_uncached_per_pair`` at 65,536), and sentence-transformers'
+  ``CachedMultipleNegativesRankingLoss(mini_batch_size=1024)`` at 65,536 pairs (loss + backward + clip +
+  optimizer step called directly, the backward under autocast too, so its replayed forwards run in
+  bf16). Out of memory: ``{"oom": true}``.
+* (d) ``device_checks`` (``bench/gpu_checks.py``): the CPU exactness tests' claims on the device: tiled
+  = dense loss for every method (float64, and bf16 autocast with its tolerance), GradCache = the big
+  batch and compiled = eager in float64, and each bf16 way of running the step held to autocast's
+  gradient error against float64.
 
-* (d) ``tiled_loss`` (``bench/tiled_loss.py``), on a machine without a GPU (or with ``--cpu-loss``):
-  every method's tiled loss against the dense oracle (``tiled_equals_dense``), the peak memory of one
-  loss forward + backward at 65,536 x 65,536 pairs, d = 384 (``loss_peak_gb_65536x384``, beside the
-  dense loss's computed size), tiled vs dense loss time at 4,096 and 8,192; ``--smoke`` shrinks it.
+``--profile FILE``: one step of ``project`` and ``project_before`` at 512x128 and on SNLI under
+torch.profiler (wall, host and device time, kernel launches, host syncs, top ops). ``--save FILE``:
+the result so far after every part (a run stopped by a time limit keeps what it measured).
+
+On a machine without a GPU (or with ``--cpu-loss``) ``tiled_loss`` (``bench/tiled_loss.py``) follows:
+every method's tiled loss against the dense oracle (``tiled_equals_dense``), the peak memory of one
+loss forward + backward at 65,536 x 65,536 pairs, d = 384 (``loss_peak_gb_65536x384``, beside the
+dense loss's computed size), tiled vs dense loss time at 4,096 and 8,192; ``--smoke`` shrinks it.
 
 Progress goes to stderr, one line per measurement; the last line on stdout is one JSON object (exit 1
 if a tiled loss differs from the dense one).
@@ -97,21 +115,21 @@ SMOKE_SIZES = SimpleNamespace(
     largest=(64, 256), chunk=16, loss_tile=32, uncached=16, compare=256,
     st_cached=(64,), st_mini=16, warmup_budget_s=30.0,
 )
-# the project's step as measured: ``project`` with the loop's options for a GPU run (train.precision's bf16
-# weights, the unpadded path's per-token layers compiled); ``project_before`` as the step stood before them
-# (autocast over fp32 weights, eager); the others take one change at a time
+# the project's step as measured: ``project`` with the loop's recommended options for a GPU run (train.precision's
+# bf16 weights, eager: the fastest at SNLI lengths on an H100, bench/results/gpu-h100.txt); ``project_before`` as the
+# step stood before them (autocast over fp32 weights); the others take one change at a time
 PROJECT_VARIANTS = {
-    "project": {"mixed_precision": "bf16_weights", "compile_layers": True},
+    "project": {"mixed_precision": "bf16_weights"},
     "project_before": {"mixed_precision": "bf16"},
-    "project_bf16_weights": {"mixed_precision": "bf16_weights"},
+    "project_bf16_compiled": {"mixed_precision": "bf16_weights", "compile_layers": True},
     "project_compiled_layers": {"mixed_precision": "bf16", "compile_layers": True},
     "project_padded": {"mixed_precision": "bf16", "unpad": False},
     "project_compiled": {"mixed_precision": "bf16", "unpad": False, "compile": True},  # the loop's ``compile: true``
 }
 PROFILED = ("project", "project_before")  # with --profile: one step each, at (a)'s largest shape and in (b)
 PROFILE_FILE: Path | None = None
-MFU_PROJECT = ("project", "project_before")
-SNLI_PROJECT = ("project", "project_before", "project_bf16_weights", "project_compiled_layers")
+MFU_PROJECT = ("project", "project_before", "project_bf16_compiled")
+SNLI_PROJECT = ("project", "project_before", "project_bf16_compiled")
 SMOKE_BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
 
 
@@ -494,7 +512,7 @@ def snli_part(path: Path, pairs, source: str, S, dev: Device) -> dict:
             out[f"{mine}_vs_{other}"] = round(sps[mine] / sps[other], 3) if sps[mine] and sps[other] else None
     # the same batches from the same weights: bf16 weights against autocast over fp32 weights (the reference)
     ref = out["project_before"].get("losses")
-    for name in ("project", "project_bf16_weights"):
+    for name in SNLI_PROJECT[:1] + SNLI_PROJECT[2:]:
         new = out[name].get("losses")
         if ref and new:
             out[f"{name}_loss_max_rel_diff_vs_before"] = round(max(abs(a - b) / abs(b) for a, b in zip(new, ref)), 4)
@@ -626,21 +644,28 @@ def largest_st_cached(path: Path, S, dev: Device) -> dict:
 
 def loss_tiles(S, dev: Device) -> dict:
     """The MNRL loss alone (forward + backward, d = 768) at the 65,536-pair size, per ``loss_tile``: what
-    the default tile (train/methods/tiled.py, chosen on CPU) should be on this device."""
+    the default tile (train/methods/tiled.py, chosen on CPU) should be on this device. ``fastest``: the
+    tile (c)'s GradCache sizes then run with."""
     from bench.tiled_loss import loss_seconds
 
     n = S.largest[min(1, len(S.largest) - 1)]
-    tiles = [t for t in (1024, 2048, 4096, 8192) if t < n] or [n // 4]
-    return {"pairs": n, "d": 768, "seconds": loss_seconds(n, 768, tiles, repeats=2, device=dev.type)}
+    tiles = [t for t in (1024, 2048, 4096, 8192, 16384) if t < n] or [n // 4]
+    seconds = loss_seconds(n, 768, tiles, repeats=2, device=dev.type)
+    fastest = min(tiles, key=lambda t: seconds[f"tile{t}"])
+    return {"pairs": n, "d": 768, "seconds": seconds, "fastest": fastest}
 
 
 def largest_part(path: Path, S, dev: Device) -> dict:
     out = {"inputs": "pre-built token tensors: premise 10-24 tokens, entailment 6-13, padded per column"}
+    # first: the loss's tile on this device (at a million pairs the loss is 262,144 tiles of 2,048 a pass,
+    # each a few kernel launches: on an H100 the 1,048,576-pair step ran past 250 s with the CPU's tile)
+    out["loss_tiles"] = guarded("(c) loss_tiles", loss_tiles, S, dev)
+    dev.free()
+    if S.loss_tile is None and "fastest" in out["loss_tiles"]:
+        S = SimpleNamespace(**{**vars(S), "loss_tile": out["loss_tiles"]["fastest"]})
     for name, fn in (("project", largest_project), ("st_cached", largest_st_cached)):
         out[name] = guarded(f"(c) {name}", fn, path, S, dev)
         dev.free()
-    out["loss_tiles"] = guarded("(c) loss_tiles", loss_tiles, S, dev)
-    dev.free()
     return out
 
 

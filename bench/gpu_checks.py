@@ -182,6 +182,13 @@ def profile_step(dev, step, label: str, out_file: Path | None) -> dict | None:
     launches, host syncs, and the top ops by device time, appended to ``out_file``."""
     if out_file is None:
         return None
+    try:
+        return _profile_step(dev, step, label, out_file)
+    except Exception as e:  # noqa: BLE001 - a profile that fails must not take the timing it follows with it
+        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+
+
+def _profile_step(dev, step, label: str, out_file: Path) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.cuda else [])
@@ -194,8 +201,9 @@ def profile_step(dev, step, label: str, out_file: Path | None) -> dict | None:
     events = prof.key_averages()
     sort = "self_cuda_time_total" if dev.cuda else "self_cpu_time_total"
     cpu_us = sum(e.self_cpu_time_total for e in events)
-    cuda_us = sum(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) or 0
-                  for e in events) if dev.cuda else 0
+    # the kernels themselves (an inductor kernel is listed twice in key_averages: as its op and its kernel)
+    cuda_us = sum(e.time_range.elapsed_us() for e in prof.events()
+                  if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA) if dev.cuda else 0
     counts = {e.key: e.count for e in events}
     summary = {"wall_ms": round(wall * 1e3, 2), "host_ms": round(cpu_us / 1e3, 2), "device_ms": round(cuda_us / 1e3, 2),
                "kernel_launches": counts.get("cudaLaunchKernel", 0) + counts.get("cuLaunchKernel", 0)

@@ -57,7 +57,7 @@ def rse_loss(h_i, r_k, h_j, hard_negatives=None, temperature=0.05, *, hard_negat
     candidates = h_j if hard_negatives is None else torch.cat([h_j, hard_negatives], dim=0)
     logits = cos_logits(u, candidates, temperature)
     if hard_negatives is not None and hard_negative_valid is not None:
-        keep = torch.cat([torch.ones(n, dtype=torch.bool), hard_negative_valid.bool()])
+        keep = torch.cat([torch.ones(n, dtype=torch.bool, device=hard_negative_valid.device), hard_negative_valid.bool()])
         logits = logits.masked_fill(~keep[None, :], float("-inf"))
     losses = F.cross_entropy(logits, r, reduction="none")
     if weights is None:

@@ -91,3 +91,14 @@ def test_a_half_encoder_runs_without_autocast(float32_trainee):
     finally:
         hook.remove()
     assert seen and set(seen) == {torch.bfloat16}
+
+
+def test_bf16_weights_is_a_gpu_setting():
+    """On CPU the bf16 LayerNorm and embedding gradients are summed in bf16 (autocast keeps them in float32):
+    the config refuses it there, naming the setting to use."""
+    from train.config import ConfigError, TrainConfig
+
+    base = {"method": "simcse_unsup", "model": "m", "data": "d", "mixed_precision": "bf16_weights"}
+    with pytest.raises(ConfigError, match="mixed_precision=bf16_weights needs use_gpu=true"):
+        TrainConfig.from_dict(base).validate()
+    assert TrainConfig.from_dict({**base, "use_gpu": True}).validate().mixed_precision == "bf16_weights"

@@ -283,8 +283,9 @@ class TrainConfig:
             raise bad(f"pooling {self.pooling!r} is not one of {list(POOLINGS)}")
         if self.mixed_precision not in MIXED_PRECISION:
             raise bad(f"mixed_precision {self.mixed_precision!r} is not one of {list(MIXED_PRECISION)}")
-        if self.mixed_precision == "fp16" and not self.use_gpu:
-            raise bad("mixed_precision=fp16 needs use_gpu=true (use bf16 on CPU)")
+        if self.mixed_precision in ("fp16", "bf16_weights") and not self.use_gpu:
+            # bf16_weights on CPU: its LayerNorm and embedding gradients would be summed in bf16 there
+            raise bad(f"mixed_precision={self.mixed_precision} needs use_gpu=true (use bf16 on CPU)")
         from infra.secrets import SecretInConfigError, check_no_secrets
 
         try:
