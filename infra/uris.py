@@ -57,3 +57,55 @@ def put_files(local: str | os.PathLike, uri: str) -> None:
     base = Path(local)
     for path in sorted(p for p in base.rglob("*") if p.is_file()):
         fs.put_file(str(path), f"{remote.rstrip('/')}/{path.relative_to(base).as_posix()}")
+
+
+PARTS = ".parts"  # beside an appended file in a bucket: its appended pieces, one object each
+
+
+def append_text(path: str | os.PathLike, text: str) -> None:
+    """Add ``text`` to the end of an append-only log: a local file is opened for append (its folder made);
+    an object store has no append, so each call writes one new object ``{path}.parts/{time}-{random}`` (the
+    bytes written are the new text's, never the log's whole). :func:`read_appended` reads either back."""
+    import time
+    import uuid
+
+    text_path = os.fspath(path)
+    if not is_uri(text_path):
+        Path(text_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(text_path, "a", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        return
+    from infra.storage import filesystem
+
+    fs, remote = filesystem(text_path)
+    with fs.open(f"{remote}{PARTS}/{time.time_ns():020d}-{uuid.uuid4().hex[:8]}", "wb") as f:
+        f.write(text.encode())
+
+
+def read_appended(path: str | os.PathLike) -> str:
+    """The whole text of an append-only log (``append_text``): the file, then its pieces in the order written;
+    "" when there is neither."""
+    from infra.storage import filesystem
+
+    fs, local = filesystem(os.fspath(path))
+    text = fs.cat_file(local).decode() if fs.isfile(local) else ""
+    try:
+        parts = sorted(fs.ls(f"{local}{PARTS}", detail=False))
+    except FileNotFoundError:
+        parts = []
+    return text + "".join(fs.cat_file(p).decode() for p in parts)
+
+
+def appended_logs(folder: str, suffix: str) -> list[str]:
+    """The append-only logs in ``folder`` whose names end in ``suffix`` (each once, as ``append_text``'s path)."""
+    from infra.storage import filesystem
+
+    fs, root = filesystem(folder)
+    try:
+        names = [n.rstrip("/").rsplit("/", 1)[-1] for n in fs.ls(root, detail=False)]
+    except FileNotFoundError:
+        return []
+    logs = {n[: -len(PARTS)] if n.endswith(suffix + PARTS) else n for n in names}
+    return sorted(f"{folder.rstrip('/')}/{n}" for n in logs if n.endswith(suffix))

@@ -117,3 +117,15 @@ def test_a_checkpoint_of_another_world_size_is_a_resize_said_in_the_log_the_run_
     assert facts["num_workers"] == [1, 2] and len(facts["resizes"]) == 2
     card = card_section(cfg, [], "latest", {"step": 80}, facts)
     assert "**Elastic:** 1 to 2 workers" in card and "2→1 at step 40, 1→2 at step 60" in card
+
+
+def test_dtype_is_float32_or_float64_without_mixed_precision():
+    """``dtype: float64`` is for exactness checks (bench/elastic.py); it runs without mixed precision."""
+    from train.config import ConfigError, TrainConfig
+
+    base = {"method": "simcse_unsup", "model": "m", "data": "d"}
+    assert TrainConfig.from_dict({**base, "dtype": "float64"}).validate().dtype == "float64"
+    with pytest.raises(ConfigError, match="dtype 'float16' is not one of"):
+        TrainConfig.from_dict({**base, "dtype": "float16"}).validate()
+    with pytest.raises(ConfigError, match="dtype=float64 runs without mixed precision"):
+        TrainConfig.from_dict({**base, "dtype": "float64", "mixed_precision": "bf16"}).validate()

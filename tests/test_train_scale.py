@@ -127,6 +127,7 @@ def _worker(rank: int, world: int, folder: str, model_dir: str) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
+    from train.dropout_keys import add_row_keys
     from train.step import forward_backward
 
     dist.init_process_group("gloo", init_method=f"file://{folder}/pg", rank=rank, world_size=world)
@@ -147,6 +148,19 @@ def _worker(rank: int, world: int, folder: str, model_dir: str) -> None:
                     "loss": float(mean_loss) / world,
                     "grads": {k: v.tolist() for k, v in grads_of(trainee).items()},
                 }
+        for method in KEYED_METHODS:  # dropout 0.1, masks keyed by the rows' places in the global batch
+            for chunk in (None, 2):
+                trainee = build(model_dir, method, dropout=0.1)
+                model = DistributedDataParallel(trainee) if chunk is None else trainee
+                full = numpy_batch(method, LOCAL_ROWS * world)
+                mine = {k: v[rank * LOCAL_ROWS : (rank + 1) * LOCAL_ROWS] for k, v in full.items()}
+                batch = add_row_keys(trainee.method.collate(mine, trainee.encoder), 3, 5, rank * LOCAL_ROWS)
+                torch.manual_seed(100 + rank)  # the generator differs per rank: keyed masks must not read it
+                loss, _ = forward_backward(model, trainee, batch, chunk_size=chunk)
+                mean_loss = loss.detach().clone()
+                dist.all_reduce(mean_loss)
+                out[f"keyed/{method}/{chunk}"] = {"loss": float(mean_loss) / world,
+                                                  "grads": {k: v.tolist() for k, v in grads_of(trainee).items()}}
         from tests.test_train import gathered_gradient_error
 
         errors = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
@@ -180,6 +194,33 @@ def test_two_workers_equal_one_big_batch_for_every_method(tiny_model, two_worker
         assert got["loss"] == pytest.approx(ref_loss, rel=1e-12), (method, chunk, tile)
         grads = {k: torch.tensor(v, dtype=torch.float64) for k, v in got["grads"].items()}
         assert_grads_equal(grads, ref_grads, 1e-9, (method, chunk, tile))
+
+
+KEYED_METHODS = ["simcse_unsup", "simcse_sup"]
+
+
+@pytest.mark.parametrize("method", KEYED_METHODS)
+def test_keyed_dropout_masks_make_two_workers_equal_one_big_batch(tiny_model, two_worker_steps, method):
+    """Dropout 0.1 with masks keyed by (seed, step, column, global row) (train.dropout_keys, an elastic
+    run's): 2 processes x 4 rows, plain and with GradCache, give 1 process x 8 rows' loss and gradients in
+    float64 — a row gets its masks whichever worker and chunk encode it. Another step's keys: other masks."""
+    from train.dropout_keys import add_row_keys
+    from train.step import forward_backward
+
+    def reference(step: int):
+        trainee = build(tiny_model, method, dropout=0.1)
+        batch = add_row_keys(trainee.method.collate(numpy_batch(method, LOCAL_ROWS * WORLD), trainee.encoder), 3, step, 0)
+        loss, _ = forward_backward(trainee, trainee, batch)
+        return float(loss.detach()), grads_of(trainee)
+
+    ref_loss, ref_grads = reference(5)
+    for chunk in (None, 2):
+        got = two_worker_steps[f"keyed/{method}/{chunk}"]
+        assert got["loss"] == pytest.approx(ref_loss, rel=1e-12), (method, chunk)
+        assert_grads_equal({k: torch.tensor(v, dtype=torch.float64) for k, v in got["grads"].items()}, ref_grads,
+                           1e-9, (method, chunk))
+    with pytest.raises(AssertionError):
+        assert_grads_equal(reference(6)[1], ref_grads, 1e-2, method)
 
 
 def test_two_processes_gather_gradient_is_exact(two_worker_steps):

@@ -65,7 +65,7 @@ def slice_rows(batch: dict, start: int, stop: int) -> dict:
         if is_tokens(v):
             mask = v["attention_mask"][start:stop]
             longest = max(int(mask.sum(dim=1).max()), 1)
-            out[k] = {f: t[start:stop, :longest] for f, t in v.items()}
+            out[k] = {f: t[start:stop, :longest] if t.dim() == 2 else t[start:stop] for f, t in v.items()}
         elif isinstance(v, dict):
             out[k] = slice_rows(v, start, stop)
         else:

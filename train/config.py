@@ -87,8 +87,8 @@ class TrainConfig:
     # capacity returns, and trains on the same rows at every global step whatever the number of workers
     num_workers: int | list[int] = 1
     resize_check_s: float = 60.0  # elastic: how often Ray Train looks for capacity to grow into
-    # Ray Train's wait for a worker group to start (None: Ray's 60 s); an elastic run that lost a node first
-    # waits this long for the lost workers before it restarts on the ones left
+    # Ray Train's wait for a worker group to start (None: Ray's 60 s; 30 s for an elastic run, which after a lost
+    # node waits this long for the lost workers, per try, before it restarts on the ones left)
     worker_start_timeout_s: float | None = None
     log_sample_ids: bool = False  # elastic: every worker writes the ids of the rows it trained on (sample_ids/)
     use_gpu: bool = False
@@ -96,6 +96,9 @@ class TrainConfig:
     # none | bf16 (autocast) | bf16_weights (the encoder in bf16, cast from fp32 master weights once per step:
     # train.precision) | fp16 (needs a GPU)
     mixed_precision: str = "none"
+    # the weights' and the step's dtype: float64 for exactness checks (bench/elastic.py: a resized run against a
+    # fixed-size one); mixed_precision applies to float32
+    dtype: str = "float32"
     # speed / memory
     chunk_size: int | None = None  # GradCache: rows per encoder chunk on each worker (None: no caching)
     # the loss's log-sum-exp in tiles of loss_tile anchors x loss_tile candidates (train.methods.tiled): memory
@@ -283,6 +286,10 @@ class TrainConfig:
             raise bad(f"pooling {self.pooling!r} is not one of {list(POOLINGS)}")
         if self.mixed_precision not in MIXED_PRECISION:
             raise bad(f"mixed_precision {self.mixed_precision!r} is not one of {list(MIXED_PRECISION)}")
+        if self.dtype not in ("float32", "float64"):
+            raise bad(f"dtype {self.dtype!r} is not one of ['float32', 'float64']")
+        if self.dtype == "float64" and self.mixed_precision != "none":
+            raise bad(f"dtype=float64 runs without mixed precision (mixed_precision={self.mixed_precision})")
         if self.mixed_precision in ("fp16", "bf16_weights") and not self.use_gpu:
             # bf16_weights on CPU: its LayerNorm and embedding gradients would be summed in bf16 there
             raise bad(f"mixed_precision={self.mixed_precision} needs use_gpu=true (use bf16 on CPU)")

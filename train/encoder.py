@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -40,6 +41,7 @@ from infra.uris import as_local
 from train.errors import ConfigError
 from train.unpadded import one_word_embedding_backward, supports_unpadding, unpadded_forward_columns
 
+STOCK_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # what a token dict hands the stock forward
 # BERT/RoBERTa/MPNet/... and DistilBERT names of the encoder's dropout probabilities
 DROPOUT_ATTRS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout")
 
@@ -68,6 +70,7 @@ class Encoder(nn.Module):
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.unpad = unpad and supports_unpadding(self.model)  # per-token layers on real tokens only
         self.compile_layers = False  # the unpadded path's per-token layers through torch.compile (train.unpadded)
+        self._warned_keys = False
         d = self.hidden_size
         self.mlp = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if pooling in ("cls", "cls_mlp") else None
         self.normalize = base_normalizes(model)
@@ -83,9 +86,12 @@ class Encoder(nn.Module):
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
         return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_len, return_tensors="pt"))
 
-    def forward(self, input_ids, attention_mask, token_type_ids=None, *, inference: bool | None = None) -> torch.Tensor:
-        """Sentence embeddings (B, d). ``inference`` defaults to ``not self.training``."""
-        column = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    def forward(self, input_ids, attention_mask, token_type_ids=None, row_keys=None, *,
+                inference: bool | None = None) -> torch.Tensor:
+        """Sentence embeddings (B, d). ``inference`` defaults to ``not self.training``; ``row_keys``: keyed
+        dropout masks (``train.dropout_keys``)."""
+        column = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids,
+                  "row_keys": row_keys}
         return self.forward_columns([column], inference=inference)[0]
 
     def forward_columns(self, columns: list[dict], *, inference: bool | None = None) -> list[torch.Tensor]:
@@ -99,8 +105,12 @@ class Encoder(nn.Module):
             if self.unpad:
                 hidden = unpadded_forward_columns(self.model, columns, compiled=self.compile_layers)
             else:
-                hidden = [self.model(**{k: v for k, v in column.items() if v is not None}).last_hidden_state
-                          for column in columns]
+                if self.training and not self._warned_keys and any(c.get("row_keys") is not None for c in columns):
+                    self._warned_keys = True
+                    warnings.warn(f"{self.name_or_path}: dropout masks are drawn per worker, not keyed by row: keyed "
+                                  "masks (an elastic run's) need a BERT encoder's unpadded path", stacklevel=2)
+                hidden = [self.model(**{k: v for k, v in column.items() if v is not None and k in STOCK_INPUTS})
+                          .last_hidden_state for column in columns]
             return [self.pool(h, column["attention_mask"], inference) for h, column in zip(hidden, columns)]
 
     def one_word_embedding_backward(self):

@@ -88,11 +88,10 @@ def _elastic_facts(plan: RunPlan, run_dir: str) -> dict | None:
     """An elastic run's worker range and its resizes (``resizes.jsonl``, written by rank 0 as they happen)."""
     if not plan.elastic:
         return None
-    from infra.storage import filesystem
+    from infra.uris import read_appended
     from train.loop import RESIZES_FILE
 
-    fs, path = filesystem(f"{run_dir}/{RESIZES_FILE}")
-    lines = fs.cat_file(path).decode().splitlines() if fs.exists(path) else []
+    lines = read_appended(f"{run_dir}/{RESIZES_FILE}").splitlines()
     return {"num_workers": [plan.config.min_workers, plan.config.max_workers],
             "resizes": [json.loads(line) for line in lines if line.strip()]}
 

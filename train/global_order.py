@@ -91,9 +91,10 @@ def _concat(tables):
 
 class SampleLog:
     """What each worker trained on, for checking an elastic run (``log_sample_ids``): one JSON line per step,
-    ``{"step", "rank", "world", "ids"}``, in ``{run_folder}/sample_ids/rank{r}-of{w}-from{start}.jsonl``,
-    rewritten whole at each checkpoint (lines of steps after a run's last checkpoint are lost with it,
-    and trained again by the next attempt)."""
+    ``{"step", "rank", "world", "ids"}``, in ``{run_folder}/sample_ids/rank{r}-of{w}-from{start}.jsonl``, the
+    lines since the last checkpoint appended at each checkpoint (``infra.uris.append_text``: the bytes written
+    grow with the steps, not with their square). Lines of steps after a run's last checkpoint are lost with
+    it, and trained again by the next attempt."""
 
     def __init__(self, run_folder: str, rank: int, world: int, start_step: int):
         self.path = f"{run_folder}/sample_ids/rank{rank}-of{world}-from{start_step:07d}.jsonl"
@@ -104,21 +105,22 @@ class SampleLog:
                                       "ids": [int(i) for i in ids]}))
 
     def flush(self) -> None:
-        from infra.uris import write_text
+        from infra.uris import append_text
 
-        write_text(self.path, "\n".join(self.lines) + "\n")
+        if self.lines:
+            append_text(self.path, "\n".join(self.lines) + "\n")
+            self.lines = []
 
 
 def read_sample_logs(run_folder: str) -> dict[int, list[list[int]]]:
     """``{step: [the global batch's ids as trained, once per attempt that trained it]}`` from a run's sample
     logs: each attempt's shares of a step concatenated in rank order (the global batch's order)."""
-    from infra.storage import filesystem
+    from infra.uris import appended_logs, read_appended
 
-    fs, root = filesystem(f"{run_folder}/sample_ids")
     shares: dict[tuple[int, str, int], dict[int, list[int]]] = {}
-    for path in sorted(fs.glob(f"{root}/*.jsonl")):
+    for path in appended_logs(f"{run_folder}/sample_ids", ".jsonl"):
         attempt = os.path.basename(path).split("-from", 1)[1]
-        for line in fs.cat_file(path).decode().splitlines():
+        for line in read_appended(path).splitlines():
             if line.strip():
                 row = json.loads(line)
                 shares.setdefault((row["step"], attempt, row["world"]), {})[row["rank"]] = row["ids"]

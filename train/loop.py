@@ -64,8 +64,9 @@ from torch import nn
 from infra.storage import retries as storage_retries
 from infra.uris import as_local, is_uri
 from train.batch import to_device
-from train.checkpoints import METRICS_FILE, STATE_FILE, checkpoint_metrics, resume_state
+from train.checkpoints import METRICS_FILE, STATE_FILE, checkpoint_metrics, newest_checkpoint, resume_state, step_of
 from train.config import TrainConfig
+from train.dropout_keys import add_row_keys
 from train.encoder import Encoder
 from train.methods import get_method
 from train.precision import Bf16Weights
@@ -150,6 +151,7 @@ def build_trainee(cfg: TrainConfig, data_info: dict) -> Trainee:
 
 
 def train_loop_per_worker(config: dict) -> dict:
+    worker_started_at = time.time()
     import ray.train
     import ray.train.torch
 
@@ -170,6 +172,8 @@ def train_loop_per_worker(config: dict) -> dict:
     # 2. model, restored or freshly initialised; the worker's batches ----------------------------
     torch.manual_seed(cfg.seed)
     trainee = build_trainee(cfg, inputs.data_info)
+    dtype = getattr(torch, cfg.dtype)
+    trainee.to(dtype)
     feed = make_feed(cfg, inputs, rank, world, trainee)
     steps_per_epoch = feed.steps_per_epoch
     if steps_per_epoch < 1:
@@ -178,7 +182,13 @@ def train_loop_per_worker(config: dict) -> dict:
     if cfg.max_steps:
         total_steps = min(total_steps, cfg.max_steps)
     feed.stop_at = total_steps
-    state, resumed_from = resume_state(ray.train.get_checkpoint(), inputs.resume_from)
+    # the newest whole checkpoint in storage, which Ray Train may not have recorded yet (a worker group lost
+    # while reporting): rank 0 looks, every rank resumes from what it found
+    newest = agreed(newest_checkpoint(inputs.run_folder, inputs.run_fingerprint) if rank == 0 and inputs.run_folder
+                    else None)
+    resume_from = max([p for p in (newest.path if newest else None, inputs.resume_from) if p],
+                      key=lambda p: step_of(p) or 0, default=None)
+    state, resumed_from = resume_state(ray.train.get_checkpoint(), resume_from)
     if state:
         trainee.load_state_dict(state["model"])
     elif rank == 0:
@@ -218,6 +228,8 @@ def train_loop_per_worker(config: dict) -> dict:
             epoch, skip = divmod(step, steps_per_epoch)
     start_step = step
     resize = elastic_resize(state, world, step) if cfg.elastic else None
+    if resize is not None:
+        resize["worker_started_at"] = worker_started_at
     sample_log = None
     if cfg.elastic and cfg.log_sample_ids:  # the rows this worker trains on from here (train.global_order)
         from train.global_order import SampleLog
@@ -260,13 +272,19 @@ def train_loop_per_worker(config: dict) -> dict:
     # a terminal on the driver: rank 0 feeds its progress bar (train.progress) instead of printing lines
     progress = (ProgressWriter(inputs.progress_file, total_steps, step)
                 if rank == 0 and inputs.progress_file else None)
+    if resize is not None:  # model, state and data in hand: what comes next is training
+        resize["ready_at"] = time.time()
     while epoch < cfg.epochs and step < total_steps:
         done = skip
         for i, batch in enumerate(meter.timed(feed.epoch(epoch, skip)), start=skip):
             if step >= total_steps:
                 break
             tensors = to_device(trainee.method.collate(batch, trainee.encoder), device)
-            torch.manual_seed(cfg.seed + 7919 * rank + 104729 * step)  # dropout masks: f(seed, rank, step)
+            if dtype != torch.float32:
+                tensors = cast_floats(tensors, dtype)
+            if cfg.elastic:  # dropout masks: f(seed, step, column, global row), whichever worker has the row
+                tensors = add_row_keys(tensors, cfg.seed, step, first_row=rank * local_bs)
+            torch.manual_seed(cfg.seed + 7919 * rank + 104729 * step)  # other draws: f(seed, rank, step)
             loss, parts = forward_backward(
                 model,
                 trainee,
@@ -330,6 +348,17 @@ def make_feed(cfg: TrainConfig, inputs: LoopInputs, rank: int, world: int, train
                       rank, world)
 
 
+def agreed(value):
+    """Rank 0's ``value`` on every rank (one broadcast; the value itself where there is one process)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def elastic_resize(state: dict | None, world: int, step: int) -> dict | None:
     """A resize when the checkpoint this elastic run resumes from was written at another world size: its
     step, the sizes and why (Ray Train restarts the worker group at the size the cluster can hold)."""
@@ -344,23 +373,26 @@ def elastic_resize(state: dict | None, world: int, step: int) -> dict | None:
 RESIZES_FILE = "resizes.jsonl"
 
 
+def cast_floats(batch: dict, dtype: torch.dtype) -> dict:
+    """The batch's floating tensors (e.g. RSE's row weights) in ``dtype``; ids and masks as they are."""
+    return {k: cast_floats(v, dtype) if isinstance(v, dict) else v.to(dtype) if v.is_floating_point() else v
+            for k, v in batch.items()}
+
+
 def record_resize(run_folder: str, resize: dict, tracking) -> None:
     """Rank 0, after the first step at the new size: one log line, a TensorBoard point (``train/world_size``)
     and a line in ``{run folder}/resizes.jsonl``, with the seconds since the checkpoint it resumed from (the
     work redone, the wait for the lost workers and the restart)."""
-    from infra.storage import filesystem
-    from infra.uris import write_text
+    from infra.uris import append_text
 
     now = time.time()
     since = resize.pop("checkpoint_reported_at", None)
-    resize = {**resize, "first_step_at": now, "seconds_lost": round(now - since, 2) if since else None}
+    resize = {**resize, "checkpoint_reported_at": since, "first_step_at": now,
+              "seconds_lost": round(now - since, 2) if since else None}
     say(f"[train] resized: {resize['from']} -> {resize['to']} worker(s) at step {resize['step']}, {resize['why']}; "
         f"{resize['seconds_lost']} s since the checkpoint it resumed from")
     tracking.log(resize["step"], {"world_size": resize["to"]})
-    path = f"{run_folder}/{RESIZES_FILE}"
-    fs, local = filesystem(path)
-    before = fs.cat_file(local).decode() if fs.exists(local) else ""
-    write_text(path, before + json.dumps(resize) + "\n")
+    append_text(f"{run_folder}/{RESIZES_FILE}", json.dumps(resize) + "\n")
 
 
 def param_groups(trainee: Trainee, weight_decay: float, lr: float) -> list[dict]:
@@ -498,6 +530,8 @@ class Reporter:
             "reported_at": time.time(),
             "storage_retries": storage_retries(),  # this worker's, so far: a throttled store is said in the summary
         }
+        if self.sample_log is not None:  # before the checkpoint: a checkpoint in storage has its steps' rows logged
+            self.sample_log.flush()
         with self._staging(step) as tmp:
             checkpoint = None
             if self.rank == 0:
@@ -540,8 +574,6 @@ class Reporter:
             reported = {**metrics, self.pending_score_key: UNSCORED} if validation and self.pending_score_key else metrics
             ray.train.report(reported, checkpoint=checkpoint, checkpoint_dir_name=f"step-{step:07d}",
                              validation=validation)
-        if self.sample_log is not None:
-            self.sample_log.flush()
         self.last_metrics = metrics
         meter.reset()
 

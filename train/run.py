@@ -164,10 +164,13 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
     if config.elastic:
         scaling.update(num_workers=(config.min_workers, config.max_workers),
                        elastic_resize_monitor_interval_s=config.resize_check_s)
-    if config.worker_start_timeout_s is not None:
+    start_timeout = config.worker_start_timeout_s
+    if start_timeout is None and config.elastic:
+        start_timeout = ELASTIC_START_TIMEOUT_S
+    if start_timeout is not None:
         from infra.ray_compat import set_worker_group_start_timeout
 
-        set_worker_group_start_timeout(config.worker_start_timeout_s)
+        set_worker_group_start_timeout(start_timeout)
     if plan.cpus_per_worker is not None and plan.num_workers > 0:
         scaling["resources_per_worker"] = {"CPU": plan.cpus_per_worker,
                                            **({"GPU": plan.gpus_per_worker} if plan.gpus_per_worker else {})}
@@ -181,6 +184,12 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         dataset_config=data_config,
         validation_config=validation,
     )
+
+
+# an elastic run's wait for a worker group to start, per try: after a lost node Ray Train first asks for the old
+# size until Ray's health checks mark the node dead (bench/elastic.py: two 10 s tries before it went on with 1
+# worker); Ray's own default, 60 s, is for cold starts (container images, runtime environments)
+ELASTIC_START_TIMEOUT_S = 30.0
 
 
 def _resume_from(run_folder: str, fingerprint: str | None) -> str | None:

@@ -38,6 +38,8 @@ import contextlib
 import torch
 import torch.nn.functional as F
 
+from train.dropout_keys import ROW_KEYS, keyed_dropout, mix, token_keys
+
 
 def supports_unpadding(model) -> bool:
     config = model.config
@@ -78,12 +80,18 @@ def unpadded_forward_columns(model, columns: list[dict], compiled: bool = False)
     hidden = (_word_vectors(embeddings.word_embeddings, torch.cat(token_ids))
               + embeddings.token_type_embeddings(torch.cat(token_types))
               + embeddings.position_embeddings(torch.cat(positions)))
-    hidden = _dropout(embeddings.LayerNorm(hidden), embeddings.dropout)
+    # dropout masks keyed by the rows' places in the global batch (train.dropout_keys), when the loop gave them
+    keyed = model.training and all(column.get(ROW_KEYS) is not None for column in columns)
+    position_keys = [token_keys(column[ROW_KEYS], packing.length) for column, packing in zip(columns, packings)] \
+        if keyed else None
+    hidden_keys = torch.cat([packing.real(k.reshape(-1)) for k, packing in zip(position_keys, packings)]) \
+        if keyed else None
+    hidden = _dropout(embeddings.LayerNorm(hidden), embeddings.dropout, hidden_keys, site=0)
     counts = [packing.count for packing in packings]
-    token_layers = compiled_token_layers() if compiled else _token_layers
+    token_layers = compiled_token_layers() if compiled and not keyed else _token_layers
     eager = getattr(model.config, "_attn_implementation", None) == "eager"
 
-    for layer in model.encoder.layer:
+    for index, layer in enumerate(model.encoder.layer):
         attention = layer.attention.self
         heads, head_size = attention.num_attention_heads, attention.attention_head_size
         scale = getattr(attention, "scaling", head_size**-0.5)
@@ -95,10 +103,14 @@ def unpadded_forward_columns(model, columns: list[dict], compiled: bool = False)
                 packing.padded(tokens[i]).view(packing.rows, packing.length, heads, head_size).transpose(1, 2)
                 for tokens in projected
             )
-            context = _attend(query, key, value, packing.keys, scale, dropout, eager)
+            attention_keys = (position_keys[i], 3 * index + 1) if keyed else None
+            context = _attend(query, key, value, packing.keys, scale, dropout, eager, attention_keys)
             contexts.append(packing.real(context.transpose(1, 2).reshape(-1, heads * head_size)))
         context = torch.cat(contexts) if len(contexts) > 1 else contexts[0]
-        hidden = token_layers(layer, context, hidden)
+        if keyed:
+            hidden = token_layers(layer, context, hidden, hidden_keys, 3 * index + 2)
+        else:
+            hidden = token_layers(layer, context, hidden)
 
     width = hidden.shape[-1]
     return [packing.padded(tokens).view(packing.rows, packing.length, width)
@@ -226,29 +238,37 @@ class _Packing:
         return tokens.new_zeros(self.rows * self.length, tokens.shape[-1]).index_copy(0, self.index, tokens)
 
 
-def _attend(query, key, value, keys, scale: float, dropout: float, eager: bool) -> torch.Tensor:
+def _attend(query, key, value, keys, scale: float, dropout: float, eager: bool,
+            dropout_keys: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
     """Attention over the real keys (``keys`` None: every key is real): SDPA, or with ``attn_implementation: eager`` the
     same arithmetic as transformers' eager attention (an additive mask of the dtype's minimum).
 
     On CPU with attention dropout (training) the eager arithmetic runs either way, with
     `_bernoulli_dropout`: there SDPA's dropout path is slower (MiniLM, batch 32 SNLI
     pairs, one thread: a step 0.95 -> 0.91 s before the cheaper masks)."""
-    if not eager and not (dropout > 0 and query.device.type == "cpu"):
+    keyed = dropout > 0 and dropout_keys is not None
+    if not eager and not keyed and not (dropout > 0 and query.device.type == "cpu"):
         return F.scaled_dot_product_attention(query, key, value, attn_mask=keys, scale=scale, dropout_p=dropout)
     scores = torch.matmul(query, key.transpose(2, 3)) * scale
     if keys is not None:
         scores = scores + torch.zeros_like(keys, dtype=scores.dtype).masked_fill(~keys, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)
-    if dropout > 0:
+    if keyed:  # (rows, heads, queries, keys): each (row, head, query position) keyed, the key positions its features
+        position_keys, site = dropout_keys
+        heads = torch.arange(weights.shape[1], device=weights.device, dtype=torch.int64)
+        weights = keyed_dropout(weights, mix(position_keys[:, None, :] + heads[None, :, None]), site, dropout)
+    elif dropout > 0:
         weights = _bernoulli_dropout(weights, dropout)
     return torch.matmul(weights, value)
 
 
-def _token_layers(layer, context: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+def _token_layers(layer, context: torch.Tensor, hidden: torch.Tensor, keys: torch.Tensor | None = None,
+                  site: int = 0) -> torch.Tensor:
     """A BERT layer after its attention: output projection, dropout, residual, LayerNorm, then the
-    feed-forward block (dense, GELU, dense, dropout, residual, LayerNorm), on (tokens, d) states."""
-    attended = _add_and_norm(layer.attention.output, context, hidden)
-    return _add_and_norm(layer.output, layer.intermediate(attended), attended)
+    feed-forward block (dense, GELU, dense, dropout, residual, LayerNorm), on (tokens, d) states.
+    ``keys``: the tokens' dropout keys (train.dropout_keys); the two dropouts are sites ``site``, ``site + 1``."""
+    attended = _add_and_norm(layer.attention.output, context, hidden, keys, site)
+    return _add_and_norm(layer.output, layer.intermediate(attended), attended, keys, site + 1)
 
 
 _compiled_token_layers = None
@@ -268,14 +288,18 @@ def compiled_token_layers():
     return _compiled_token_layers
 
 
-def _add_and_norm(output, states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+def _add_and_norm(output, states: torch.Tensor, residual: torch.Tensor, keys: torch.Tensor | None = None,
+                  site: int = 0) -> torch.Tensor:
     """transformers' ``BertSelfOutput`` / ``BertOutput`` forward, its dropout by `_dropout`."""
-    return output.LayerNorm(_dropout(output.dense(states), output.dropout) + residual)
+    return output.LayerNorm(_dropout(output.dense(states), output.dropout, keys, site) + residual)
 
 
-def _dropout(states: torch.Tensor, module: torch.nn.Dropout) -> torch.Tensor:
+def _dropout(states: torch.Tensor, module: torch.nn.Dropout, keys: torch.Tensor | None = None,
+             site: int = 0) -> torch.Tensor:
     if not module.training or module.p == 0:
         return states
+    if keys is not None:
+        return keyed_dropout(states, keys, site, module.p)
     return _bernoulli_dropout(states, module.p)
 
 

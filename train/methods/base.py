@@ -160,8 +160,11 @@ class Method(nn.Module):
 
 
 def double(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """[x; x]: each sentence twice in ONE forward, so the two copies get independent dropout masks."""
-    return {k: torch.cat([v, v], dim=0) for k, v in inputs.items()}
+    """[x; x]: each sentence twice in ONE forward, so the two copies get independent dropout masks
+    (keyed masks, ``train.dropout_keys``: the second copy's rows get keys of their own)."""
+    from train.dropout_keys import ROW_KEYS, second_copy
+
+    return {k: torch.cat([v, second_copy(v) if k == ROW_KEYS else v], dim=0) for k, v in inputs.items()}
 
 
 def encode_columns(encoder, batch: dict, columns: list[str] | tuple[str, ...]) -> dict[str, torch.Tensor]:
