@@ -158,11 +158,26 @@ def phases(resize: dict, event_at: float) -> dict:
             "total": resize.get("seconds_lost")}
 
 
+def both_nodes(cluster, timeout_s: float = 120) -> None:
+    """Wait until both nodes' CPUs (2) are free: in the cluster, and no longer held by the last run's actors
+    (a run's process ends before Ray has taken its controller and workers down)."""
+    import ray
+
+    cluster.wait_for_nodes()
+    deadline = time.time() + timeout_s
+    while ray.available_resources().get("CPU", 0) < 2:
+        if time.time() > deadline:
+            raise TimeoutError(f"{ray.available_resources().get('CPU', 0)} of 2 CPUs free after {timeout_s} s")
+        time.sleep(0.5)
+
+
 def scenario(cluster, node, cfg: Path, out: Path, name: str, dtype: str, dropout: float, args) -> tuple[dict, object]:
     """(a), (c), (b) of one (dtype, dropout): what they trained and how the resized run compares."""
     overrides = (f"dtype={dtype}", f"dropout={dropout}")
     result = {"dtype": dtype, "dropout": dropout}
-    # (a) a node lost at step k, then back
+    # (a) a node lost at step k, then back; started once both nodes' CPUs are in the cluster's view (a node
+    # added at the end of the last scenario may not be yet: the run would start on 1 worker and grow)
+    both_nodes(cluster)
     run_a = out / "runs" / f"{name}-a"
     started = time.time()
     proc = start_run(cfg, run_a.name, cluster.address, out, *overrides)
@@ -184,6 +199,7 @@ def scenario(cluster, node, cfg: Path, out: Path, name: str, dtype: str, dropout
     result["resize_seconds"] = [phases(r, removed_at if r["to"] < r["from"] else added_at) for r in found]
 
     # (c) both nodes: 2 workers throughout; (b) the head alone: 1 worker throughout
+    both_nodes(cluster)
     started = time.time()
     proc_c = start_run(cfg, f"{name}-c", cluster.address, out, *overrides)
     proc_c.wait(timeout=900)
