@@ -122,9 +122,6 @@ PROJECT_VARIANTS = {
     "project": {"mixed_precision": "bf16_weights"},
     "project_before": {"mixed_precision": "bf16"},
     "project_bf16_compiled": {"mixed_precision": "bf16_weights", "compile_layers": True},
-    "project_compiled_layers": {"mixed_precision": "bf16", "compile_layers": True},
-    "project_padded": {"mixed_precision": "bf16", "unpad": False},
-    "project_compiled": {"mixed_precision": "bf16", "unpad": False, "compile": True},  # the loop's ``compile: true``
 }
 PROFILED = ("project", "project_before")  # with --profile: one step each, at (a)'s largest shape and in (b)
 PROFILE_FILE: Path | None = None
@@ -236,7 +233,7 @@ def word_bert(config, prefix: str) -> Path:
 
 def compiles(name: str) -> bool:
     options = PROJECT_VARIANTS.get(name, {})
-    return name == "stock_compiled" or bool(options.get("compile") or options.get("compile_layers"))
+    return name == "stock_compiled" or bool(options.get("compile_layers"))
 
 
 def step_options(trainee, dev: Device, options: dict):
@@ -245,11 +242,6 @@ def step_options(trainee, dev: Device, options: dict):
     from train.precision import Bf16Weights
 
     encoder = trainee.encoder
-    if not options.get("unpad", True):
-        encoder.unpad = False
-    if options.get("compile"):  # the loop's ``compile: true``: the stock forward compiled, unpad off
-        encoder.unpad = False
-        encoder.model.compile(dynamic=True)
     encoder.compile_layers = bool(options.get("compile_layers")) and encoder.unpad
     return Bf16Weights(encoder) if options.get("mixed_precision") == "bf16_weights" else None
 

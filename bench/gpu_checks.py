@@ -76,6 +76,8 @@ def _batch(trainee, pairs, rows: int, device: str) -> dict:
 def grad_cache_check(model: str, pairs, device: str, dtype, compiled: bool, bf16_weights: bool,
                      rows: int = 48, chunk: int = 12) -> float:
     """Relative gradient error of GradCache against the chunks encoded with grad, one backward."""
+    import contextlib
+
     from train.batch import cat_rows, slice_rows
     from train.precision import Bf16Weights
     from train.step import forward_backward
@@ -84,10 +86,7 @@ def grad_cache_check(model: str, pairs, device: str, dtype, compiled: bool, bf16
     trainee.encoder.compile_layers = compiled
     batch = _batch(trainee, pairs, rows, device)
     copies = Bf16Weights(trainee.encoder) if bf16_weights else None
-    autocast = (lambda: torch.autocast(device, dtype=torch.bfloat16)) if bf16_weights else None
-    import contextlib
-
-    autocast = autocast or contextlib.nullcontext
+    autocast = (lambda: torch.autocast(device, dtype=torch.bfloat16)) if bf16_weights else contextlib.nullcontext
     torch.manual_seed(7)
     with copies.step() if copies else contextlib.nullcontext():
         with autocast():

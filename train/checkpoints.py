@@ -12,10 +12,11 @@ It is a candidate only when
   ``run_id`` written at the fresh start). A leftover ``step-*`` of another run, or of an older run of the same
   config, is never resumed from nor selected.
 
-Ray Train resumes from its own snapshot (``checkpoint_manager_snapshot.json``); local mode has none, so the
-driver hands the loop the newest candidate (:func:`newest_checkpoint`) and the loop takes whichever of the two
-is newer (:func:`resume_state`): a local-mode run after a Ray Train run of the same folder, and the reverse,
-both go on from the last step written.
+Ray Train resumes from its own snapshot (``checkpoint_manager_snapshot.json``), which may lag what storage holds
+(a worker group lost while reporting) and which local mode has none of; so at every start rank 0 finds the newest
+candidate (:func:`newest_checkpoint`) and the loop takes whichever of the two is newer (:func:`resume_state`): a
+local-mode run after a Ray Train run of the same folder, the reverse, and a restart after a lost node all go on
+from the last step written.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def load_state(path: str) -> dict:
 
 def resume_state(ray_checkpoint, resume_from: str | None) -> tuple[dict | None, str | None]:
     """(state, where it came from) for a worker starting: the newer of Ray Train's checkpoint (its snapshot's,
-    or the last one of this fit after a restart) and ``resume_from`` (the driver's :func:`newest_checkpoint`,
+    or the last one of this fit after a restart) and ``resume_from`` (:func:`newest_checkpoint` at this start,
     the only one local mode has); (None, None) for a fresh start. A Ray checkpoint whose step cannot be told
     wins: it is this fit's own."""
     ray_step = step_of(ray_checkpoint.path) if ray_checkpoint is not None else None

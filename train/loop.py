@@ -64,7 +64,7 @@ from torch import nn
 from infra.storage import retries as storage_retries
 from infra.uris import as_local, is_uri
 from train.batch import to_device
-from train.checkpoints import METRICS_FILE, STATE_FILE, checkpoint_metrics, newest_checkpoint, resume_state, step_of
+from train.checkpoints import METRICS_FILE, STATE_FILE, checkpoint_metrics, newest_checkpoint, resume_state
 from train.config import TrainConfig
 from train.dropout_keys import add_row_keys
 from train.encoder import Encoder
@@ -98,7 +98,6 @@ class LoopInputs:
     async_validation: bool = False  # the trainer's ValidationConfig scores checkpoints (Tune's pool), not rank 0
     # the newest whole checkpoint of this run (train.checkpoints): local mode resumes from it (Ray keeps no
     # history there), a Ray Train run when it is newer than Ray's own snapshot
-    resume_from: str | None = None
     run_fingerprint: str | None = None  # train.run_key.run_fingerprint: written into every metrics.json
 
 
@@ -186,9 +185,7 @@ def train_loop_per_worker(config: dict) -> dict:
     # while reporting): rank 0 looks, every rank resumes from what it found
     newest = agreed(newest_checkpoint(inputs.run_folder, inputs.run_fingerprint) if rank == 0 and inputs.run_folder
                     else None)
-    resume_from = max([p for p in (newest.path if newest else None, inputs.resume_from) if p],
-                      key=lambda p: step_of(p) or 0, default=None)
-    state, resumed_from = resume_state(ray.train.get_checkpoint(), resume_from)
+    state, resumed_from = resume_state(ray.train.get_checkpoint(), newest.path if newest else None)
     if state:
         trainee.load_state_dict(state["model"])
     elif rank == 0:
@@ -386,9 +383,8 @@ def record_resize(run_folder: str, resize: dict, tracking) -> None:
     from infra.uris import append_text
 
     now = time.time()
-    since = resize.pop("checkpoint_reported_at", None)
-    resize = {**resize, "checkpoint_reported_at": since, "first_step_at": now,
-              "seconds_lost": round(now - since, 2) if since else None}
+    since = resize.get("checkpoint_reported_at")
+    resize = {**resize, "first_step_at": now, "seconds_lost": round(now - since, 2) if since else None}
     say(f"[train] resized: {resize['from']} -> {resize['to']} worker(s) at step {resize['step']}, {resize['why']}; "
         f"{resize['seconds_lost']} s since the checkpoint it resumed from")
     tracking.log(resize["step"], {"world_size": resize["to"]})

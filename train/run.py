@@ -140,7 +140,6 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         # local mode: Ray leaves checkpoints where they are written (a bucket's: uploaded by the loop)
         local_checkpoint_root=plan.run_folder if local_mode else None,
         async_validation=validation is not None,
-        resume_from=_resume_from(plan.run_folder, fingerprint),
         run_fingerprint=fingerprint,
     )
     if run_config is None:
@@ -190,11 +189,3 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
 # size until Ray's health checks mark the node dead (bench/elastic.py: two 10 s tries before it went on with 1
 # worker); Ray's own default, 60 s, is for cold starts (container images, runtime environments)
 ELASTIC_START_TIMEOUT_S = 30.0
-
-
-def _resume_from(run_folder: str, fingerprint: str | None) -> str | None:
-    """The newest whole checkpoint of the run ``fingerprint`` names (``train.checkpoints``), or None."""
-    from train.checkpoints import newest_checkpoint
-
-    newest = newest_checkpoint(run_folder, fingerprint)
-    return newest.path if newest is not None else None

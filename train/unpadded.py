@@ -82,10 +82,10 @@ def unpadded_forward_columns(model, columns: list[dict], compiled: bool = False)
               + embeddings.position_embeddings(torch.cat(positions)))
     # dropout masks keyed by the rows' places in the global batch (train.dropout_keys), when the loop gave them
     keyed = model.training and all(column.get(ROW_KEYS) is not None for column in columns)
-    position_keys = [token_keys(column[ROW_KEYS], packing.length) for column, packing in zip(columns, packings)] \
-        if keyed else None
-    hidden_keys = torch.cat([packing.real(k.reshape(-1)) for k, packing in zip(position_keys, packings)]) \
-        if keyed else None
+    position_keys = hidden_keys = None
+    if keyed:
+        position_keys = [token_keys(column[ROW_KEYS], packing.length) for column, packing in zip(columns, packings)]
+        hidden_keys = torch.cat([packing.real(k.reshape(-1)) for k, packing in zip(position_keys, packings)])
     hidden = _dropout(embeddings.LayerNorm(hidden), embeddings.dropout, hidden_keys, site=0)
     counts = [packing.count for packing in packings]
     token_layers = compiled_token_layers() if compiled and not keyed else _token_layers
