@@ -135,18 +135,19 @@ def test_shared_samples_dev_split(minilm):
 
 
 def test_encoding_on_a_pool_of_ray_actors_gives_the_same_scores(ray_session, downstream):
-    from eval.actor_encode import encode_on_actors, pool_resources
+    from eval.actor_encode import pool_resources
     from eval.models import load_trained
     from eval.sts_all import evaluate_sts_all
 
     path = str(minilm_folder())
-    local = evaluate_sts_all(load_trained(path, device="cpu"), downstream, "test")
+    local_model = load_trained(path, device="cpu")
+    local = evaluate_sts_all(local_model, downstream, "test")
     pooled_model = load_trained(path, device="cpu")
-    pooled = evaluate_sts_all(pooled_model, downstream, "test", actors=1)
+    pooled = evaluate_sts_all(pooled_model, downstream, "test", actors=1)  # encode_on_actors fills its cache
     for name in local["sets"]:
         assert pooled[name] == pytest.approx(local[name], abs=1e-6)
     texts = [p[0] for p in PAIRS]
-    assert np.allclose(encode_on_actors(path, texts, actors=1), load_trained(path, device="cpu").encode(texts),
-                       atol=1e-5)
+    assert set(texts) <= set(pooled_model.cache)
+    assert np.allclose(np.stack([pooled_model.cache[t] for t in texts]), local_model.encode(texts), atol=1e-5)
     with pytest.raises(ValueError, match="do not fit beside Ray Data's read tasks"):
         pool_resources(2)

@@ -14,9 +14,11 @@ build_tiny_bert(texts, sys.argv[1], vocab_size=200)
 
 
 def test_same_texts_give_byte_identical_model_in_another_process(tmp_path):
-    for name in ("a", "b"):
-        subprocess.run([sys.executable, "-c", BUILD, str(tmp_path / name)], cwd=REPO, check=True, timeout=120,
-                       capture_output=True)
+    builds = [subprocess.Popen([sys.executable, "-c", BUILD, str(tmp_path / name)], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for name in ("a", "b")]
+    for build in builds:  # two processes at once: each has its own hash seed and thread timing
+        out, _ = build.communicate(timeout=120)
+        assert build.returncode == 0, out.decode(errors="replace")[-2000:]
     for file in ("tokenizer.json", "model.safetensors", "config.json"):
         assert (tmp_path / "a" / file).read_bytes() == (tmp_path / "b" / file).read_bytes(), file
     from transformers import AutoTokenizer

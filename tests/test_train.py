@@ -479,9 +479,10 @@ def _st_matches_checkpoint(model_path: str, checkpoint_path: str, world, pooling
 
 
 def test_simcse_end_to_end_resume_and_load(ray_session, world, tmp_path):
-    """SimCSE: in-loop dev selection, checkpoints, resume on another number of workers (local mode's one ->
-    2 Ray Train workers, DDP), final model. (The first run is in local mode: a Ray Train worker group's start
-    costs ~20 s, and a one-worker Ray Train run is tests/test_toy_method.py's.)"""
+    """SimCSE: in-loop dev selection, checkpoints, resume, final model, TensorBoard across both runs. Both runs
+    are in local mode: a Ray Train worker group's start costs ~20 s on 2 cores. A resume on another number of
+    workers (local mode -> 2 Ray Train workers, DDP, GradCache) is ``ease_two_workers``'s; a one-worker Ray
+    Train run is tests/test_toy_method.py's and the CLI's in tests/test_quiet_logs.py."""
     from train.run import run
 
     cfg = _cfg(
@@ -503,13 +504,11 @@ def test_simcse_end_to_end_resume_and_load(ray_session, world, tmp_path):
     summary = json.loads((run_dir / "train_summary.json").read_text())
     assert summary["selected_by"] == "dev_spearman" and summary["last_metrics"]["step"] == 3
 
-    # same storage + name: resumes, here on 2 workers (0.5 CPU each: Ray Data's read tasks need the other CPU)
-    t1 = time.time()
-    second = run(cfg.with_overrides(["max_steps=5", "num_workers=2", "cpus_per_worker=0.5"]))
-    assert time.time() - t1 < 150, "2-worker run took too long (Ray Data starved of CPUs?)"
+    # same storage + name: resumes from step 3
+    second = run(cfg.with_overrides(["max_steps=5", "num_workers=0"]))
     summary = json.loads((run_dir / "train_summary.json").read_text())
     last = summary["last_metrics"]
-    assert last["start_step"] == 3 and last["step"] == 5 and last["world_size"] == 2
+    assert last["start_step"] == 3 and last["step"] == 5 and last["world_size"] == 1
     assert summary["selected_by"] == "dev_spearman"
     assert math.isfinite(last["loss"])
     _st_matches_checkpoint(second.model_path, second.checkpoint_path, world, "cls_mlp")
