@@ -188,29 +188,6 @@ def test_cli_user_errors_exit_2_without_traceback(tmp_path):
     assert done.returncode == 0 and "--model" in done.stdout
 
 
-# --- Tune's evaluation pool ------------------------------------------------------------------
-
-
-def test_evaluation_pool_scores_a_checkpoint_by_its_sts_dev_spearman(ray_session, minilm, tmp_path):
-    from tune.scorers import start_pool, stop_pool
-
-    data = write_small_sts(tmp_path / "sts", n_pairs=60)
-    checkpoint = tmp_path / "step-0000001"
-    checkpoint.mkdir()
-    (checkpoint / "model").symlink_to(minilm_folder(), target_is_directory=True)
-    pool = start_pool("sts_spearman", data, name="test-pool", namespace="test-eval", size=1, num_cpus=0)
-    again = start_pool("sts_spearman", data, name="test-pool", namespace="test-eval", size=1, num_cpus=0)
-    assert again._actor_id == pool._actor_id  # get_if_exists: one shared pool
-    try:
-        scored = ray_session.get(pool.score.remote(str(checkpoint)), timeout=180)
-    finally:
-        assert stop_pool("test-pool", "test-eval")
-    assert not stop_pool("test-pool", "test-eval")
-    want = direct_sts_figures(minilm, data / "sts-dev.csv")  # minilm: sentence-transformers' own loader
-    assert scored["dev_spearman"] == pytest.approx(want["spearman"], abs=1e-6)
-    assert scored["score_finished_at"] >= scored["score_started_at"]
-
-
 # --- reports ----------------------------------------------------------------------------------
 
 

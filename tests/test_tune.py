@@ -109,9 +109,15 @@ def test_a_gausscse_checkpoint_is_scored_by_snli_dev_auprc(demo_world, demo_tiny
     assert abs(scored["dev_auprc"] - trapezoid_auprc(cosine)) > 1e-3  # not the cosine's figure
 
 
-def test_a_dead_scorer_is_replaced_and_the_checkpoint_rescored(demo_world, demo_tiny_bert, ray_session, tmp_path):
-    """A pool of one scorer (each scorer is a process that loads torch: one keeps the test short), killed: the
-    next checkpoint goes to a replacement, which scores it as the first did."""
+def test_the_pool_scores_as_sentence_transformers_does_and_replaces_a_dead_scorer(demo_world, demo_tiny_bert,
+                                                                                 ray_session, tmp_path):
+    """One pool per name (a second start gets the same actor); a checkpoint's dev Spearman is the one computed
+    here with sentence-transformers' loader and scipy; a pool of one scorer (each scorer is a process that
+    loads torch: one keeps the test short), killed: the next checkpoint goes to a replacement, which scores it
+    as the first did."""
+    from sentence_transformers import SentenceTransformer
+
+    from tests.test_eval import direct_sts_figures
     from train.encoder import Encoder
     from tune.scorers import start_pool, stop_pool
 
@@ -119,6 +125,9 @@ def test_a_dead_scorer_is_replaced_and_the_checkpoint_rescored(demo_world, demo_
     Encoder(str(demo_tiny_bert), "mean", 32, None).save_sentence_transformer(checkpoint / "model")
     pool = start_pool("sts_spearman", str(demo_world.sts_dir), name="pool-test", namespace="structcse-test", size=1,
                       num_cpus=0)
+    same = start_pool("sts_spearman", str(demo_world.sts_dir), name="pool-test", namespace="structcse-test", size=1,
+                      num_cpus=0)
+    assert same._actor_id == pool._actor_id  # get_if_exists: one shared pool
     try:
         first = ray_session.get(pool.score.remote(str(checkpoint)), timeout=120)
         ray_session.get(pool.kill_scorer.remote(0), timeout=30)
@@ -126,6 +135,10 @@ def test_a_dead_scorer_is_replaced_and_the_checkpoint_rescored(demo_world, demo_
         stats = ray_session.get(pool.stats.remote(), timeout=30)
     finally:
         assert stop_pool("pool-test", "structcse-test")
+    want = direct_sts_figures(SentenceTransformer(str(checkpoint / "model"), local_files_only=True),
+                              demo_world.sts_dir / "sts-dev.csv")
+    assert first["dev_spearman"] == pytest.approx(want["spearman"], abs=1e-6)
+    assert first["score_finished_at"] >= first["score_started_at"]
     assert again["dev_spearman"] == pytest.approx(first["dev_spearman"], abs=1e-6)
     assert stats["replaced"] >= 1 and stats["scored"] == [2] and stats["size"] == 1
     assert not stop_pool("pool-test", "structcse-test")
