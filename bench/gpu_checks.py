@@ -11,7 +11,8 @@ tables of the steps it times.
   step against float64: autocast over fp32 weights (the reference), train.precision's bf16 weights,
   those with the compiled layers, and with GradCache chunks. Each is held to twice the reference's
   error (+ 1e-3): an untrained encoder embeds sentences alike, so its contrastive gradients are
-  differences of near-equal terms and no bf16 run is close to float64 in absolute terms.
+  differences of near-equal terms and no bf16 run is close to float64 in absolute terms. Held on a
+  GPU only: on CPU the errors are reported (``CPU_BF16_SUMS`` says why they are not held there).
 
 Two workers against one big batch (``tests/test_train_scale.py``) needs a GPU per worker (NCCL refuses
 two ranks on one device); on one GPU GradCache's equality is the same sum over rows.
@@ -25,6 +26,9 @@ from pathlib import Path
 
 import torch
 
+# why the bf16-weights errors are a device claim: with autocast the embedding tables and LayerNorms run in float32
+CPU_BF16_SUMS = ("CPU's bf16 nn.Embedding and LayerNorm backwards sum their rows in bf16 (4,000 rows: 14% and 4% "
+                 "of the largest entry, a bf16 Linear's bias 0.24%); CUDA's kernels accumulate them in float32 (acc_type)")
 SMALL_BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
 
 
@@ -164,8 +168,12 @@ def device_checks(dev, pairs: list[tuple[str, str]], base_model: str | None, smo
     # bf16 rounds: each bf16 way is held to the reference it replaces (autocast over fp32 weights)
     bound = 2 * errors["autocast"] + 1e-3
     out["limits"] = {"float64_rel_err": 1e-9, "bf16_grad_rel_err_vs_float64": f"<= 2 x autocast's + 1e-3 = {bound:.3g}"}
+    held = errors
+    if device != "cuda":  # bf16 weights are a GPU mode (the config refuses them on CPU)
+        held = {}
+        out["limits"]["bf16_grad_rel_err_vs_float64"] += f" on a GPU; not held on {device}: {CPU_BF16_SUMS}"
     out["all"] = (all(v["all"] for v in out["tiled_equals_dense"].values())
-                  and all(v <= 1e-9 for v in exact.values()) and all(v <= bound for v in errors.values()))
+                  and all(v <= 1e-9 for v in exact.values()) and all(v <= bound for v in held.values()))
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
