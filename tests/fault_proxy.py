@@ -94,7 +94,7 @@ class FaultProxy:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="fault-proxy")
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name="fault-proxy")
         self._thread.start()
 
     def _draw(self, method: str) -> str | None:

@@ -224,7 +224,7 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     httpd = FakeBabelNet()
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield httpd
     httpd.shutdown()
