@@ -96,9 +96,9 @@ class LoopInputs:
     progress_file: str | None = None  # rank 0 feeds the driver's progress bar (train.progress)
     local_checkpoint_root: str | None = None  # local mode: checkpoints are written here, Ray does not copy them
     async_validation: bool = False  # the trainer's ValidationConfig scores checkpoints (Tune's pool), not rank 0
-    # the newest whole checkpoint of this run (train.checkpoints): local mode resumes from it (Ray keeps no
-    # history there), a Ray Train run when it is newer than Ray's own snapshot
-    run_fingerprint: str | None = None  # train.run_key.run_fingerprint: written into every metrics.json
+    # train.run_key.run_fingerprint: written into every metrics.json; rank 0 resumes from the newest whole
+    # checkpoint that carries it (train.checkpoints.newest_checkpoint)
+    run_fingerprint: str | None = None
 
 
 class Trainee(nn.Module):
