@@ -131,36 +131,27 @@ def _worker(rank: int, world: int, folder: str, model_dir: str) -> None:
     from train.step import forward_backward
 
     dist.init_process_group("gloo", init_method=f"file://{folder}/pg", rank=rank, world_size=world)
+
+    def step(method: str, chunk, tile: int = 0, keyed: bool = False) -> dict:
+        """This rank's share of one step over the global batch: the loss averaged over ranks, its gradients."""
+        trainee = build(model_dir, method, dropout=0.1 if keyed else 0.0)
+        trainee.method.loss_tile = tile
+        model = DistributedDataParallel(trainee) if chunk is None else trainee  # as prepare_model does
+        full = numpy_batch(method, LOCAL_ROWS * world)
+        mine = {k: v[rank * LOCAL_ROWS : (rank + 1) * LOCAL_ROWS] for k, v in full.items()}
+        batch = trainee.method.collate(mine, trainee.encoder)
+        if keyed:  # dropout masks keyed by the rows' places in the global batch
+            batch = add_row_keys(batch, 3, 5, rank * LOCAL_ROWS)
+            torch.manual_seed(100 + rank)  # the generator differs per rank: keyed masks must not read it
+        loss, _ = forward_backward(model, trainee, batch, chunk_size=chunk)
+        mean_loss = loss.detach().clone()
+        dist.all_reduce(mean_loss)
+        return {"loss": float(mean_loss) / world, "grads": {k: v.tolist() for k, v in grads_of(trainee).items()}}
+
     try:
-        out = {}
-        for method in METHODS:
-            for chunk, tile in STEP_KINDS:
-                trainee = build(model_dir, method, dropout=0.0)
-                trainee.method.loss_tile = tile
-                model = DistributedDataParallel(trainee) if chunk is None else trainee  # as prepare_model does
-                full = numpy_batch(method, LOCAL_ROWS * world)
-                mine = {k: v[rank * LOCAL_ROWS : (rank + 1) * LOCAL_ROWS] for k, v in full.items()}
-                batch = trainee.method.collate(mine, trainee.encoder)
-                loss, _ = forward_backward(model, trainee, batch, chunk_size=chunk)
-                mean_loss = loss.detach().clone()
-                dist.all_reduce(mean_loss)
-                out[f"{method}/{chunk}/{tile}"] = {
-                    "loss": float(mean_loss) / world,
-                    "grads": {k: v.tolist() for k, v in grads_of(trainee).items()},
-                }
-        for method in KEYED_METHODS:  # dropout 0.1, masks keyed by the rows' places in the global batch
-            for chunk in (None, 2):
-                trainee = build(model_dir, method, dropout=0.1)
-                model = DistributedDataParallel(trainee) if chunk is None else trainee
-                full = numpy_batch(method, LOCAL_ROWS * world)
-                mine = {k: v[rank * LOCAL_ROWS : (rank + 1) * LOCAL_ROWS] for k, v in full.items()}
-                batch = add_row_keys(trainee.method.collate(mine, trainee.encoder), 3, 5, rank * LOCAL_ROWS)
-                torch.manual_seed(100 + rank)  # the generator differs per rank: keyed masks must not read it
-                loss, _ = forward_backward(model, trainee, batch, chunk_size=chunk)
-                mean_loss = loss.detach().clone()
-                dist.all_reduce(mean_loss)
-                out[f"keyed/{method}/{chunk}"] = {"loss": float(mean_loss) / world,
-                                                  "grads": {k: v.tolist() for k, v in grads_of(trainee).items()}}
+        out = {f"{method}/{chunk}/{tile}": step(method, chunk, tile) for method in METHODS for chunk, tile in STEP_KINDS}
+        out.update({f"keyed/{method}/{chunk}": step(method, chunk, keyed=True)
+                    for method in KEYED_METHODS for chunk in (None, 2)})
         from tests.test_train import gathered_gradient_error
 
         errors = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
