@@ -1,0 +1,230 @@
+"""Conditional writes of small objects: the stores' own compare-and-swap, so that a lost race between two
+writers is an error and never a mix.
+
+Every object read here comes with a *token* naming the version read: an S3 ``ETag``, a GCS ``generation``, a
+local file's content digest. A write names the version it replaces:
+
+* :func:`create` — only when nothing is there (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``, a
+  local temp file hard-linked into place: ``link`` never replaces);
+* :func:`replace` — only when what is there is still the version read (S3 ``If-Match``, GCS
+  ``ifGenerationMatch``; locally, the check and the rename under a lock file beside the object);
+* :func:`delete` — the same condition for a removal.
+
+A failed condition raises :class:`ConditionFailed` (a ``FileExistsError``). Other filesystems (``memory://``)
+get the same checks in one process only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import uuid
+from pathlib import Path
+
+_process_lock = threading.Lock()
+
+
+class ConditionFailed(FileExistsError):
+    """The object is not the version the write was conditioned on: another writer got there first."""
+
+
+def _protocol(fs) -> str:
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return {"s3a": "s3", "gcs": "gs", "local": "file"}.get(protocol, protocol)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _local_lock(path: str):
+    from filelock import FileLock
+
+    target = Path(path)
+    return FileLock(str(target.with_name(f".{target.name}.lock")), timeout=30)
+
+
+def _precondition(error: Exception) -> bool:
+    code = str(getattr(error, "response", {}).get("Error", {}).get("Code", "")) if hasattr(error, "response") else ""
+    text = str(error)
+    return code in ("PreconditionFailed", "412", "ConditionalRequestConflict") or "pre-conditions" in text \
+        or "412" in text or "Precondition" in text or isinstance(error, FileExistsError)
+
+
+def read(uri: str) -> tuple[bytes, str]:
+    """``(bytes, token)`` of the object at ``uri``; FileNotFoundError when there is none."""
+    from infra.storage import filesystem
+
+    fs, path = filesystem(uri)
+    kind = _protocol(fs)
+    if kind == "s3":
+        bucket, key, _ = fs.split_path(path)
+        answer = fs.call_s3("get_object", Bucket=bucket, Key=key)
+        data = _read_body(fs, answer["Body"])
+        return data, answer["ETag"]
+    if kind == "gs":
+        for _ in range(10):  # the generation read before and after the bytes: the same, or read again
+            generation = str(fs.info(path).get("generation") or "")
+            data = fs.cat_file(path)
+            if str(fs.info(path).get("generation") or "") == generation:
+                return data, generation
+        raise ConditionFailed(f"{uri} kept changing while it was read")
+    data = fs.cat_file(path)
+    return data, _digest(data)
+
+
+def _read_body(fs, body) -> bytes:
+    from fsspec.asyn import sync
+
+    async def whole():
+        async with body as stream:
+            return await stream.read()
+
+    return sync(fs.loop, whole)
+
+
+def create(uri: str, data: bytes) -> str:
+    """Write ``data`` at ``uri`` only when nothing is there; its token. :class:`ConditionFailed` otherwise."""
+    from infra.storage import filesystem
+
+    fs, path = filesystem(uri)
+    kind = _protocol(fs)
+    if kind == "s3":
+        bucket, key, _ = fs.split_path(path)
+        try:
+            return fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")["ETag"]
+        except Exception as e:  # noqa: BLE001 - s3fs maps 412 to FileExistsError, or passes botocore's error
+            if _precondition(e):
+                raise ConditionFailed(uri) from None
+            raise
+    if kind == "gs":
+        try:
+            fs.pipe_file(path, data, mode="create")
+        except Exception as e:  # noqa: BLE001
+            if _precondition(e):
+                raise ConditionFailed(uri) from None
+            raise
+        return str(fs.info(path).get("generation") or "")
+    if kind == "file":
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temp_beside(target, data)
+        try:
+            os.link(tmp, target)  # never replaces: the first writer's file stays
+        except FileExistsError:
+            raise ConditionFailed(uri) from None
+        finally:
+            os.unlink(tmp)
+        return _digest(data)
+    with _process_lock:
+        if fs.exists(path):
+            raise ConditionFailed(uri)
+        fs.pipe_file(path, data)
+    return _digest(data)
+
+
+def replace(uri: str, data: bytes, token: str) -> str:
+    """Write ``data`` at ``uri`` only when the object there is still the version ``token``; the new token."""
+    from infra.storage import filesystem
+
+    fs, path = filesystem(uri)
+    kind = _protocol(fs)
+    if kind == "s3":
+        bucket, key, _ = fs.split_path(path)
+        try:
+            return fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfMatch=token)["ETag"]
+        except FileNotFoundError:
+            raise ConditionFailed(uri) from None
+        except Exception as e:  # noqa: BLE001
+            if _precondition(e):
+                raise ConditionFailed(uri) from None
+            raise
+    if kind == "gs":
+        return _gcs_upload(fs, path, data, token, uri)
+    if kind == "file":
+        target = Path(path)
+        with _local_lock(path):
+            try:
+                current = _digest(target.read_bytes())
+            except FileNotFoundError:
+                raise ConditionFailed(uri) from None
+            if current != token:
+                raise ConditionFailed(uri)
+            os.replace(_temp_beside(target, data), target)
+        return _digest(data)
+    with _process_lock:
+        if not fs.exists(path) or _digest(fs.cat_file(path)) != token:
+            raise ConditionFailed(uri)
+        fs.pipe_file(path, data)
+    return _digest(data)
+
+
+def delete(uri: str, token: str) -> None:
+    """Remove the object at ``uri`` only when it is still the version ``token`` (gone already: done)."""
+    from infra.storage import filesystem
+
+    fs, path = filesystem(uri)
+    kind = _protocol(fs)
+    if kind == "s3":
+        bucket, key, _ = fs.split_path(path)
+        try:
+            fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=token)
+        except FileNotFoundError:
+            return
+        except Exception as e:  # noqa: BLE001
+            if _precondition(e):
+                raise ConditionFailed(uri) from None
+            raise
+        return
+    if kind == "gs":
+        bucket, key, _ = fs.split_path(path)
+        try:
+            fs.call("DELETE", "b/{}/o/{}", bucket, key, ifGenerationMatch=token)
+        except FileNotFoundError:
+            return
+        except Exception as e:  # noqa: BLE001
+            if _precondition(e):
+                raise ConditionFailed(uri) from None
+            raise
+        return
+    if kind == "file":
+        with _local_lock(path):
+            try:
+                if _digest(Path(path).read_bytes()) != token:
+                    raise ConditionFailed(uri)
+                os.unlink(path)
+            except FileNotFoundError:
+                return
+        return
+    with _process_lock:
+        if fs.exists(path):
+            if _digest(fs.cat_file(path)) != token:
+                raise ConditionFailed(uri)
+            fs.rm_file(path)
+
+
+def _gcs_upload(fs, path: str, data: bytes, generation: str, uri: str) -> str:
+    bucket, key, _ = fs.split_path(path)
+    from urllib.parse import quote
+
+    try:
+        answer = fs.call("POST", f"{fs._location}/upload/storage/v1/b/{quote(bucket)}/o", uploadType="media",
+                         name=key, ifGenerationMatch=generation, data=data, json_out=True,
+                         headers={"Content-Type": "application/octet-stream"})
+    except FileNotFoundError:
+        raise ConditionFailed(uri) from None
+    except Exception as e:  # noqa: BLE001
+        if _precondition(e):
+            raise ConditionFailed(uri) from None
+        raise
+    return str(answer.get("generation") or "")
+
+
+def _temp_beside(target: Path, data: bytes) -> Path:
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return tmp
