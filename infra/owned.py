@@ -4,7 +4,7 @@ and the check every command runs on where it will write.
 A folder is structcse's when it holds one of :data:`MARKERS` at its top (``_structcse.json``, which every
 output folder gets when a command starts writing it, or a publication's, set's, job's or run's own file), or
 when its name is one structcse gives its own staging and versions (``.v-…``, ``.<name>.new-…``,
-``.<name>.old-…``). A file is structcse's when its folder is.
+``.<name>.old-…``). A file or folder inside a folder of structcse's is structcse's.
 
 * :func:`remove_owned` — every deletion in the project: it refuses (:class:`NotOurs`) anything else.
 * :func:`check_destination` — before a command writes ``dest``: a bucket root is never a destination, and a
@@ -67,9 +67,8 @@ def is_ours(path: str | os.PathLike) -> bool:
     fs, root = filesystem(text)
     if _OWN_NAMES.match(root.rsplit("/", 1)[-1]):
         return True
-    if fs.isdir(root):
-        names = _names(fs, root) or []
-        return any(is_marker(n) for n in names)
+    if fs.isdir(root) and any(is_marker(n) for n in (_names(fs, root) or [])):
+        return True
     parent = root.rsplit("/", 1)[0] if "/" in root else "."
     if _OWN_NAMES.match(parent.rsplit("/", 1)[-1]):
         return True
@@ -84,6 +83,8 @@ def remove_owned(path: str | os.PathLike, what: str = "folder") -> bool:
 
     text = os.fspath(path).rstrip("/")
     fs, root = filesystem(text)
+    if bucket_root(text) or root in ("", "/", os.path.expanduser("~")):
+        raise NotOurs(f"not removing {what} {redact_text(text)}: a bucket or filesystem root is never removed")
     if not fs.exists(root):
         return False
     if not is_ours(text):

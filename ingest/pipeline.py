@@ -199,7 +199,9 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
 
         ray.init(**local_init_kwargs({}))
 
-    job_id = start_job(out, "ingest", "python -m ingest")  # the sets below are whole only once it is done
+    # the sets below are whole only once it is done; pass 2's sets are rewritten whole: an earlier run's parts
+    # are removed now, so no manifest of this job lists one (pass 1's files: remove_stale_unit_files)
+    job_id = start_job(out, "ingest", "python -m ingest", sets=("intros", "entities", "entity_pairs"))
     # sha256 releases the GIL: driver threads hash the inputs while pass 1 runs, without
     # the worker process a Ray task would start (a second of a core's time on a small machine)
     hashing = ThreadPoolExecutor(max_workers=4, thread_name_prefix="digest")
@@ -286,7 +288,7 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     if wikidata_set:
         pair_stats = entity_pairs.build_entity_pairs(out, wikidata_set, task_cfg, log=log)
         manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
-        entity_manifest = {**common, "set": "entities", "rows": pair_stats["entities"],
+        entity_manifest = {**common, "set": "entities", "rows": pair_stats["entities"], "files": ["entities.parquet"],
                            "entity_link_threshold": cfg.entity_link_threshold, "types": pair_stats["types"]}
         write_set_manifest(entity_manifest, f"{out}/entities")
         write_set_manifest({**common, "set": "entity_pairs", "rows": pair_stats["entity_pairs"],

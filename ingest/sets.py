@@ -35,6 +35,7 @@ import json
 import os
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import fsspec
@@ -54,14 +55,25 @@ LEGACY_MANIFEST = "manifest.json"  # what sets written before 2026-11 hold
 
 def _set_files(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list[str]]:
     """(the filesystem of a URI, or None for a local path; the set's files on it)."""
+    fs, files, _ = _listed(path)
+    return fs, files
+
+
+def _listed(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list[str], dict[str, int | None]]:
+    """``_set_files`` and the sizes the manifest gives the files (``{file: size}``, empty for files read as
+    found)."""
     path = os.fspath(path)
     fs, local = filesystem(path)
+    sizes: dict[str, int | None] = {}
     if fs.isdir(local):
-        from ingest.set_integrity import listed_files
+        from ingest.set_integrity import listed_sizes
 
-        listed = listed_files(path)  # a whole set: its manifest's files, never one it does not list
-        files = (sorted(f"{local.rstrip('/')}/{name}" for name in listed) if listed is not None
-                 else sorted(fs.glob(f"{local.rstrip('/')}/*.parquet")))
+        listed = listed_sizes(path)  # a set a job wrote: its manifest's files, never one it does not list
+        if listed is not None:
+            files = [f"{local.rstrip('/')}/{name}" for name in sorted(listed)]
+            sizes = {f: listed[os.path.basename(f)] for f in files}
+        else:  # parquet files no structcse job wrote, or a job's own folder mid-job
+            files = sorted(fs.glob(f"{local.rstrip('/')}/*.parquet"))
         if "://" not in path:  # a link planted in a shared set folder must not read outside it
             root = os.path.realpath(local)
             outside = [f for f in files if os.path.dirname(os.path.realpath(f)) != root]
@@ -70,7 +82,7 @@ def _set_files(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list
                                           f"{os.path.realpath(outside[0])}, outside the set folder; refused")
     else:
         files = [local] if fs.exists(local) else []
-    return (fs if "://" in path else None), files
+    return (fs if "://" in path else None), files, sizes
 
 
 def set_files(path: str | Path) -> list[str]:
@@ -80,20 +92,182 @@ def set_files(path: str | Path) -> list[str]:
     return [fs.unstrip_protocol(f) for f in files] if fs else files
 
 
+# ---------------------------------------------------------------- pinned sets: what a reader checked
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    """One file of a checked set: where it is (a URI stays a URI), its size and the stamp its store gave it
+    (S3's ETag, GCS's generation, a local file's mtime and inode)."""
+
+    path: str
+    size: int
+    stamp: str
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class PinnedSet:
+    """A set as a reader checked it (:func:`pin_set`): its files, pinned. The driver hands it to whatever reads
+    the set later (Ray Data's read tasks, the workers): :func:`read_pinned` reads exactly these files and stops
+    in one line (``SchemaError``, naming the set and the job to rerun) at a file that changed since."""
+
+    path: str  # the set as named: a folder, a parquet file, a URI
+    kind: str | None
+    files: tuple[PinnedFile, ...]
+    rows: int | None = None  # from the footers, when they were read (check_set)
+    schema: pa.Schema | None = None
+
+    @property
+    def paths(self) -> list[str]:
+        return [f.path for f in self.files]
+
+    def record(self) -> list[dict]:
+        return [{"name": f.name, "size": f.size, "stamp": f.stamp} for f in self.files]
+
+
+def _stamp(info: dict) -> str:
+    """What tells a file rewritten at the same path: the store's ETag or generation, a local file's mtime and
+    inode (a file written whole is a new inode: ``os.replace``)."""
+    for key in ("generation", "ETag", "etag", "VersionId", "md5Hash"):
+        if info.get(key):
+            return f"{key}={str(info[key]).strip(chr(34))}"
+    mtime = info.get("mtime") or info.get("LastModified") or info.get("updated") or info.get("created") or ""
+    return f"mtime={mtime}" + (f",ino={info['ino']}" if info.get("ino") else "")
+
+
+def _info(fs, path: str) -> dict:
+    if hasattr(fs, "invalidate_cache"):
+        try:
+            fs.invalidate_cache(path)
+        except Exception:  # noqa: BLE001 - a cache that cannot be cleared: the info below asks anyway
+            pass
+    return fs.info(path)
+
+
+def _changed(pinned_set_path: str, kind: str | None, name: str, was: str, now: str) -> schemas.SchemaError:
+    from infra.secrets import redact_text
+    from ingest.set_integrity import rerun_hint
+
+    folder = os.fspath(pinned_set_path)
+    label = f"set {kind!r}" if kind else "set"
+    return schemas.SchemaError(f"{label} at {redact_text(folder)}: {name} changed since it was checked ({was} -> "
+                               f"{now}); this reader reads only the files it checked, so it stopped; "
+                               f"{rerun_hint(folder) if _is_folder(folder) else 'rerun this command'}")
+
+
+def _is_folder(path: str) -> bool:
+    try:
+        fs, local = filesystem(path)
+        return fs.isdir(local)
+    except Exception:  # noqa: BLE001 - only the wording of an error depends on it
+        return False
+
+
+def _pin_files(path: str | Path, kind: str | None) -> tuple[PinnedFile, ...]:
+    fs, files, sizes = _listed(path)
+    path_fs, _ = filesystem(os.fspath(path))
+    pinned = []
+    for f in files:
+        try:
+            info = _info(path_fs, f)
+        except FileNotFoundError:
+            raise _changed(os.fspath(path), kind, os.path.basename(f), "listed", "missing") from None
+        size = int(info["size"])
+        if sizes.get(f) is not None and size != sizes[f]:
+            raise _changed(os.fspath(path), kind, os.path.basename(f), f"{sizes[f]} bytes in the manifest",
+                           f"{size} bytes")
+        pinned.append(PinnedFile(fs.unstrip_protocol(f) if fs else f, size, _stamp(info)))
+    return tuple(pinned)
+
+
+def pin_set(path: str | Path, kind: str | None = None, required: list[str] | None = None) -> PinnedSet:
+    """The set at ``path`` checked (with ``kind``: ``check_set``) and its files pinned: names, sizes and
+    stamps, and (with ``kind``) its rows from the footers. What the driver hands every later reader."""
+    if kind is not None:
+        return _check(path, kind, required)
+    return PinnedSet(os.fspath(path), None, _pin_files(path, None))
+
+
+def _now(fs, f: PinnedFile) -> tuple[int | None, str]:
+    try:
+        info = _info(fs, filesystem(f.path)[1])
+    except FileNotFoundError:
+        return None, "missing"
+    return int(info["size"]), _stamp(info)
+
+
+def read_pinned_file(pinned: PinnedSet, f: PinnedFile, columns: list[str] | None = None) -> pa.Table:
+    """The pinned file ``f`` of ``pinned``, read only if it is the file that was checked: a local file is
+    opened and its open handle's size, mtime and inode compared (what is read is what was compared); a file in
+    a bucket is compared before and after the read (size and ETag / generation). A file that changed is a
+    ``SchemaError`` in one line naming the set and the job to rerun."""
+    def describe(size, stamp):
+        return "missing" if size is None else f"{size} bytes, {stamp}"
+
+    if "://" not in f.path:
+        try:
+            handle = open(f.path, "rb")
+        except FileNotFoundError:
+            raise _changed(pinned.path, pinned.kind, f.name, describe(f.size, f.stamp), "missing") from None
+        with handle:
+            st = os.fstat(handle.fileno())
+            local_stamp = _stamp({"mtime": st.st_mtime, "ino": st.st_ino})
+            if st.st_size != f.size or local_stamp != f.stamp:
+                raise _changed(pinned.path, pinned.kind, f.name, describe(f.size, f.stamp),
+                               describe(st.st_size, local_stamp))
+            return pq.read_table(handle, columns=columns)
+    from infra.storage import arrow_filesystem
+
+    fs, _ = filesystem(f.path)
+    for attempt in ("before", "after"):
+        size, stamp = _now(fs, f)
+        if (size, stamp) != (f.size, f.stamp):
+            raise _changed(pinned.path, pinned.kind, f.name, describe(f.size, f.stamp), describe(size, stamp))
+        if attempt == "before":
+            arrow_fs, inner = arrow_filesystem(f.path)
+            table = pq.read_table(inner, columns=columns, filesystem=arrow_fs)
+    return table
+
+
+def read_pinned(pinned: PinnedSet, columns: list[str] | None = None) -> pa.Table:
+    """The pinned set as one pyarrow Table of ``columns``, its files in name order (:func:`read_pinned_file`)."""
+    if not pinned.files:
+        raise schemas.SchemaError(f"set at {pinned.path}: no parquet files found")
+    tables = [read_pinned_file(pinned, f, columns) for f in pinned.files]
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+
+
+def read_pinned_batch(batch: pa.Table, pinned: PinnedSet, columns: list[str] | None = None) -> pa.Table:
+    """Ray Data's read of a pinned set (``map_batches`` over ``{"index"}`` rows): the pinned files named."""
+    tables = [read_pinned_file(pinned, pinned.files[i], columns) for i in batch["index"].to_pylist()]
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+
+
+def pinned_dataset(pinned: PinnedSet, columns: list[str] | None = None):
+    """The pinned set as a Ray Dataset, one read task (and one block) per file, in file order; every read task
+    reads its file only if it is the one the driver checked (:func:`read_pinned_file`)."""
+    import ray.data
+
+    return ray.data.from_items([{"index": i} for i in range(len(pinned.files))],
+                               override_num_blocks=max(1, len(pinned.files))).map_batches(
+        read_pinned_batch, batch_format="pyarrow", batch_size=1, fn_kwargs={"pinned": pinned, "columns": columns})
+
+
 def read_table(path: str | Path, columns: list[str] | None = None, *, kind: str | None = None) -> pa.Table:
     """The set (or parquet file) at ``path`` as one pyarrow Table of ``columns``
     (default: all), its files in name order. With ``kind`` (a key of
     ``schemas.SCHEMAS``) the set is first checked against its declared schema
     (``check_set``; only ``columns`` when given): a missing or mistyped
-    column is a ``SchemaError`` naming the set and the column."""
-    import pyarrow.dataset as pads
-
-    if kind is not None:
-        check_set(path, kind, required=columns)
-    fs, files = _set_files(path)
-    if not files:
+    column is a ``SchemaError`` naming the set and the column. The files read are the ones checked
+    (:func:`pin_set`): one rewritten in between is a ``SchemaError``, never a mix of two jobs' rows."""
+    pinned = pin_set(path, kind, required=columns)
+    if not pinned.files:
         raise schemas.SchemaError(f"set at {path}: no parquet files found")
-    return pads.dataset(files, format="parquet", filesystem=fs).to_table(columns=columns)
+    return read_pinned(pinned, columns)
 
 
 def _types_match(got: pa.DataType, want: pa.DataType) -> bool:
@@ -108,24 +282,33 @@ def check_set(path: str | Path, kind: str, required: list[str] | None = None) ->
     footers (every file's: a truncated or foreign file is named here, before any worker
     reads it). Returns the set's schema; a missing folder, no files, an unreadable
     footer, a missing or mistyped column is a ``SchemaError`` naming the set, the file
-    and the column."""
+    and the column. (:func:`pin_set` also returns the files checked, pinned.)"""
+    return _check(path, kind, required).schema
+
+
+def _check(path: str | Path, kind: str, required: list[str] | None = None) -> PinnedSet:
     if kind not in schemas.SCHEMAS:
         raise schemas.SchemaError(f"unknown set kind {kind!r}; known: {sorted(schemas.SCHEMAS)}")
     from ingest.set_integrity import verify_set
 
     verify_set(os.fspath(path), kind)  # a set of a job that did not finish is refused before any footer is read
-    fs, files = _set_files(path)
+    pinned = _pin_files(path, kind)
+    fs, _ = filesystem(os.fspath(path))
+    fs = fs if "://" in os.fspath(path) else None
+    files = [filesystem(f.path)[1] if fs else f.path for f in pinned]
     if not files:
         if "://" not in os.fspath(path) and not os.path.exists(os.fspath(path)):
             raise schemas.SchemaError(f"set {kind!r} at {path}: no such folder")
         raise schemas.SchemaError(f"set {kind!r} at {path}: no parquet files found")
-    schemas_found = []
+    schemas_found, rows = [], 0
     for f in files:
         try:
-            schemas_found.append(pq.read_metadata(f, filesystem=fs).schema.to_arrow_schema())
+            metadata = pq.read_metadata(f, filesystem=fs)
         except (pa.ArrowException, OSError) as e:
             raise schemas.SchemaError(f"set {kind!r} at {path}: {os.path.basename(f)} is not a readable parquet file "
                                       f"({type(e).__name__}: {e}); rebuild the set or remove the file") from None
+        schemas_found.append(metadata.schema.to_arrow_schema())
+        rows += metadata.num_rows
     found = schemas_found[0]
     for f, other in zip(files[1:], schemas_found[1:]):
         if other.names != found.names:
@@ -138,7 +321,7 @@ def check_set(path: str | Path, kind: str, required: list[str] | None = None) ->
         want, got = declared.field(name).type, found.field(name).type
         if not _types_match(got, want):
             raise schemas.SchemaError(f"set {kind!r} at {path}: column {name!r} has type {got}, expected {want}")
-    return found
+    return PinnedSet(os.fspath(path), kind, pinned, rows=rows, schema=found)
 
 
 def check_set_folder(path: str | Path, kind: str, required: list[str] | None = None) -> pa.Schema:

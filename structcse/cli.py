@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -251,19 +250,34 @@ def summary_line(below: list[dict], eval_below: list[dict], base_name: str = BAS
 
 
 def demo_to(out: str, seed: int, skip_tune: bool, run=None) -> dict:
-    """The demo in ``out``; for a URI (``s3://BUCKET/demo``), run in a local staging folder and uploaded
-    to it when it finishes (its paths in the result then name the URI)."""
+    """The demo in ``out``; for a URI (``s3://BUCKET/demo``), run in a local staging folder and published
+    there when it finishes (``infra.publish``: a version under ``out``; its paths in the result name it).
+    ``out`` must be new, empty or structcse's, and not a bucket root; one demo at a time writes it."""
+    from infra.lease import Lease
+    from infra.owned import check_destination, claim, remove_owned
+    from infra.storage import check_storage
+
     run = run or demo
-    if not is_uri(out):
-        return run(Path(out), seed, skip_tune)
-    staging = Path(tempfile.mkdtemp(prefix="structcse-demo-"))
-    try:
-        result = run(staging, seed, skip_tune)
-        log(f"uploading {staging} to {redact_text(out)}")
-        upload_folder(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return json.loads(json.dumps(result, default=str).replace(str(staging), out.rstrip("/")))
+    out = os.fspath(out)
+    command = f"structcse demo --out {redact_text(out)}"
+    check_storage(out, "--out")
+    check_destination(out, "--out")  # a bucket root, or a folder of the user's: refused before any work
+    with Lease(f"{out.rstrip('/')}/_lease-demo.json", "the demo's --out", command):  # one demo per --out
+        claim(out, command)
+        if not is_uri(out):
+            return run(Path(out), seed, skip_tune)
+        staging = Path(tempfile.mkdtemp(prefix="structcse-demo-"))
+        claim(str(staging), command)
+        try:
+            result = run(staging, seed, skip_tune)
+            log(f"uploading {staging} to {redact_text(out)}")
+            upload_folder(staging, out)
+        finally:
+            remove_owned(str(staging), "demo staging folder")
+    from infra.publish import resolve
+
+    published = resolve(out)  # the version just published: its paths stay valid while newer demos replace it
+    return json.loads(json.dumps(result, default=str).replace(str(staging), published))
 
 
 class VersionAction(argparse.Action):
@@ -319,7 +333,13 @@ def main(argv=None) -> int:
             print(f"structcse {args.command}: error: {e}", file=sys.stderr)
             return 2
     else:
-        result = demo_to(args.out, args.seed, args.skip_tune)
+        from infra.storage import StorageError
+
+        try:
+            result = demo_to(args.out, args.seed, args.skip_tune)
+        except StorageError as e:  # a bucket root, a user's folder, another demo writing it, storage not there
+            print(f"structcse demo: error: {e}", file=sys.stderr)
+            return 2
     print(json.dumps(result, default=str))
     return 0
 

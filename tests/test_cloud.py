@@ -72,8 +72,12 @@ def test_train_reads_and_checkpoints_in_a_bucket(ray_session, s3_server, demo_se
     run_folder = f"{MOTO_BUCKET}/runs/bucket"
     assert first.model_path == f"s3://{run_folder}/model"
     assert first.checkpoint_path.startswith(f"s3://{run_folder}/step-")
-    assert fs.isfile(f"{run_folder}/model/modules.json") and fs.isfile(f"{run_folder}/run_key.json")
-    card = fs.cat_file(f"{run_folder}/model/README.md").decode()
+    from infra.publish import resolve
+
+    model = resolve(first.model_path)  # a bucket's model folder: the version its _current.json names
+    assert model.startswith(f"s3://{run_folder}/model/.v-")
+    assert fs.isfile(f"{model}/modules.json") and fs.isfile(f"{run_folder}/run_key.json")
+    card = fs.cat_file(f"{model}/README.md").decode()
     assert "simcse_unsup" in card  # the model card is appended in the bucket too
     summary = json.loads(fs.cat_file(f"{run_folder}/train_summary.json"))
     assert summary["model_path"] == first.model_path
@@ -129,6 +133,10 @@ def test_config_and_demo_output_at_a_uri(s3_server, tmp_path):
         return {"report": str(out / "report.json"), "skip_tune": skip_tune}
 
     result = demo_to(f"{s3_server}/demo", 3, True, run=small_demo)
-    assert result == {"report": f"{s3_server}/demo/report.json", "skip_tune": True}
+    from infra.publish import resolve
+
+    published = resolve(f"{s3_server}/demo")
+    assert published.startswith(f"{s3_server}/demo/.v-")
+    assert result == {"report": f"{published}/report.json", "skip_tune": True}
     fs = fsspec.filesystem("s3")
-    assert json.loads(fs.cat_file(f"{MOTO_BUCKET}/demo/runs/summary.json")) == {"seed": 3}
+    assert json.loads(fs.cat_file(f"{published}/runs/summary.json")) == {"seed": 3}

@@ -42,7 +42,8 @@ class GlobalFeed:
     def __init__(self, cfg, set_path: str, columns: list[str], num_rows: int, rank: int, world: int):
         self.rows = SetRows(set_path, columns)
         if len(self.rows) != num_rows:
-            raise ValueError(f"the set at {set_path} has {len(self.rows)} rows, the run was planned on {num_rows}")
+            raise ValueError(f"the set at {getattr(set_path, 'path', set_path)} has {len(self.rows)} rows, the run "
+                             f"was planned on {num_rows}")
         self.order = GlobalOrder(num_rows, cfg.batch_size, cfg.seed, shuffle=cfg.shuffle_buffer > 0)
         self.steps_per_epoch = self.order.steps_per_epoch
         self.rank, self.world = rank, world

@@ -56,13 +56,16 @@ class GlobalOrder:
 
 
 class SetRows:
-    """The columns ``columns`` of the set at ``path`` (a folder or a URI), read once into memory; ``take(ids)``
-    is a numpy batch as Ray Data's ``batch_format="numpy"`` gives it (strings as object arrays)."""
+    """The columns ``columns`` of the set at ``path`` read once into memory; ``take(ids)`` is a numpy batch as
+    Ray Data's ``batch_format="numpy"`` gives it (strings as object arrays). ``path``: the set as the driver
+    checked it (an ``ingest.sets.PinnedSet``: exactly its files, each read only if it is the file checked, else
+    a one-line ``SchemaError`` naming the set and the job to rerun), or a folder or URI (pinned here)."""
 
-    def __init__(self, path: str, columns: list[str]):
-        from ingest.sets import set_files
+    def __init__(self, path, columns: list[str]):
+        from ingest.sets import PinnedSet, pin_set, read_pinned_file
 
-        tables = [_read_file(f, columns) for f in sorted(set_files(path))]
+        pinned = path if isinstance(path, PinnedSet) else pin_set(path)
+        tables = [read_pinned_file(pinned, f, columns) for f in pinned.files]
         self.table = (tables[0] if len(tables) == 1 else _concat(tables)).combine_chunks()
 
     def __len__(self) -> int:
@@ -71,16 +74,6 @@ class SetRows:
     def take(self, ids: np.ndarray) -> dict[str, np.ndarray]:
         rows = self.table.take(ids)
         return {name: rows.column(name).to_numpy(zero_copy_only=False) for name in rows.column_names}
-
-
-def _read_file(path: str, columns: list[str]):
-    """One parquet file's ``columns``, read through the storage client (``infra.storage``)."""
-    import pyarrow.parquet as pq
-
-    from infra.storage import arrow_filesystem
-
-    arrow_fs, inner = arrow_filesystem(path)
-    return pq.read_table(inner, columns=columns, filesystem=arrow_fs)
 
 
 def _concat(tables):

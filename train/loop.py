@@ -99,6 +99,8 @@ class LoopInputs:
     # train.run_key.run_fingerprint: written into every metrics.json; rank 0 resumes from the newest whole
     # checkpoint that carries it (train.checkpoints.newest_checkpoint)
     run_fingerprint: str | None = None
+    # {set kind: ingest.sets.PinnedSet}: the files the driver checked; an elastic run's workers read exactly these
+    set_pins: dict | None = None
 
 
 class Trainee(nn.Module):
@@ -341,8 +343,8 @@ def make_feed(cfg: TrainConfig, inputs: LoopInputs, rank: int, world: int, train
         return StreamFeed(cfg, ray.train.get_dataset_shard("train"), inputs.num_rows, rank, world,
                           columns[0] if columns else None)
     method = get_method(cfg.method)
-    return GlobalFeed(cfg, inputs.set_paths[method.train_set], list(method.sets[method.train_set]), inputs.num_rows,
-                      rank, world)
+    return GlobalFeed(cfg, (inputs.set_pins or {}).get(method.train_set) or inputs.set_paths[method.train_set],
+                      list(method.sets[method.train_set]), inputs.num_rows, rank, world)
 
 
 def agreed(value):

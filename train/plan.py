@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from infra.storage import arrow_filesystem, filesystem
 from infra.uris import as_local, is_uri
-from ingest.sets import check_set, set_files, write_json
+from ingest.sets import pin_set, write_json
 from train.config import ConfigError, TrainConfig, metric_for
 from train.methods import get_method
 
@@ -51,6 +51,9 @@ class RunPlan:
     gpus_per_worker: int
     storage_path: str  # absolute, or a URI
     run_folder: str  # {storage_path}/{run name}
+    # {set kind: ingest.sets.PinnedSet}: the files each set was checked with (names, sizes, ETag / generation /
+    # mtime); Ray Data and the workers read exactly these, and stop in one line at one that changed since
+    set_pins: dict = field(default_factory=dict)
 
     @property
     def pooling(self) -> str:
@@ -141,8 +144,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
                                        + f", or the {method.train_set} set folder itself: *.parquet files and "
                                        "_manifest.json"))
     set_paths = resolve_sets(cfg.data, method)
-    for kind, columns in method.sets.items():
-        check_set(set_paths[kind], kind, required=columns)
+    set_pins = {kind: pin_set(set_paths[kind], kind, required=columns) for kind, columns in method.sets.items()}
     check_hub_reachable(cfg.model)
     try:
         from transformers import AutoConfig
@@ -152,7 +154,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
         raise ConfigError(f"model {cfg.model!r}: cannot load its config ({type(e).__name__}: {e})") from e
     pooling, pooling_reason = decide_pooling(cfg)
     config = dataclasses.replace(cfg, pooling=pooling)
-    num_rows = sum(_file_rows(f) for f in set_files(set_paths[method.train_set]))
+    num_rows = set_pins[method.train_set].rows  # the checked files' footers
     world = max(cfg.max_workers, 1)
     if (num_rows // world) // (cfg.batch_size // world) < 1:
         raise ConfigError(
@@ -176,6 +178,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
         gpus_per_worker=1 if cfg.use_gpu else 0,
         storage_path=storage,
         run_folder=f"{storage.rstrip('/')}/{cfg.name}",
+        set_pins=set_pins,
     )
 
 

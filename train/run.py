@@ -28,6 +28,7 @@ Layout of a run (``{storage_path}/{run_name}/``)::
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from functools import partial
 
 from infra.storage import arrow_filesystem
@@ -36,19 +37,41 @@ from train.finish import TrainOutcome, finish
 from train.plan import RunPlan, make_plan, print_plan, record_plan
 from train.ray_env import ray_for_training
 
+RUN_LEASE = "_lease-run.json"  # held by the driver of the run that trains in the folder
+
 
 def run(cfg: TrainConfig, callbacks=(), *, resume: bool = False, overwrite: bool = False) -> TrainOutcome:
     """Train (or resume) ``cfg``; write ``{storage}/{name}/model`` and ``train_summary.json``.
 
     A run folder with checkpoints is resumed only if it trained the same config, sets and base model
     (``train.run_key``); ``overwrite`` removes it first, ``resume`` fails when there is nothing to resume."""
-    from train.progress import PROGRESS_FILE, ProgressBar, wants_bar
     from train.run_key import check_run_key, run_fingerprint
 
     started = time.time()
     log = partial(print, flush=True)
     plan = make_plan(cfg)
-    check_run_key(plan.config, plan.run_folder, plan.set_paths, resume=resume, overwrite=overwrite, log=log)
+    with run_lease(plan.run_folder, f"python -m train --name {cfg.name}"):
+        check_run_key(plan.config, plan.run_folder, plan.set_paths, resume=resume, overwrite=overwrite, log=log)
+        return _run(cfg, plan, callbacks, started, log, run_fingerprint)
+
+
+@contextmanager
+def run_lease(run_folder: str, command: str):
+    """The run folder, this run's alone while it trains: a folder that holds what structcse did not write is
+    refused (``infra.owned``), and a second run with the same storage and name refuses in one line naming the
+    first (``infra.lease``: ``_lease-run.json`` in the folder, renewed while the driver lives)."""
+    from infra.lease import Lease
+    from infra.owned import check_destination, claim
+
+    check_destination(run_folder, "run folder")
+    with Lease(f"{run_folder.rstrip('/')}/{RUN_LEASE}", "run folder", command) as lease:
+        claim(run_folder, command)
+        yield lease
+
+
+def _run(cfg: TrainConfig, plan: RunPlan, callbacks, started: float, log, run_fingerprint) -> TrainOutcome:
+    from train.progress import PROGRESS_FILE, ProgressBar, wants_bar
+
     print_plan(plan, log)
     record_plan(plan)
     progress_file = f"{plan.run_folder}/{PROGRESS_FILE}" if wants_bar(run_dir=plan.run_folder) else None
@@ -63,19 +86,20 @@ def run(cfg: TrainConfig, callbacks=(), *, resume: bool = False, overwrite: bool
     return finish(plan, result, started)
 
 
-def read_train_set(path: str):
-    """The set at ``path`` as a Ray Dataset: the files ``ingest.sets.set_files`` names (those its manifest
-    lists), read through the storage client (``infra.storage``). A ``memory://`` set lives in this process
-    alone: it is read here and handed to Ray whole."""
+def read_train_set(path, columns: list[str] | None = None):
+    """The set as a Ray Dataset. ``path``: the set as the plan checked it (an ``ingest.sets.PinnedSet``): one
+    read task per checked file, each reading its file only if it is the one checked (size and ETag /
+    generation / mtime; one rewritten since, by a re-ingest into the same folder, stops the run in one line
+    naming the set and the job to rerun), through the storage client (``infra.storage``); or a folder or URI,
+    pinned here. A ``memory://`` set lives in this process alone: it is read here and handed to Ray whole."""
     import ray.data
 
-    from ingest.sets import read_table, set_files
+    from ingest.sets import PinnedSet, pin_set, pinned_dataset, read_pinned
 
-    if path.startswith("memory://"):
-        return ray.data.from_arrow(read_table(path))
-    files = set_files(path)  # never empty: the plan checked the set
-    arrow_fs, _ = arrow_filesystem(files[0])
-    return ray.data.read_parquet([arrow_filesystem(f)[1] for f in files], filesystem=arrow_fs)
+    pinned = path if isinstance(path, PinnedSet) else pin_set(path)
+    if pinned.path.startswith("memory://"):
+        return ray.data.from_arrow(read_pinned(pinned, columns))
+    return pinned_dataset(pinned, columns)  # never empty: the plan checked the set
 
 
 def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=None, progress_file: str | None = None,
@@ -115,7 +139,8 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
     config, method = plan.worker_config, plan.method  # the workers' config: local paths absolute
     datasets = data_config = None
     if not config.elastic:  # an elastic run's workers read the set themselves (train.feeds.GlobalFeed)
-        ds = read_train_set(plan.set_paths[method.train_set]).select_columns(method.sets[method.train_set])
+        ds = read_train_set(plan.set_pins.get(method.train_set) or plan.set_paths[method.train_set],
+                            list(method.sets[method.train_set]))
         if config.pretokenize:
             from train.batch import pretokenize
 
@@ -141,6 +166,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         local_checkpoint_root=plan.run_folder if local_mode else None,
         async_validation=validation is not None,
         run_fingerprint=fingerprint,
+        set_pins=plan.set_pins,
     )
     if run_config is None:
         from train.logs import train_logging_config

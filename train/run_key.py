@@ -108,7 +108,12 @@ def check_run_key(cfg: TrainConfig, run_dir: str, set_paths: dict, *, resume: bo
         if not (any(fs.exists(f"{local}/{m}") for m in markers) or fs.glob(f"{local}/step-*")):
             raise ConfigError(f"--overwrite: {run_dir} exists but holds no training run; not removing it")
         log(f"[train] --overwrite: removing the previous run at {run_dir}")
-        fs.rm(local, recursive=True)
+        from infra.owned import OWNER, remove_owned
+
+        for entry in fs.ls(local, detail=False):  # all but this run's lease and the folder's owner mark
+            name = entry.rstrip("/").rsplit("/", 1)[-1]
+            if not name.startswith("_lease") and name != OWNER and not name.startswith(f".{OWNER}"):
+                remove_owned(f"{run_dir.rstrip('/')}/{name}", "previous run's file")
     if not _has_checkpoints(fs, local):
         if resume:
             raise ConfigError(f"--resume: no run to resume at {run_dir} (no checkpoint); drop --resume to start it")

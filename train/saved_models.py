@@ -42,12 +42,25 @@ def load(model_dir: str | Path, device: str | None = None) -> TrainedModel:
     when the heads do not fit the encoder's embedding size. A URI (``s3://...``)
     is read from a local copy made once per content (``infra.uris.local_copy``).
     """
+    from infra.publish import IncompleteError, read_pinned
+
+    try:
+        folder = Path(as_local(model_dir)).expanduser()  # a URI: a local copy of one published version
+    except (FileNotFoundError, IncompleteError) as e:  # a URI with no folder there, a partial copy
+        raise ModelLoadError(str(e)) from None
+    try:  # a local folder republished while it is read: read again, so every file comes from one version
+        return read_pinned(str(folder), lambda path: _load(path, device), "model folder")
+    except IncompleteError as e:
+        raise ModelLoadError(str(e)) from None
+
+
+def _load(model_dir: str, device: str | None) -> TrainedModel:
     from sentence_transformers import SentenceTransformer
 
     from infra.publish import IncompleteError, check_complete
 
     try:
-        folder = Path(as_local(model_dir)).expanduser()
+        folder = Path(model_dir)
         if folder.is_dir():
             check_complete(folder, "model folder")  # one a killed writer left half-written is refused
     except (FileNotFoundError, IncompleteError) as e:  # a URI with no folder there, a partial copy

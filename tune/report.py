@@ -198,19 +198,24 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
         Path(files["best_config"]).write_text(
             f"# the best trial of search {settings.name!r} ({metric} {best['best']:.4f}): python -m train --config "
             f"{(remote or str(folder_path)).rstrip('/')}/best_config.yaml\n" + yaml.safe_dump(cfg_dict, sort_keys=False))
-        if remote is not None:  # the trials' checkpoints are in the bucket: the model is copied from there
-            from infra.storage import filesystem
+        from infra.publish import IncompleteError, check_complete
+        from infra.storage import filesystem
 
-            fs, source = filesystem(f"{remote.rstrip('/')}/{checkpoint.relative_to(folder_path)}/model")
+        # the trials' checkpoints are in the bucket when there is one: the model is copied from there, from a
+        # checkpoint that is whole (its _files.json checked, the published version it names)
+        step_folder = f"{remote.rstrip('/')}/{checkpoint.relative_to(folder_path)}" if remote else str(checkpoint)
+        try:
+            whole = check_complete(step_folder, "checkpoint", require_manifest=True)
+            fs, source = filesystem(f"{whole}/model")
             kept = fs.isdir(source)
-        else:
-            kept = (checkpoint / "model").is_dir()
+        except (IncompleteError, FileNotFoundError):
+            kept = False
         if kept:
             from infra.publish import publish_folder
 
             files["best_model"] = str(folder_path / "best_model")
             with tempfile.TemporaryDirectory(prefix="structcse-best-model-") as copied:
-                model = checkpoint / "model"
+                model = Path(source)
                 if remote is not None:
                     model = Path(copied) / "model"
                     fs.get(source.rstrip("/") + "/", f"{model}/", recursive=True)
