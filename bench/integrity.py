@@ -225,8 +225,6 @@ def _publishing(storage: str, name: str, what: str):
     fs, root = filesystem(f"{storage}/{name}")
 
     def ready() -> bool:
-        if hasattr(fs, "invalidate_cache"):
-            fs.invalidate_cache()
         return any(fs.glob(pattern) for pattern in (f"{root}/.{what}.new-*/*", f"{root}/{what}/_publishing.json",
                                                       f"{root}/{what}/.v-*/*"))
     return ready

@@ -109,7 +109,6 @@ def describe(uri: str, what: str = "folder") -> tuple[object, Source]:
 
     fs, root = filesystem(uri)
     root = root.rstrip("/")
-    _forget_listing(fs, root)
     if fs.isfile(root):
         info = fs.info(root)
         name = root.rsplit("/", 1)[1]
@@ -118,8 +117,6 @@ def describe(uri: str, what: str = "folder") -> tuple[object, Source]:
         raise FileNotFoundError(f"no folder at {redact_text(uri)}")
     resolved = check_complete(uri, what)
     folder = filesystem(resolved)[1].rstrip("/")
-    if folder != root:
-        _forget_listing(fs, folder)
     listing = fs.find(folder, detail=True)
     files = tuple(sorted(
         (name[len(folder) + 1:], info.get("size"), _version(info)) for name, info in listing.items()
@@ -129,13 +126,6 @@ def describe(uri: str, what: str = "folder") -> tuple[object, Source]:
     if not files:
         raise FileNotFoundError(f"the folder at {redact_text(uri)} is empty")
     return fs, Source(uri, folder, files)
-
-
-def _forget_listing(fs, path: str) -> None:
-    """Drop fsspec's cached listing of ``path``: the key must describe what is there now."""
-    invalidate = getattr(fs, "invalidate_cache", None)
-    if invalidate is not None:
-        invalidate(path)
 
 
 def _version(info: dict) -> str:

@@ -2,19 +2,32 @@
 and written through fsspec, configured here, so one set of endpoint, credential and retry settings serves
 ingest, training, Tune and evaluation alike.
 
-* :func:`filesystem` — ``(fs, path)`` for a path or URI. Object stores get bounded retries with backoff:
-  botocore's ``standard`` retry mode for ``s3://`` (it retries ``503 SlowDown``, throttling codes, reset and
-  timed-out connections) with short connect timeouts, gcsfs's own retries for ``gs://``. Every retry is
-  counted in this process (:func:`retries`), so a stage can say in one line how hard the store pushed back.
+* :func:`filesystem` — ``(fs, path)`` for a path or URI. Object stores get one bounded retry loop per
+  request, with backoff: botocore's ``standard`` retry mode for ``s3://`` (it retries ``503 SlowDown``,
+  throttling codes, reset and timed-out connections; s3fs's own request retries are off, so the attempts are
+  botocore's alone), gcsfs's ``retry_request`` for ``gs://`` with this module's attempts (gcsfs fixes its 6 at
+  class definition; :class:`_BoundedGCS` re-wraps the request). A response body cut short (a reset mid-body)
+  is read again by s3fs's read retries (``cat``, ``open``'s ranged reads, ``get``), bounded by the same
+  attempts; gcsfs retries the whole request. Every failed attempt (retried, or the last one) is counted in
+  this process (:func:`retries`), so a stage can say in one line how hard the store pushed back. No listing
+  cache: ``exists``, ``isfile``, ``size``, ``ls`` ask the store each time (another process may have written
+  since).
 * :func:`arrow_filesystem` — the same fsspec filesystem for pyarrow and Ray (``pyarrow.fs.PyFileSystem``
   over fsspec's handler): Ray Train's ``storage_filesystem``, Ray Data's and pyarrow's ``filesystem=``.
 * :func:`check_storage` — before any Ray work: the endpoint answers and the bucket exists (never created:
   ``s3fs`` makes a missing bucket on the first ``makedirs``), in one line naming the endpoint or the bucket,
-  within seconds.
+  with the same attempts and timeouts as every other request.
 
 Settings (environment, so Ray's workers share them): ``STRUCTCSE_STORAGE_ATTEMPTS`` (default 10 attempts per
-request), ``STRUCTCSE_STORAGE_CONNECT_TIMEOUT`` (seconds, default 5). Credentials stay fsspec's and the
-provider chain's: nothing here reads or writes a key.
+request), ``STRUCTCSE_STORAGE_CONNECT_TIMEOUT`` (seconds, default 5), ``STRUCTCSE_STORAGE_READ_TIMEOUT``
+(seconds without a byte from the store, default 15). The bound: a request to an endpoint that accepts
+connections and never answers fails after exactly ``attempts`` attempts, within
+``attempts × read timeout`` (``+ connect timeout`` each where connecting hangs too) plus the backoff between
+them: for ``s3://`` botocore's ``rand × min(2**(k-1), 20)`` s before retry ``k`` (at most 3 s in all for 3
+attempts, 111 s for 10), for ``gs://`` gcsfs's ``min(rand + 2**(k-1), 32)`` s (at most 5 s for 3 attempts,
+164 s for 10). At the defaults: 10 × 15 s + 111 s ≈ 4.4 min (s3), 10 × 15 s + 164 s ≈ 5.2 min (gs); with
+``STRUCTCSE_STORAGE_ATTEMPTS=3``: under 48 s (s3), 50 s (gs). Credentials stay fsspec's and the provider
+chain's: nothing here reads or writes a key.
 """
 
 from __future__ import annotations
@@ -24,6 +37,8 @@ import threading
 
 ATTEMPTS_ENV = "STRUCTCSE_STORAGE_ATTEMPTS"
 CONNECT_TIMEOUT_ENV = "STRUCTCSE_STORAGE_CONNECT_TIMEOUT"
+READ_TIMEOUT_ENV = "STRUCTCSE_STORAGE_READ_TIMEOUT"
+SETTINGS_ENV = (ATTEMPTS_ENV, CONNECT_TIMEOUT_ENV, READ_TIMEOUT_ENV)
 
 _lock = threading.Lock()
 _retries = 0
@@ -42,9 +57,18 @@ def _connect_timeout() -> float:
     return float(os.environ.get(CONNECT_TIMEOUT_ENV) or 5)
 
 
+def _read_timeout() -> float:
+    return float(os.environ.get(READ_TIMEOUT_ENV) or 15)
+
+
+def _count(n: int = 1) -> None:
+    global _retries
+    with _lock:
+        _retries += n
+
+
 def _count_retry(**kwargs) -> None:
     """botocore's ``needs-retry`` hook is asked after every attempt; count the attempts it retries."""
-    global _retries
     response = kwargs.get("response")
     if response is None and kwargs.get("caught_exception") is None:
         return
@@ -55,8 +79,7 @@ def _count_retry(**kwargs) -> None:
         if status < 500 and error.get("Code") not in {"SlowDown", "Throttling", "ThrottlingException",
                                                          "RequestTimeout", "RequestTimeTooSkewed"}:
             return
-    with _lock:
-        _retries += 1
+    _count()
 
 
 def retries() -> int:
@@ -65,18 +88,145 @@ def retries() -> int:
 
 
 def storage_options(protocol: str) -> dict:
-    """The fsspec options of ``protocol``'s filesystem: bounded retries and timeouts."""
+    """The fsspec options of ``protocol``'s filesystem: bounded retries and timeouts, no listing cache."""
     if protocol in ("s3", "s3a"):
         from aiobotocore.session import AioSession
 
         session = AioSession()
         session.register("needs-retry.s3", _count_retry)
-        return {"session": session,
-                "config_kwargs": {"retries": {"mode": "standard", "max_attempts": _attempts()},
-                                  "connect_timeout": _connect_timeout(), "read_timeout": 60}}
+        return {"session": session, "use_listings_cache": False,
+                "config_kwargs": {"retries": {"mode": "standard", "total_max_attempts": _attempts()},
+                                  "connect_timeout": _connect_timeout(), "read_timeout": _read_timeout()}}
     if protocol in ("gs", "gcs"):
-        return {"retries": _attempts()}
+        from aiohttp import ClientTimeout
+
+        # sock_read: the longest wait for a byte (headers or body), not a cap on a whole large download
+        return {"use_listings_cache": False,
+                "requests_timeout": ClientTimeout(total=None, sock_connect=_connect_timeout(),
+                                                  sock_read=_read_timeout())}
     return {}
+
+
+def _bounded_s3():
+    """s3fs's ``S3FileSystem`` with one retry loop per request, botocore's: s3fs's ``_call_s3`` wraps every
+    call in its own ``retries`` (5) attempts around botocore's, so botocore's ``max_attempts=2`` (which counts
+    the retries after the first attempt: 3 requests; ``total_max_attempts`` counts them all) made 15 requests
+    (and a ``cat``'s read wrapper 5 times more). Here a call is made once by s3fs (botocore retries it), and
+    what botocore gave up on is raised as not retryable; ``retries`` (our attempts) is left to s3fs's body
+    re-reads (``cat_file``, ranged reads of ``open``, ``get_file``), which retry only a body cut short. Each
+    failed body read is counted."""
+    from s3fs import S3FileSystem
+    from s3fs.core import S3_RETRYABLE_ERRORS, _error_wrapper
+
+    class _Body:
+        """A ``get_object`` body whose failed reads (a reset or a short body) are counted."""
+
+        def __init__(self, body):
+            self._body = body
+
+        def __getattr__(self, name):
+            return getattr(self._body, name)
+
+        async def read(self, *args, **kwargs):
+            try:
+                return await self._body.read(*args, **kwargs)
+            except S3_RETRYABLE_ERRORS:
+                _count()
+                raise
+
+        def close(self):
+            return self._body.close()
+
+    class BoundedS3FileSystem(S3FileSystem):
+        # s3fs's body re-reads; the requests' attempts are botocore's total_max_attempts
+        retries = property(lambda self: _attempts())
+
+        async def _call_s3(self, method, *akwarglist, **kwargs):
+            await self.set_session()
+            s3 = await self.get_s3(kwargs.get("Bucket"))
+            call = getattr(s3, method)
+            additional = self._get_s3_method_kwargs(call, *akwarglist, **kwargs)
+            try:
+                out = await _error_wrapper(call, kwargs=additional, retries=1)
+            except S3_RETRYABLE_ERRORS as e:  # botocore's attempts are spent: not one for s3fs's read retries
+                raise OSError(f"{type(e).__name__}: {e}") from e
+            if method == "get_object" and isinstance(out, dict) and "Body" in out:
+                out["Body"] = _Body(out["Body"])
+            return out
+
+    BoundedS3FileSystem.__module__, BoundedS3FileSystem.__qualname__ = __name__, "BoundedS3FileSystem"
+    return BoundedS3FileSystem
+
+
+def _bounded_gcs():
+    """gcsfs's ``GCSFileSystem`` retrying ``STRUCTCSE_STORAGE_ATTEMPTS`` times: gcsfs decorates ``_request``
+    (and its file downloads) with ``retry_request(retries=6)`` when the class is defined, so neither a
+    ``retries=`` argument nor an instance attribute changes it. Here the undecorated methods of
+    ``gcsfs.core.GCSFileSystem`` are wrapped again with our attempts, each failed attempt that gcsfs retries
+    (or gives up on) counted; ``_get_file_concurrent``, whose parts are requests retried on their own, is made
+    once. The class sits under gcsfs's experimental ``ExtendedGcsFileSystem`` where gcsfs exports that one
+    (its zonal and HNS buckets' gRPC calls keep their own retry settings)."""
+    import functools
+    import logging
+
+    import gcsfs
+    from gcsfs.core import GCSFileSystem as Core
+    from gcsfs.retry import is_retriable, retry_request
+
+    class RaisedAnyway(logging.Filter):
+        """``retry_request`` logs the error it gives up on, traceback and all, then raises it: the caller
+        says it (a command in one line)."""
+
+        def filter(self, record):
+            return record.funcName != "retry_request"
+
+    logging.getLogger("gcsfs").addFilter(RaisedAnyway())
+
+    @functools.lru_cache(maxsize=None)
+    def retrying(name: str, attempts: int):
+        inner = getattr(Core, name).__wrapped__
+
+        async def attempt(self, *args, **kwargs):
+            try:
+                return await inner(self, *args, **kwargs)
+            except Exception as e:
+                if is_retriable(e):
+                    _count()
+                raise
+
+        attempt.__name__ = inner.__name__
+        return retry_request(retries=attempts)(attempt)
+
+    class BoundedCore(Core):
+        retries = property(lambda self: _attempts())
+
+        async def _request(self, *args, **kwargs):
+            return await retrying("_request", self.retries)(self, *args, **kwargs)
+
+        async def _get_file_request(self, *args, **kwargs):
+            return await retrying("_get_file_request", self.retries)(self, *args, **kwargs)
+
+        _get_file_concurrent = Core._get_file_concurrent.__wrapped__
+
+    if gcsfs.GCSFileSystem is Core:
+        cls = BoundedCore
+    else:
+        class cls(gcsfs.GCSFileSystem, BoundedCore):  # MRO: Extended, ..., BoundedCore, Core
+            pass
+    cls.__module__, cls.__name__, cls.__qualname__ = __name__, "BoundedGCSFileSystem", "BoundedGCSFileSystem"
+    return cls
+
+
+_CLASSES = {"BoundedS3FileSystem": _bounded_s3, "BoundedGCSFileSystem": _bounded_gcs}
+
+
+def __getattr__(name: str):
+    """The bounded filesystem classes, made on first use (s3fs and gcsfs are the ``cloud`` extra's) and
+    importable by name, so an instance pickles."""
+    if name in _CLASSES:
+        cls = globals()[name] = _CLASSES[name]()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _instances: dict = {}
@@ -94,11 +244,14 @@ def filesystem(path: str | os.PathLike):
         return fsspec.filesystem("file"), os.path.abspath(os.path.expanduser(text))
     protocol = {"s3a": "s3", "gcs": "gs"}.get(protocol, protocol)
     key = (protocol, os.getpid(), os.environ.get("AWS_ENDPOINT_URL_S3"), os.environ.get("AWS_ENDPOINT_URL"),
-           os.environ.get("STORAGE_EMULATOR_HOST"))
+           os.environ.get("STORAGE_EMULATOR_HOST"), *(os.environ.get(name) for name in SETTINGS_ENV))
     fs = _instances.get(key)
     if fs is None:
-        cls = fsspec.get_filesystem_class(protocol)
-        fs = cls(**storage_options(protocol), skip_instance_cache=True) if protocol in ("s3", "gs") else cls()
+        if protocol in ("s3", "gs"):
+            cls = __getattr__({"s3": "BoundedS3FileSystem", "gs": "BoundedGCSFileSystem"}[protocol])
+            fs = cls(**storage_options(protocol), skip_instance_cache=True)
+        else:
+            fs = fsspec.get_filesystem_class(protocol)()
         _instances[key] = fs
     return fs, fs._strip_protocol(text) if hasattr(fs, "_strip_protocol") else strip_protocol(text)
 
@@ -147,8 +300,8 @@ def _endpoint(protocol: str) -> str:
 
 
 def check_storage(uri: str, what: str = "storage") -> None:
-    """For a bucket URI: raise :class:`StorageError` in one line, within seconds, when its endpoint does not
-    answer or its bucket does not exist. Local paths and ``memory://`` pass."""
+    """For a bucket URI: raise :class:`StorageError` in one line when its endpoint does not answer (after the
+    module's attempts, within its bound) or its bucket does not exist. Local paths and ``memory://`` pass."""
     from fsspec.core import split_protocol
 
     from infra.secrets import redact_text
@@ -162,15 +315,23 @@ def check_storage(uri: str, what: str = "storage") -> None:
     if protocol == "s3":
         import botocore.session
         from botocore.config import Config
-        from botocore.exceptions import ClientError, EndpointConnectionError, ConnectTimeoutError
+        from botocore.exceptions import ClientError, HTTPClientError
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+        from botocore.exceptions import NoCredentialsError
 
-        client = botocore.session.get_session().create_client(
-            "s3", config=Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=3, read_timeout=10))
+        session = botocore.session.get_session()
+        session.register("needs-retry.s3", _count_retry)
+        client = session.create_client("s3", config=Config(
+            retries={"mode": "standard", "total_max_attempts": _attempts()}, connect_timeout=_connect_timeout(),
+            read_timeout=_read_timeout()))
         try:
             client.head_bucket(Bucket=bucket)
-        except (EndpointConnectionError, ConnectTimeoutError) as e:
+        except (BotoConnectionError, HTTPClientError) as e:  # refused, reset, timed out: after every attempt
             raise StorageError(f"{what} {redact_text(uri)}: the S3 endpoint {endpoint} does not answer "
-                               f"({type(e).__name__})") from None
+                               f"({type(e).__name__} after {_attempts()} attempts; {ATTEMPTS_ENV})") from None
+        except NoCredentialsError:
+            raise StorageError(f"{what} {redact_text(uri)}: no S3 credentials found for {endpoint} (the provider "
+                               "chain: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, an instance role)") from None
         except ClientError as e:
             code = str(e.response.get("Error", {}).get("Code", ""))
             if code in ("404", "NoSuchBucket", "NotFound"):
@@ -181,25 +342,27 @@ def check_storage(uri: str, what: str = "storage") -> None:
                                    "(check the credentials in the environment)") from None
             raise StorageError(f"{what} {redact_text(uri)}: {endpoint} answered {code or e}") from None
         return
-    import requests
+    import asyncio
 
-    host = os.environ.get("STORAGE_EMULATOR_HOST")
-    base = (host if host and "://" in host else f"http://{host}") if host else "https://storage.googleapis.com"
-    fs, _ = filesystem(uri)
+    import aiohttp
+    from gcsfs.retry import HttpError
+
+    fs, _ = filesystem(uri)  # the same attempts, timeouts and retry count as every gs:// request
     try:
-        if host:
-            answer = requests.get(f"{base}/storage/v1/b/{bucket}", timeout=(3, 10))
-            status = answer.status_code
-        else:
-            status = 200 if fs.exists(bucket) else 404
-    except requests.RequestException as e:
-        raise StorageError(f"{what} {redact_text(uri)}: the GCS endpoint {endpoint} does not answer "
-                           f"({type(e).__name__})") from None
-    if status == 404:
+        fs.call("GET", "b/{}", bucket, json_out=True)
+    except FileNotFoundError:
         raise StorageError(f"{what} {redact_text(uri)}: bucket {bucket!r} does not exist at {endpoint} "
-                           "(it is never created for you)")
-    if status >= 400:
-        raise StorageError(f"{what} {redact_text(uri)}: {endpoint} answered HTTP {status}")
+                           "(it is never created for you)") from None
+    except HttpError as e:
+        raise StorageError(f"{what} {redact_text(uri)}: {endpoint} answered HTTP {e.code}") from None
+    except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as e:
+        raise StorageError(f"{what} {redact_text(uri)}: the GCS endpoint {endpoint} does not answer "
+                           f"({type(e.__cause__ or e).__name__} after {_attempts()} attempts; {ATTEMPTS_ENV})") from None
+    except OSError as e:
+        if "Forbidden" in str(e):
+            raise StorageError(f"{what} {redact_text(uri)}: access to bucket {bucket!r} denied at {endpoint} "
+                               "(check the credentials in the environment)") from None
+        raise StorageError(f"{what} {redact_text(uri)}: {endpoint} answered {redact_text(str(e))[:200]}") from None
 
 
 def report_retries_at_exit(prog: str) -> None:

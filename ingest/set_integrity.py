@@ -230,7 +230,7 @@ def parquet_sizes(folder: str, names: list[str] | None = None) -> dict[str, int]
         return {}
     wanted = None
     out = {}
-    for info in fs.ls(root, detail=True, refresh=True) if hasattr(fs, "invalidate_cache") else fs.ls(root, detail=True):
+    for info in fs.ls(root, detail=True):
         name = info["name"].rstrip("/").rsplit("/", 1)[-1]
         if name.endswith(".parquet") and not name.startswith((".", "_")) and (wanted is None or name in wanted):
             out[name] = int(info["size"])

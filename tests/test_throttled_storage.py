@@ -70,7 +70,10 @@ def test_an_endpoint_that_does_not_answer_is_one_line_in_seconds(monkeypatch):
     from infra.storage import StorageError, check_storage
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")  # the discard port: nothing listens
+    monkeypatch.setenv("STRUCTCSE_STORAGE_ATTEMPTS", "3")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "any-key")  # signed, then sent: the endpoint is what fails
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "any-secret")  # the pre-flight makes the attempts every request makes
     started = time.time()
-    with pytest.raises(StorageError, match=r"the S3 endpoint http://127.0.0.1:9 does not answer"):
+    with pytest.raises(StorageError, match=r"the S3 endpoint http://127.0.0.1:9 does not answer .* after 3 attempts"):
         check_storage("s3://any-bucket/sets", "--data")
     assert time.time() - started < 20

@@ -70,7 +70,6 @@ def run_checkpoints(run_dir: str, fingerprint: str | None) -> list[RunCheckpoint
 
     fs, root = filesystem(run_dir)
     root = root.rstrip("/")
-    fs.invalidate_cache(root)  # Ray Train's workers wrote here from other processes
     try:
         names = fs.ls(root, detail=False)
     except FileNotFoundError:
