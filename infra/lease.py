@@ -78,14 +78,17 @@ def describe(record: dict) -> str:
     owner = record.get("owner", {})
     age = time.time() - float(record.get("renewed", 0) or 0)
     return (f"{record.get('command') or 'another writer'} (host {owner.get('host', '?')}, pid {owner.get('pid', '?')}, "
-            f"since {record.get('acquired', '?')}, renewed {max(0, age):.0f} s ago)")
+            f"since {record.get('acquired', '?')}, renewed {max(0, age):.0f} s ago; its lease expires "
+            f"{float(record.get('ttl_s', 0) or 0):.0f} s after its last renewal)")
 
 
 class Lease:
     """``with Lease(uri, what, command):`` — hold the lease object ``uri`` for the block."""
 
-    def __init__(self, uri: str, what: str, command: str | None = None, ttl_s: float | None = None):
+    def __init__(self, uri: str, what: str, command: str | None = None, ttl_s: float | None = None,
+                 target: str | None = None):
         self.uri, self.what, self.command = uri, what, command
+        self.target = target or uri.rsplit("/", 1)[0]  # what the lease guards, as messages name it
         self.ttl = float(ttl_s if ttl_s is not None else _ttl())
         self.id = uuid.uuid4().hex
         self.token: str | None = None
@@ -110,9 +113,8 @@ class Lease:
                 break
             except LeaseHeld as held:
                 if time.monotonic() >= deadline:
-                    raise LeaseHeld(f"{self.what} {redact_text(self.uri.rsplit('/', 1)[0])} is being written by "
-                                    f"{held}; wait for it to end (or set {WAIT_ENV}), or stop it; a lease not "
-                                    f"renewed for {self.ttl:.0f} s expires") from None
+                    raise LeaseHeld(f"{self.what} {redact_text(self.target)} is being written by "
+                                    f"{held}; wait for it to end (or set {WAIT_ENV}), or stop it") from None
                 time.sleep(min(2.0, max(0.1, deadline - time.monotonic())))
         self._thread = threading.Thread(target=self._renew, name=f"lease:{self.what}", daemon=True)
         self._thread.start()
@@ -160,7 +162,7 @@ class Lease:
     def check(self) -> None:
         """Raise :class:`LeaseLost` when the lease is no longer this writer's (before a publishing step)."""
         if self.lost:
-            raise LeaseLost(f"{self.what} {self.uri.rsplit('/', 1)[0]}: {self.lost} (this writer was not heard "
+            raise LeaseLost(f"{self.what} {self.target}: {self.lost} (this writer was not heard "
                             f"from for {self.ttl:.0f} s); nothing was published")
 
     def release(self) -> None:

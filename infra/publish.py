@@ -93,7 +93,7 @@ def publish_folder(local_dir: str | os.PathLike, dest: str | os.PathLike, what: 
     files = _local_files(src)
     dest_text = os.fspath(dest).rstrip("/")
     check_destination(dest_text, what)
-    with Lease(lease_uri(dest_text), what, command or f"publishing {what}") as lease:
+    with Lease(lease_uri(dest_text), what, command or f"publishing {what}", target=dest_text) as lease:
         if _is_uri(dest_text):
             _publish_remote(src, files, dest_text, lease)
         else:

@@ -61,8 +61,13 @@ def run_lease(run_folder: str, command: str):
     refused (``infra.owned``), and a second run with the same storage and name refuses in one line naming the
     first (``infra.lease``: ``_lease-run.json`` in the folder, renewed while the driver lives)."""
     from infra.lease import Lease
-    from infra.owned import check_destination, claim
+    from infra.owned import ForeignDestination, bucket_root, check_destination, claim
+    from infra.secrets import redact_text
 
+    storage = run_folder.rstrip("/").rsplit("/", 1)[0]
+    if bucket_root(storage):
+        raise ForeignDestination(f"--storage {redact_text(storage)} is a bucket root: structcse never writes one; "
+                                 f"give a folder in it (--storage {redact_text(storage)}/runs)")
     check_destination(run_folder, "run folder")
     with Lease(f"{run_folder.rstrip('/')}/{RUN_LEASE}", "run folder", command) as lease:
         claim(run_folder, command)
