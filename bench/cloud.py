@@ -294,7 +294,8 @@ def main(argv=None) -> int:
     ap.add_argument("--stages", nargs="+", default=STAGES,
                     help="the stages to run (ingest always runs: the others read its sets)")
     ap.add_argument("--fault-rate", type=float, default=0.0,
-                    help="the share of the bucket's requests answered 503 SlowDown or reset (tests/fault_proxy.py)")
+                    help="the share of the bucket's requests answered 503 SlowDown, reset (before or after "
+                         "the store applied them) or cut short (tests/fault_proxy.py)")
     args = ap.parse_args(argv)
     out = (args.out or Path(tempfile.mkdtemp(prefix="structcse-cloud-"))).resolve()
     result = run_cloud(out, args.stages, args.fault_rate)
@@ -306,14 +307,18 @@ def main(argv=None) -> int:
 
 def run_cloud(out: Path, stages_to_run: list[str], fault_rate: float = 0.0, seed: int = 0) -> dict:
     """Every stage local vs s3 (see the module docstring); with ``fault_rate`` the bucket's side goes through
-    ``tests/fault_proxy.FaultProxy`` (that share of requests answered 503 SlowDown or reset)."""
+    ``tests/fault_proxy.FaultProxy`` (that share of requests answered 503 SlowDown, reset before or after the
+    store applied them, or a GET's body cut in half)."""
     from tests.fault_proxy import FaultProxy
     from tests.s3_server import start_s3_server
 
     args = argparse.Namespace(stages=stages_to_run)
     out.mkdir(parents=True, exist_ok=True)
     server, server_endpoint = start_s3_server(BUCKET, "structcse-bench-key", "structcse-bench-secret")
-    faults = FaultProxy(server_endpoint, rate=0.0, seed=seed)  # the setup's uploads unthrottled
+    # of the faults, a fifth each: reset before the store saw it, reset after it applied it, a GET's body cut in
+    # half; the rest 503 SlowDown. The setup's uploads unthrottled.
+    faults = FaultProxy(server_endpoint, rate=0.0, seed=seed, reset_share=0.2, reset_after_share=0.2,
+                        truncate_share=0.2)
     proxy = CountingProxy(int(faults.endpoint.rsplit(":", 1)[1]))
     proxy.start()
     os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint  # every client (and Ray's workers) through the counter
