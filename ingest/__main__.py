@@ -115,6 +115,7 @@ def main(argv=None) -> int:
     if missing:  # before Ray starts
         print(f"ingest: error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
+    from infra.owned import NotOurs, check_destination
     from infra.publish import IncompleteError
     from infra.storage import StorageError, check_storage
 
@@ -122,6 +123,7 @@ def main(argv=None) -> int:
         for path, what in [(cfg.out, "--out"), *((p, "--wikipedia") for p in cfg.wikipedia),
                            *((p, "--wikidata") for p in cfg.wikidata)]:
             check_storage(path, what)
+        check_destination(cfg.out, "--out")  # a bucket root, a user's folder: refused, nothing deleted
     except StorageError as e:
         print(f"ingest: error: {e}", file=sys.stderr)
         return 2
@@ -135,7 +137,7 @@ def main(argv=None) -> int:
 
     try:
         manifest = run_ingest(cfg)
-    except (FileNotFoundError, DumpFormatError, SchemaError, StorageError, IncompleteError) as e:
+    except (FileNotFoundError, DumpFormatError, SchemaError, StorageError, IncompleteError, NotOurs) as e:
         print(f"ingest: error: {e}", file=sys.stderr)
         return 2
     lost = lost_input(manifest)

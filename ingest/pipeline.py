@@ -288,7 +288,8 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     if wikidata_set:
         pair_stats = entity_pairs.build_entity_pairs(out, wikidata_set, task_cfg, log=log)
         manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
-        entity_manifest = {**common, "set": "entities", "rows": pair_stats["entities"], "files": ["entities.parquet"],
+        entity_manifest = {**common, "set": "entities", "rows": pair_stats["entities"],
+                           "files": ["entities.parquet"],
                            "entity_link_threshold": cfg.entity_link_threshold, "types": pair_stats["types"]}
         write_set_manifest(entity_manifest, f"{out}/entities")
         write_set_manifest({**common, "set": "entity_pairs", "rows": pair_stats["entity_pairs"],

@@ -393,6 +393,6 @@ def rerun_hint(folder: str) -> str:
         return "rerun the job that wrote it, then this command"
     if marker.get("status") == "running":
         return (f"the {marker.get('job')} job writing {redact_text(marker.get('out') or out)} (started "
-                f"{marker.get('started', '?')}) is rewriting it: let it finish (or {_rerun(marker, redact_text(out))}), "
-                "then rerun this command")
+                f"{marker.get('started', '?')}) is rewriting it: let it finish (or "
+                f"{_rerun(marker, redact_text(out))}), then rerun this command")
     return f"{_rerun(marker, redact_text(out))} if it was killed, then rerun this command"

@@ -154,7 +154,7 @@ def _changed(pinned_set_path: str, kind: str | None, name: str, was: str, now: s
 
     folder = os.fspath(pinned_set_path)
     label = f"set {kind!r}" if kind else "set"
-    return schemas.SchemaError(f"{label} at {redact_text(folder)}: {name} changed since it was checked ({was} -> "
+    return schemas.SchemaError(f"{label} at {redact_text(folder)}: {name} {_CHANGED} ({was} -> "
                                f"{now}); this reader reads only the files it checked, so it stopped; "
                                f"{rerun_hint(folder) if _is_folder(folder) else 'rerun this command'}")
 
@@ -255,6 +255,25 @@ def pinned_dataset(pinned: PinnedSet, columns: list[str] | None = None):
     return ray.data.from_items([{"index": i} for i in range(len(pinned.files))],
                                override_num_blocks=max(1, len(pinned.files))).map_batches(
         read_pinned_batch, batch_format="pyarrow", batch_size=1, fn_kwargs={"pinned": pinned, "columns": columns})
+
+
+_CHANGED = "changed since it was checked"
+
+
+def pinned_refusal(error: BaseException) -> schemas.SchemaError | None:
+    """The one-line ``SchemaError`` of a pinned read (:func:`read_pinned_file`) that failed inside a Ray task or
+    a Ray Train worker, out of the error Ray wraps it in (its message holds the worker's traceback), or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = str(error)
+        if isinstance(error, schemas.SchemaError) and _CHANGED in text and "\n" not in text:
+            return error
+        for line in text.splitlines():
+            if _CHANGED in line and "SchemaError: " in line:
+                return schemas.SchemaError(line.split("SchemaError: ", 1)[1].strip())
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def read_table(path: str | Path, columns: list[str] | None = None, *, kind: str | None = None) -> pa.Table:

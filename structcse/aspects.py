@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -55,9 +56,16 @@ def build_sets(args, out: Path, log) -> Path:
     if args.wikipedia:
         from ingest.pipeline import IngestConfig, run_ingest
 
+        from infra.owned import NotOurs
+        from infra.storage import StorageError
+
         log(f"[aspects] ingest {len(args.wikipedia)} Wikipedia dump(s) + Wikidata -> {sets}")
-        run_ingest(IngestConfig(wikipedia=list(args.wikipedia), wikidata=list(args.wikidata or []), out=str(sets),
-                                seed=args.seed), log=log)
+        try:
+            run_ingest(IngestConfig(wikipedia=list(args.wikipedia), wikidata=list(args.wikidata or []),
+                                    out=str(sets), seed=args.seed), log=log)
+        except (StorageError, NotOurs) as e:  # a user's folder, a second job into it: one line, exit 2
+            print(f"structcse aspects: error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
     argv = ["--intros", str(sets / "intros"), "--out", str(out / "aspects"), "--aspects", *args.aspects,
             "--seed", str(args.seed), "--random-negatives", str(args.random_negatives)]
     if args.triplets_per_anchor:

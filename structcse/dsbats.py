@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -31,7 +32,14 @@ def build_sets(args, out: Path, log) -> tuple[Path, dict]:
     check_network(network)
     sets = out / "sets"
     log(f"[dsbats] DSBATS-sn from {args.bats} with {network['kind']} -> {sets}")
-    return sets, build_dsbats(args.bats, network, str(sets), cfg, log=log)
+    from infra.owned import NotOurs
+    from infra.storage import StorageError
+
+    try:
+        return sets, build_dsbats(args.bats, network, str(sets), cfg, log=log)
+    except (StorageError, NotOurs) as e:  # a user's folder, a second job into it: one line, exit 2
+        print(f"structcse dsbats: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def score(name: str, path: str, sets: Path, args, log) -> dict:

@@ -85,6 +85,13 @@ def _run(cfg: TrainConfig, plan: RunPlan, callbacks, started: float, log, run_fi
     bar = ProgressBar(progress_file) if progress_file else None
     try:
         result = trainer.fit()
+    except Exception as error:
+        from ingest.sets import pinned_refusal
+
+        refusal = pinned_refusal(error)  # a set file changed under the run: the worker's one line, not Ray's trace
+        if refusal is None:
+            raise
+        raise refusal from None
     finally:
         if bar is not None:
             bar.close()

@@ -95,31 +95,53 @@ def write_labels(labels, out: str, args: argparse.Namespace) -> dict:
     path = f"{out.rstrip('/')}/aspect_labels"
     write_table(labels.sort_by([("qid", "ascending"), ("property", "ascending")]), f"{path}/part-00000.parquet")
     source = {"wikidata_set": args.wikidata_set} if args.wikidata_set else {"sparql": args.sparql}
-    return write_manifest(path, "aspect_labels", labels.num_rows, source=source, cls=args.cls,
-                          subclasses=args.subclasses, properties=list(args.aspects), wiki=args.wiki,
+    return write_manifest(path, "aspect_labels", labels.num_rows, files=["part-00000.parquet"], source=source,
+                          cls=args.cls, subclasses=args.subclasses, properties=list(args.aspects), wiki=args.wiki,
                           language=args.language, entities=len(set(labels["qid"].to_pylist())))
+
+
+def start_aspects_job(out: str, command: str, variants: list[str], labels: bool) -> str:
+    """The aspects job's marker, lease and claim on ``out`` (``ingest.set_integrity.start_job``): its nested
+    variant folders carry the marker too, the sets it rewrites are emptied of an earlier run's parts, and the
+    variant folders an earlier aspects run wrote and this one does not are removed."""
+    from ingest.set_integrity import remove_stale_subsets, start_job
+
+    sets = ["aspect_docs", *(f"{v}/aspect_triplets" for v in variants)] + (["aspect_labels"] if labels else [])
+    job_id = start_job(out, "aspects", command, nested=variants, sets=sets)
+    remove_stale_subsets(out, "aspects", keep=variants)
+    return job_id
 
 
 def main(argv=None) -> int:
     from infra.logs import setup_logging_from_argv
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
+    from infra.owned import NotOurs
+    from infra.storage import StorageError
     from ingest.schemas import SchemaError
 
+    errors = (ValueError, SchemaError, FileNotFoundError, StorageError, NotOurs)  # one line, exit 2
     args = parse_args(argv)
+    from infra.owned import check_destination
+
+    try:
+        check_destination(args.out, "--out")  # a bucket root, a user's folder: refused before any work
+    except StorageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.pwc:
-        from ingest.aspects.pwc import build_pwc_sets
+        from ingest.aspects.pwc import aspects_in, build_pwc_sets
+        from ingest.set_integrity import finish_job
 
-        from ingest.set_integrity import finish_job, start_job
-
-        job_id = start_job(args.out, "aspects", "python -m ingest.aspects --pwc")
         try:
+            aspects = list(args.aspects) if args.aspects else aspects_in(args.pwc)
+            job_id = start_aspects_job(args.out, "python -m ingest.aspects --pwc", aspects, labels=False)
             build_pwc_sets(args.pwc, args.out, aspects=args.aspects, fold=args.fold, seed=args.seed,
                            triplets_per_anchor=args.triplets_per_anchor)
-        except (ValueError, FileNotFoundError) as e:
+            finish_job(args.out, job_id)
+        except errors as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        finish_job(args.out, job_id)
         return 0
     if not args.intros:
         print("error: --intros is required with --wikidata-set or --sparql", file=sys.stderr)
@@ -129,16 +151,22 @@ def main(argv=None) -> int:
     try:
         check(args, cfg)
         labels = labels_of(args)
-    except (ValueError, SchemaError, FileNotFoundError) as e:
+    except errors as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from ingest.aspects.triplets import build_aspect_sets
-    from ingest.set_integrity import finish_job, start_job
+    from ingest.set_integrity import finish_job
 
-    job_id = start_job(args.out, "aspects", "python -m ingest.aspects")  # its sets are whole once it is done
-    write_labels(labels, args.out, args)
-    build_aspect_sets(labels, args.intros, args.out, cfg)
-    finish_job(args.out, job_id)
+    try:
+        # its sets are whole once it is done
+        job_id = start_aspects_job(args.out, "python -m ingest.aspects", [n for n, _, _ in cfg.variant_specs()],
+                                   labels=True)
+        write_labels(labels, args.out, args)
+        build_aspect_sets(labels, args.intros, args.out, cfg)
+        finish_job(args.out, job_id)
+    except (StorageError, NotOurs) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -311,12 +311,13 @@ def pwc_docs(aspect: str, test: FoldPairs, docs: dict[str, Doc]) -> tuple[list[d
     return rows, stats
 
 
-def _write_rows(rows: list[dict], schema: pa.Schema, path: str) -> int:
+def _write_rows(rows: list[dict], schema: pa.Schema, path: str) -> tuple[int, list[str]]:
+    """(rows written, the files written: what the set's manifest lists)."""
     files = max(1, math.ceil(len(rows) / FILE_ROWS))
-    for i in range(files):
-        write_table(pa.Table.from_pylist(rows[i * FILE_ROWS:(i + 1) * FILE_ROWS], schema=schema),
-                    f"{path}/part-{i:05d}.parquet")
-    return len(rows)
+    names = [f"part-{i:05d}.parquet" for i in range(files)]
+    for i, name in enumerate(names):
+        write_table(pa.Table.from_pylist(rows[i * FILE_ROWS:(i + 1) * FILE_ROWS], schema=schema), f"{path}/{name}")
+    return len(rows), names
 
 
 def build_pwc_sets(root: str | Path, out: str, *, aspects: list[str] | None = None, fold=1, seed: int = 42,
@@ -346,9 +347,9 @@ def build_pwc_sets(root: str | Path, out: str, *, aspects: list[str] | None = No
         train, test, _ = read_pwc_fold(root, aspect, fold, unknown=unknown, docs=docs)
         rows, stats = pwc_triplets(aspect, train, docs, seed=seed, triplets_per_anchor=triplets_per_anchor)
         path = f"{out}/{aspect}/aspect_triplets"
-        written = _write_rows(rows, schemas.ASPECT_TRIPLETS, path)
+        written, files = _write_rows(rows, schemas.ASPECT_TRIPLETS, path)
         write_manifest(path, "aspect_triplets", written, variant="single", kind="single", aspects=[aspect],
-                       source="pwc", config=config, inputs=inputs, pairs=train.summary(), **stats)
+                       source="pwc", config=config, inputs=inputs, pairs=train.summary(), files=files, **stats)
         rows_d, stats_d = pwc_docs(aspect, test, docs)
         doc_rows.extend(rows_d)
         doc_stats_by_aspect[aspect] = stats_d
@@ -357,8 +358,9 @@ def build_pwc_sets(root: str | Path, out: str, *, aspects: list[str] | None = No
                               "test_pairs": test.summary(), "docs": stats_d}
         log(f"[pwc] {aspect} fold {fold}: {written} triplets from {train.read} train pairs "
             f"(skipped {dict(train.skipped)}); {stats_d['docs']} test docs, {stats_d['seeds']} seeds")
-    written_docs = _write_rows(doc_rows, schemas.ASPECT_DOCS, f"{out}/aspect_docs")
+    written_docs, doc_files = _write_rows(doc_rows, schemas.ASPECT_DOCS, f"{out}/aspect_docs")
     write_manifest(f"{out}/aspect_docs", "aspect_docs", written_docs, source="pwc", config=config, inputs=inputs,
+                   files=doc_files,
                    label_encoding="one label '<aspect>:pair<i>' per unordered y pair of the test csv",
                    pairs=test_summaries, docs_per_aspect={a: s["docs"] for a, s in doc_stats_by_aspect.items()},
                    per_aspect=doc_stats_by_aspect)

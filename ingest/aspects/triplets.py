@@ -367,9 +367,10 @@ def build_aspect_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectS
     attached = map_buckets(sides, "qid", _attach, cfg.partitions)
     written = map_buckets(attached, ["group", "file"], _write_files, cfg.partitions, out=out,
                           specs={n: (k, a) for n, k, a in specs}).take_all()
-    rows_by_group = Counter()
+    rows_by_group, files_by_group = Counter(), defaultdict(list)
     for w in written:
         rows_by_group[w["group"]] += w["rows"]
+        files_by_group[w["group"]].append(f"part-{w['file']:05d}.parquet")
 
     accounting = {"entities": len(status), "status": entities,
                   "accounted": sum(entities.values()) == len(status) == pc.count_distinct(labels["qid"]).as_py()}
@@ -377,16 +378,20 @@ def build_aspect_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectS
     labels_kept = {p: len({v for q in kept for v in kept[q][p]}) for p in cfg.aspects}
     for name, kind, aspects in specs:
         path = f"{out}/{name}/aspect_triplets"
-        if not rows_by_group[name]:
+        if not files_by_group[name]:
             write_table(schemas.ASPECT_TRIPLETS.empty_table(), f"{path}/part-00000.parquet")
+            files_by_group[name].append("part-00000.parquet")
+        # the manifest lists the files this job wrote (never a listing: an earlier run's parts are not its)
         write_manifest(path, "aspect_triplets", rows_by_group[name], variant=name, kind=kind, aspects=aspects,
-                       config=config, intros=intros_path, entity_accounting=accounting, **variant_stats[name])
-    if not docs:
+                       config=config, intros=intros_path, entity_accounting=accounting,
+                       files=sorted(files_by_group[name]), **variant_stats[name])
+    if not files_by_group["aspect_docs"]:
         write_table(schemas.ASPECT_DOCS.empty_table(), f"{out}/aspect_docs/part-00000.parquet")
+        files_by_group["aspect_docs"].append("part-00000.parquet")
     docs_per_aspect = dict(Counter(p for _, p in docs))
     write_manifest(f"{out}/aspect_docs", "aspect_docs", rows_by_group["aspect_docs"], config=config,
                    intros=intros_path, entity_accounting=accounting, documents=len(test),
-                   docs_per_aspect=docs_per_aspect)
+                   docs_per_aspect=docs_per_aspect, files=sorted(files_by_group["aspect_docs"]))
     manifest = {"config": config, "entity_accounting": accounting, "train_entities": len(train),
                 "test_entities": len(test), "random_pool": len(pool), "distinct_labels": labels_kept,
                 "variants": {n: {"rows": rows_by_group[n], **variant_stats[n]} for n, _, _ in specs},

@@ -79,13 +79,14 @@ def main(argv=None) -> int:
 
     add_verbose_flag(p)
     args = p.parse_args(argv)
+    from infra.storage import StorageError
     from ingest.dsbats.job import build_dsbats
 
     try:
         cfg, network = config_of(args)
         check_network(network)
         build_dsbats(args.bats, network, args.out, cfg)  # reads the BATS folder before Ray starts
-    except (ValueError, FileNotFoundError, OSError) as e:
+    except (ValueError, FileNotFoundError, OSError, StorageError) as e:  # OSError: infra.owned.NotOurs too
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -85,7 +85,8 @@ def build_dsbats(bats_folder: str, network: dict, out: str, cfg: DsbatsConfig, l
 
     cfg.validate()
     out = out.rstrip("/")
-    job_id = start_job(out, "dsbats", "python -m ingest.dsbats")  # its sets are whole once it is done
+    # its sets are whole once it is done; what an earlier run left in them is removed now
+    job_id = start_job(out, "dsbats", "python -m ingest.dsbats", sets=("bats_definitions", "dsbats4cl", "srsd"))
     started = time.perf_counter()
     bats = read_bats(bats_folder, cfg.categories)
     outcomes = run_definitions(bats, network, cfg.senses, cfg.workers).to_pylist()

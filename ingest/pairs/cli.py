@@ -158,9 +158,12 @@ def main(argv=None) -> int:
         from infra.ray_local import local_init_kwargs
 
         ray.init(**local_init_kwargs({"num_cpus": args.num_cpus}))
+    from infra.owned import NotOurs
+    from infra.storage import StorageError
+
     try:
         run_pair_ingest(cfg)
-    except (FileNotFoundError, PairSourceError, schemas.SchemaError) as e:
+    except (FileNotFoundError, PairSourceError, schemas.SchemaError, StorageError, NotOurs) as e:
         print(f"ingest.pairs: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import ray
 
-from infra.storage import filesystem
 from ingest.pairs.negatives import cap_relations, per_premise, random_negatives
 from ingest.pairs.output import files_for, to_final, write_manifests, write_set
 from ingest.pairs.readers import UNITS, read_unit
@@ -27,10 +26,11 @@ from ingest.pairs.sources import PairIngestConfig, PairSourceError, resolve_sour
 from ingest.sets import read_dataset, write_json
 
 
-def _clear(path: str) -> None:
-    fs, local = filesystem(path)
-    if fs.exists(local):
-        fs.rm(local, recursive=True)
+def _clear(out: str, path: str) -> None:
+    """Remove a work folder of the job writing ``out`` (structcse's own: ``infra.owned.remove_owned``)."""
+    from ingest.set_integrity import remove_in_out
+
+    remove_in_out(out, path, "a work folder of the pairs job", "python -m ingest.pairs")
 
 
 def _caps(cfg: PairIngestConfig) -> dict[str, int]:
@@ -153,14 +153,16 @@ def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
     out = cfg.out.rstrip("/")
     work = f"{out}/_work"
     caps = _caps(cfg)
+    from infra.owned import check_destination
+
+    check_destination(out, "--out")  # a bucket root or a user's folder: refused before anything is written
     for path in (f"{work}/pair_units", f"{work}/pair_hf"):
-        _clear(path)
+        _clear(out, path)
     sources, units = resolve_sources(cfg, work, log)  # every source error is raised here, before Ray work
     from ingest.set_integrity import finish_job, start_job
 
-    job_id = start_job(out, "pairs", "python -m ingest.pairs")  # its sets are whole once it is done
-    for path in (f"{out}/nli_triplets", f"{out}/relation_triples"):  # stale parts of an earlier run
-        _clear(path)
+    # its sets are whole once it is done; the stale parts of an earlier run are removed now
+    job_id = start_job(out, "pairs", "python -m ingest.pairs", sets=("nli_triplets", "relation_triples"))
     tags = [s["tag"] for s in sources]
     _start_ray()
 
@@ -172,8 +174,8 @@ def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
                           cfg.relations)
     manifest = write_manifests(cfg, out, sources, read.per_source, read.unit_labels, rows.fates, triplets,
                                relations, rows.relation_counts, rows.caps_applied)
-    _clear(f"{work}/pair_units")
-    _clear(f"{work}/pair_hf")
+    _clear(out, f"{work}/pair_units")
+    _clear(out, f"{work}/pair_hf")
     manifest["seconds"] = round(time.time() - started, 2)
     write_json(manifest, f"{out}/pairs_manifest.json")
     finish_job(out, job_id)
