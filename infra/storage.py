@@ -43,6 +43,7 @@ SETTINGS_ENV = (ATTEMPTS_ENV, CONNECT_TIMEOUT_ENV, READ_TIMEOUT_ENV)
 _lock = threading.Lock()
 _retries = 0
 _reporting = False
+_said = False  # a StorageError of check_storage said this process's storage failure (and its attempts)
 
 
 class StorageError(RuntimeError):
@@ -304,12 +305,21 @@ def check_storage(uri: str, what: str = "storage") -> None:
     module's attempts, within its bound) or its bucket does not exist. Local paths and ``memory://`` pass."""
     from fsspec.core import split_protocol
 
-    from infra.secrets import redact_text
-
+    global _said
     protocol, rest = split_protocol(os.fspath(uri))
     protocol = {"s3a": "s3", "gcs": "gs"}.get(protocol or "", protocol)
     if protocol not in ("s3", "gs"):
         return
+    try:
+        _check(protocol, rest, uri, what)
+    except StorageError:
+        _said = True  # the one line a command prints says it: no second line about the retries at exit
+        raise
+
+
+def _check(protocol: str, rest: str, uri: str, what: str) -> None:
+    from infra.secrets import redact_text
+
     bucket = rest.split("/", 1)[0]
     endpoint = redact_text(_endpoint(protocol))
     if protocol == "s3":
@@ -377,7 +387,7 @@ def report_retries_at_exit(prog: str) -> None:
     _reporting = True
 
     def line() -> None:
-        if _retries:
+        if _retries and not _said:
             print(f"{prog}: storage: {_retries} request(s) retried after a throttled, failed or reset attempt "
                   f"(bounded: {_attempts()} attempts each; {ATTEMPTS_ENV})", file=sys.stderr, flush=True)
 

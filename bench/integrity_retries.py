@@ -1,0 +1,134 @@
+"""The retry bound, as a user meets it: against an endpoint that accepts connections and never answers, the
+commands a user runs with a bucket — ``python -m ingest --out``, ``python -m train --storage``, ``python -m eval
+--model``, each with ``s3://`` and with ``gs://`` — fail in one line on stderr, within a minute, and the endpoint
+sees each request exactly ``STRUCTCSE_STORAGE_ATTEMPTS`` times (3 here; s3fs's and gcsfs's own retry loops once
+multiplied them), at the default read timeout (``STRUCTCSE_STORAGE_READ_TIMEOUT``, 15 s) unless the
+environment sets one.
+
+    python bench/integrity_retries.py [--out DIR]
+
+The last line printed is one JSON object: per command its exit code, stderr lines, seconds, the message, and
+``attempts``: how many times the endpoint saw each request (method and path); ``ok`` when every command
+failed with one line in at most 60 s and every request was seen exactly the attempts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from bench.integrity import prepare, say, timed_cli, train_args  # noqa: E402
+
+ATTEMPTS = 3
+BUCKET = "structcse-silent"
+LIMIT_S = 60
+
+
+class SilentEndpoint:
+    """On 127.0.0.1: accepts every connection, reads each request, never answers. ``seen`` counts the requests
+    by their request line's method and path (the query left out)."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.seen: Counter = Counter()
+        self._lock, self._connections = threading.Lock(), []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self._connections.append(conn)
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn):
+        pending = b""
+        while True:
+            try:
+                data = conn.recv(1 << 16)
+            except OSError:
+                return
+            if not data:
+                return
+            pending += data
+            if b"\r\n\r\n" in pending:  # a request head; what follows (a body) is not read as one
+                method, target = (pending.split(b"\r\n", 1)[0].decode("latin-1").split(" ") + ["", ""])[:2]
+                with self._lock:
+                    self.seen[f"{method} {target.split('?', 1)[0]}"] += 1
+                pending = b""
+
+    def stop(self):
+        self.listener.close()
+        for conn in self._connections:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+def commands(setting: dict, protocol: str) -> dict[str, list[str]]:
+    root = f"{protocol}://{BUCKET}"
+    return {
+        "ingest": ["ingest", "--wikipedia", str(setting["world"].wikipedia_dump), "--out", f"{root}/sets"],
+        "train": train_args(setting, f"{root}/runs", "silent", 2),
+        "eval": ["eval", "--task", "sts", "--data", setting["sts"], "--split", "dev", "--model", f"{root}/m"],
+    }
+
+
+def retries_bounded(setting: dict, out: Path) -> dict:
+    """Each command of :func:`commands`, for ``s3://`` and ``gs://``, against its own :class:`SilentEndpoint`."""
+    results = {}
+    for protocol in ("s3", "gs"):
+        for name, args in commands(setting, protocol).items():
+            silent = SilentEndpoint()
+            env = {"STRUCTCSE_STORAGE_ATTEMPTS": str(ATTEMPTS), "AWS_ENDPOINT_URL_S3": silent.endpoint,
+                   "AWS_ACCESS_KEY_ID": "structcse-silent-key", "AWS_SECRET_ACCESS_KEY": "structcse-silent-secret",
+                   "AWS_DEFAULT_REGION": "us-east-1", "STORAGE_EMULATOR_HOST": silent.endpoint,
+                   "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", "STRUCTCSE_CACHE": str(out / "cache")}
+            try:
+                result = timed_cli(args, env=env, timeout=300)
+            finally:
+                silent.stop()
+            result["attempts"] = dict(silent.seen)
+            result["ok"] = (result["exit"] not in (0, None) and result["lines"] == 1 and result["seconds"] <= LIMIT_S
+                            and bool(silent.seen) and all(n == ATTEMPTS for n in silent.seen.values()))
+            results[f"{name}_{protocol}"] = result
+            say(f"retries_bounded {name} {protocol}: {json.dumps(result)}")
+    return {"attempts_setting": ATTEMPTS, "read_timeout_s": float(os.environ.get("STRUCTCSE_STORAGE_READ_TIMEOUT")
+                                                                   or 15),
+            "ok": all(r["ok"] for r in results.values()), "commands": results}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="the setting's folders (default: a temporary one)")
+    args = ap.parse_args(argv)
+    out = (args.out or Path(tempfile.mkdtemp(prefix="structcse-retries-"))).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    setting = prepare(out)
+    import ray
+
+    if ray.is_initialized():  # the setting's ingest started one
+        ray.shutdown()
+    result = retries_bounded(setting, out)
+    print(json.dumps(result, default=str))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
