@@ -25,6 +25,10 @@ Parts (each a key of the last line's JSON):
 * ``gs``: ``bench/integrity_gs.py`` (fake-gcs-server on 127.0.0.1).
 * ``bad_storage``: an endpoint that does not answer, a bucket that does not exist, a model that is not
   there: exit code, lines on stderr, seconds.
+* ``foreign_out``, ``two_writers``, ``reader_during_replace``: ``bench/integrity_ownership.py`` (a user's
+  folder and a bucket root refused with nothing lost; racing writers leave one writer's whole output; a
+  reader during 20 republications sees one version each time).
+* ``reingest_during_train``: ``bench/integrity_sets.py``; ``retries_bounded``: ``bench/integrity_retries.py``.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 BUCKET = "structcse-integrity"
 PARTS = ["bad_storage", "failed_job_feeds_next", "killed_during_publish", "cache_race", "local_mode_resume",
-         "gs", "throttled"]
+         "gs", "foreign_out", "two_writers", "reader_during_replace", "reingest_during_train", "retries_bounded",
+         "throttled"]
 
 
 def say(message: str) -> None:
@@ -224,9 +229,10 @@ def _publishing(storage: str, name: str, what: str):
 
     fs, root = filesystem(f"{storage}/{name}")
 
-    def ready() -> bool:
-        return any(fs.glob(pattern) for pattern in (f"{root}/.{what}.new-*/*", f"{root}/{what}/_publishing.json",
-                                                      f"{root}/{what}/.v-*/*"))
+    def ready() -> bool:  # a copy being written (still marked _publishing.json) with a file of the content in it
+        return any(len(fs.glob(f"{marker.rsplit('/', 1)[0]}/*")) > 1
+                   for pattern in (f"{root}/.{what}.new-*/_publishing.json", f"{root}/{what}/.v-*/_publishing.json")
+                   for marker in fs.glob(pattern))
     return ready
 
 
@@ -289,7 +295,7 @@ def _partial_copy(storage: str, name: str, what: str) -> str | None:
 
     fs, root = filesystem(f"{storage}/{name}")
     for pattern in (f"{root}/.{what}.new-*", f"{root}/{what}/.v-*"):
-        found = fs.glob(pattern)
+        found = [f for f in fs.glob(pattern) if not fs.isfile(f"{f}/_files.json")]  # not a whole version
         if found:
             return found[0] if "://" not in storage else f"{storage.split('://')[0]}://{found[0]}"
     return None
@@ -303,6 +309,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--rate", type=float, default=0.1, help="the throttled part's share of faulty requests")
     ap.add_argument("--parts", nargs="+", default=PARTS, choices=PARTS)
+    ap.add_argument("--repeats", type=int, default=20, help="two_writers' and reader_during_replace's repeats")
     args = ap.parse_args(argv)
     out = (args.out or Path(tempfile.mkdtemp(prefix="structcse-integrity-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -346,6 +353,25 @@ def main(argv=None) -> int:
         from bench.integrity_gs import gs_roundtrip
 
         part("gs", gs_roundtrip, out / "gs")
+    ownership = [p for p in ("foreign_out", "two_writers", "reader_during_replace") if p in args.parts]
+    if ownership:
+        import ray
+
+        if ray.is_initialized():  # the setting's ingest started one; the commands start their own
+            ray.shutdown()
+        from bench.integrity_ownership import run_parts
+
+        found, took = run_parts(setting, out, ownership, args.repeats)
+        result.update(found)
+        seconds.update(took)
+    if "reingest_during_train" in args.parts:
+        from bench.integrity_sets import reingest_during_train
+
+        part("reingest_during_train", reingest_during_train, setting, out)
+    if "retries_bounded" in args.parts:
+        from bench.integrity_retries import retries_bounded
+
+        part("retries_bounded", retries_bounded, setting, out)
     server.stop()
     if "throttled" in args.parts:
         from bench.cloud import STAGES, run_cloud

@@ -165,7 +165,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
     storage = cfg.storage_path if is_uri(cfg.storage_path) else str(Path(cfg.storage_path).expanduser().resolve())
     return RunPlan(
         config=config,
-        worker_config=absolute_paths(config),
+        worker_config=dataclasses.replace(absolute_paths(config), model=pinned_model(cfg.model)),
         method=method,
         set_paths=set_paths,
         num_rows=num_rows,
@@ -244,15 +244,31 @@ def decide_pooling(cfg: TrainConfig) -> tuple[str, str]:
                  f"--set pooling={cfg.pooling} to train with it)")
 
 
+def pinned_model(model: str) -> str:
+    """What the workers load: for a model folder in a bucket, the version its pointer names now (resolved once
+    here, so a republication while the workers start cannot hand them two versions, or fail them); a local
+    folder or a hub name as given (made absolute by :func:`absolute_paths`)."""
+    if not is_uri(model):
+        return absolute_paths_value(model)
+    from infra.publish import IncompleteError, check_complete
+
+    try:
+        return check_complete(model, "model folder")
+    except (IncompleteError, FileNotFoundError) as e:
+        raise ConfigError(str(e)) from None
+
+
+def absolute_paths_value(value):
+    if isinstance(value, str) and value and "://" not in value and Path(value).expanduser().exists():
+        return str(Path(value).expanduser().resolve())
+    return value
+
+
 def absolute_paths(cfg: TrainConfig) -> TrainConfig:
     """A copy of ``cfg`` whose local paths (model folder, data, dev_data, method options that name
     existing files) are absolute: Ray workers do not share the driver's working directory."""
 
-    def fix(value):
-        if isinstance(value, str) and value and "://" not in value and Path(value).expanduser().exists():
-            return str(Path(value).expanduser().resolve())
-        return value
-
+    fix = absolute_paths_value
     options = {name: dataclasses.replace(opts, **{f.name: fix(getattr(opts, f.name)) for f in dataclasses.fields(opts)})
                for name, opts in cfg.method_options.items()}
     # run_name pinned to the name made from the model as given: a resolved symlink would name another folder
