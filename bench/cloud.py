@@ -93,10 +93,13 @@ def train(model: str, data: str, storage: str, name: str, **overrides):
 
 
 def weights(model_path: str) -> dict:
+    """The weights of the model published at ``model_path`` (a bucket's pointer followed)."""
     import fsspec
     from safetensors.torch import load
 
-    fs, path = fsspec.core.url_to_fs(f"{model_path}/model.safetensors")
+    from infra.publish import resolve
+
+    fs, path = fsspec.core.url_to_fs(f"{resolve(model_path)}/model.safetensors")
     return load(fs.cat_file(path))
 
 
