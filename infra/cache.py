@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import socket
 import threading
 import time
@@ -36,10 +35,12 @@ from pathlib import Path
 
 from infra.publish import pid_alive
 
+
 CACHE_ENV = "STRUCTCSE_CACHE"  # where remote models are cached (default ~/.cache/structcse)
 LOCK_TIMEOUT_ENV = "STRUCTCSE_CACHE_LOCK_TIMEOUT_S"  # how long to wait for another process's copy (default: no limit)
 COMPLETE = ".structcse_complete"  # written last in a partial; a cache folder is renamed into place with it
 SOURCE = "source.json"  # the copy's origin, redacted
+OWNER_FILE = ".structcse_owner.json"  # in a partial: the process writing it (infra.lease.this_process)
 STALE_S = 3600.0  # a partial unchanged this long is abandoned, whichever host wrote it
 ATTEMPTS = 3  # copies tried when the content changes while it is being copied
 
@@ -142,12 +143,30 @@ def ensure_copy(fs, source: Source, target: Path) -> Path:
     if (target / COMPLETE).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    _claim_cache(target.parent)
     with _lock(target):
         if (target / COMPLETE).is_file():  # another process finished it while this one waited
             return target
         _set_aside_unmarked(target)
         sweep_partials(target)
         return _download(fs, source, target)
+
+
+def _claim_cache(folder: Path) -> None:
+    """Mark the cache folder as structcse's: what is inside may be removed (``infra.owned.remove_owned``)."""
+    from infra.owned import OWNER, claim
+
+    if not (folder / OWNER).is_file():
+        claim(str(folder), "structcse's cache of remote folders")
+
+
+def _remove(path: Path) -> None:
+    from infra.owned import remove_owned
+
+    try:
+        remove_owned(str(path), "cache folder")
+    except OSError:
+        pass  # another process's sweep got there first, or a file went while it was removed
 
 
 def _lock(target: Path):
@@ -163,7 +182,7 @@ def _set_aside_unmarked(target: Path) -> None:
     if target.exists():
         aside = target.with_name(f"{target.name}.broken.{os.getpid()}")
         os.rename(target, aside)
-        shutil.rmtree(aside, ignore_errors=True)
+        _remove(aside)
 
 
 def sweep_partials(target: Path) -> list[Path]:
@@ -172,16 +191,24 @@ def sweep_partials(target: Path) -> list[Path]:
     removed = []
     for partial in target.parent.glob(f"{target.name}.partial.*"):
         if _abandoned(partial):
-            shutil.rmtree(partial, ignore_errors=True)
+            _remove(partial)
             removed.append(partial)
     return removed
 
 
 def _abandoned(partial: Path) -> bool:
-    owner = partial.name.split(".partial.", 1)[1]
-    pid_text, _, host = owner.partition(".")
-    local = not host or host == socket.gethostname()
-    if local and pid_text.isdigit() and not pid_alive(int(pid_text)):
+    """Its writer ended on this host, boot and pid namespace (``OWNER_FILE``: a pid alone is ambiguous across
+    containers that share a hostname and a volume), or it has not changed for :data:`STALE_S` seconds."""
+    from infra.lease import process_gone
+
+    try:
+        owner = json.loads((partial / OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        owner = None
+    if owner is not None:
+        return process_gone(owner) or time.time() - _last_change(partial) > STALE_S
+    pid_text, _, host = partial.name.split(".partial.", 1)[1].partition(".")  # a copy of an older version's
+    if (not host or host == socket.gethostname()) and pid_text.isdigit() and not pid_alive(int(pid_text)):
         return True
     return time.time() - _last_change(partial) > STALE_S
 
@@ -196,18 +223,23 @@ def _last_change(folder: Path) -> float:
 def _download(fs, source: Source, target: Path) -> Path:
     """Copy ``source`` into a partial beside ``target`` (fsynced, marker last) and rename it into place."""
     partial = target.with_name(f"{target.name}.partial.{os.getpid()}.{socket.gethostname()}")
-    shutil.rmtree(partial, ignore_errors=True)  # this pid's own leftover, from a failed try
+    _remove(partial)  # this pid's own leftover, from a failed try
     try:
+        from infra.lease import this_process
+
+        partial.mkdir()
+        (partial / OWNER_FILE).write_text(json.dumps(this_process()))
         fetched = _fetch_files(fs, source, partial)
         _write_source(source, partial)
         _fsync_tree(partial)
+        (partial / OWNER_FILE).unlink()  # whole now: a copy in place has no writer
         marker = partial / COMPLETE
         marker.write_text("")
         _fsync(marker)
         os.rename(partial, target)
         _fsync(target.parent)
     except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
+        _remove(partial)
         raise
     _count(fetched)
     return target

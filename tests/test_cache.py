@@ -79,7 +79,7 @@ def test_eight_processes_download_once_and_share_one_copy(s3, s3_server, tmp_pat
     copy = Path(answers[0]["path"])
     assert {n: (copy / n).read_bytes() for n in files} == files
     assert json.loads((copy / "source.json").read_text())["uri"] == uri
-    assert {p.name for p in copy.parent.iterdir()} - {f"{copy.name}.lock"} == {copy.name}  # no partial left
+    assert {p.name for p in copy.parent.iterdir()} - {f"{copy.name}.lock", "_structcse.json"} == {copy.name}  # no partial left
 
 
 def test_a_complete_copy_is_never_deleted_when_the_model_changes(s3, s3_server):
@@ -110,16 +110,24 @@ def test_stale_partials_are_swept_under_the_lock(s3, s3_server):
     legacy = target.with_name(f"{target.name}.partial.{_dead_pid()}")  # the old cache's name for one
     abandoned = target.with_name(f"{target.name}.partial.1.other-node")  # another node's, untouched for 2 h
     running = target.with_name(f"{target.name}.partial.1.busy-node")  # another node's, being written now
-    for partial in (killed, legacy, abandoned, running):
+    # another container on this host (same hostname, its own pid namespace): its pid means nothing here
+    from infra.lease import this_process
+
+    dead = _dead_pid()
+    ours_dead = target.with_name(f"{target.name}.partial.{dead}.{here}")
+    other_ns = target.with_name(f"{target.name}.partial.{dead + 1}.{here}")
+    for partial in (killed, legacy, abandoned, running, ours_dead, other_ns):
         (partial / "sub").mkdir(parents=True)
         (partial / "sub" / "weights.bin").write_bytes(b"half")
+    (ours_dead / ".structcse_owner.json").write_text(json.dumps({**this_process(), "pid": dead}))
+    (other_ns / ".structcse_owner.json").write_text(json.dumps({**this_process(), "pid": dead, "pid_ns": "other"}))
     old = time.time() - 7200
     for path in (abandoned, abandoned / "sub", abandoned / "sub" / "weights.bin"):
         os.utime(path, (old, old))
 
     assert local_copy(uri) == target and (target / ".structcse_complete").is_file()
-    assert not killed.exists() and not legacy.exists() and not abandoned.exists()
-    assert running.exists()
+    assert not killed.exists() and not legacy.exists() and not abandoned.exists() and not ours_dead.exists()
+    assert running.exists() and other_ns.exists()
 
 
 def test_a_single_file_is_copied_alone(s3, s3_server):

@@ -26,7 +26,6 @@ written to a local folder and copied into the run folder at every report.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -75,6 +74,10 @@ class TensorBoardLog:
         self.remote = f"{run_folder.rstrip('/')}/{TENSORBOARD_DIR}" if "://" in run_folder else None
         self.local = (Path(tempfile.mkdtemp(prefix="structcse-tb-")) if self.remote
                       else Path(run_folder) / TENSORBOARD_DIR)
+        if self.remote:  # a staging folder of structcse's own: marked, so that close may remove it
+            from infra.owned import claim
+
+            claim(str(self.local), "tensorboard staging")
         # events after the checkpoint resumed from (start_step) were the interrupted run's: dropped
         self.writer = SummaryWriter(str(self.local), purge_step=start_step + 1 if start_step else None, flush_secs=30)
 
@@ -95,4 +98,6 @@ class TensorBoardLog:
     def close(self) -> None:
         self.writer.close()
         if self.remote:
-            shutil.rmtree(self.local, ignore_errors=True)
+            from infra.owned import remove_owned
+
+            remove_owned(str(self.local), "tensorboard staging")
