@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from infra.preflight import check_model_name, missing_path
-from infra.uris import as_local, is_uri
+from infra.uris import as_local, is_uri, local_path
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def check_model(path_or_name: str | os.PathLike) -> None:
     text = os.fspath(path_or_name)
     if is_uri(text):
         return
-    local = Path(text).expanduser()
+    local = Path(local_path(text)).expanduser()
     if local.exists():
         if not local.is_dir():
             raise FileNotFoundError(f"model path {local} is a file, not a model folder (expected {MODEL_LAYOUTS})")

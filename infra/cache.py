@@ -77,7 +77,9 @@ def downloads() -> tuple[int, int]:
 def as_local(path: str | os.PathLike, kind: str = "models") -> str:
     """``path`` itself, or for a URI the local copy of the folder or file there (:func:`local_copy`)."""
     text = os.fspath(path)
-    return str(local_copy(text, kind)) if "://" in text else text
+    from infra.storage import is_uri, local_path
+
+    return str(local_copy(text, kind)) if is_uri(text) else local_path(text)
 
 
 def local_copy(uri: str, kind: str = "models") -> Path:

@@ -21,7 +21,7 @@ import re
 import shutil
 import time
 
-from infra.storage import StorageError
+from infra.storage import StorageError, is_uri, local_path  # noqa: F401 - the one URI test
 
 OWNER = "_structcse.json"
 MARKERS = (OWNER, "_files.json", "_current.json", "_publishing.json", "_lease.json", "_manifest.json",
@@ -36,16 +36,6 @@ class NotOurs(PermissionError):
 
 class ForeignDestination(StorageError):
     """A destination that holds what structcse did not write (or a bucket root)."""
-
-
-def is_uri(path: str | os.PathLike | None) -> bool:
-    """True for ``scheme://...`` other than ``file://`` (a ``file://`` URI is a local path)."""
-    return isinstance(path, str) and "://" in path and not path.startswith("file://")
-
-
-def local_path(path: str | os.PathLike) -> str:
-    text = os.fspath(path)
-    return text.removeprefix("file://") if text.startswith("file://") else text
 
 
 def is_marker(name: str) -> bool:

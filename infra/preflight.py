@@ -19,6 +19,8 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from infra.storage import is_uri, local_path
+
 
 class ModelNotAvailable(FileNotFoundError):
     """A model name that is not a local folder and cannot come from the hub now (or is not a valid name)."""
@@ -31,7 +33,7 @@ def check_model_name(model: str, fix: str = "pass a local folder with --model /p
     ``HF_ENDPOINT``, ``timeout_s`` at most, no retry). Else a :class:`ModelNotAvailable` whose one-line
     message ends with ``fix``."""
     text = os.fspath(model)
-    if "://" in text or Path(text).expanduser().exists():
+    if is_uri(text) or Path(local_path(text)).expanduser().exists():
         return
     from huggingface_hub import constants, try_to_load_from_cache
 

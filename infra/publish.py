@@ -37,8 +37,8 @@ import time
 import uuid
 from pathlib import Path
 
-from infra.owned import is_uri as _is_uri
-from infra.storage import StorageError
+from infra.storage import StorageError, local_path
+from infra.storage import is_uri as _is_uri
 
 FILES = "_files.json"  # written last: {"version": token, "files": {relative name: size}}
 PUBLISHING = "_publishing.json"  # written first in a bucket version; a version with it and no manifest is partial
@@ -79,7 +79,7 @@ def lease_uri(dest: str) -> str:
     is swapped whole)."""
     if _is_uri(dest):
         return f"{dest}/{LEASE}"
-    path = Path(dest.removeprefix("file://"))
+    path = Path(local_path(dest))
     return str(path.with_name(f".{path.name}.lease.json"))
 
 
@@ -97,7 +97,7 @@ def publish_folder(local_dir: str | os.PathLike, dest: str | os.PathLike, what: 
         if _is_uri(dest_text):
             _publish_remote(src, files, dest_text, lease)
         else:
-            _publish_local(src, files, Path(dest_text.removeprefix("file://")), lease)
+            _publish_local(src, files, Path(local_path(dest_text)), lease)
     return dest_text
 
 
@@ -417,7 +417,7 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         fs, remote = filesystem(target)
         fs.pipe_file(remote, text.encode())
         return
-    local = Path(target.removeprefix("file://"))
+    local = Path(local_path(target))
     local.parent.mkdir(parents=True, exist_ok=True)
     tmp = local.with_name(f".{local.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     tmp.write_text(text)

@@ -46,6 +46,20 @@ _reporting = False
 _said = False  # a StorageError of check_storage said this process's storage failure (and its attempts)
 
 
+def is_uri(path) -> bool:
+    """The one test of a path: True for a URI that names a store (``s3://``, ``gs://``, ``memory://``, …),
+    False for a local path — a ``file://`` URI included, which is a local path written as a URI (the local
+    checks, such as the symlink guard of a set folder, apply to it too; :func:`local_path` strips it)."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    return isinstance(text, str) and "://" in text and not text.startswith("file://")
+
+
+def local_path(path) -> str:
+    """A local path as the OS takes it: ``file:///x`` -> ``/x``; any other path as given."""
+    text = os.fspath(path)
+    return text[len("file://"):] if text.startswith("file://") else text
+
+
 class StorageError(RuntimeError):
     """Storage that cannot be used: an endpoint that does not answer, a bucket that does not exist."""
 

@@ -1,6 +1,7 @@
 """Paths that may be URIs: ``s3://``, ``gs://``, ``memory://``, ``file://`` or a local path, through fsspec.
 
-``is_uri(path)`` tells the two apart (a ``pathlib.Path`` of ``s3://bucket/x`` is the local ``s3:/bucket/x``);
+``is_uri(path)`` tells the two apart (``infra.storage.is_uri``: a ``file://`` URI is a local path; a
+``pathlib.Path`` of ``s3://bucket/x`` is the local ``s3:/bucket/x``);
 ``as_local(path)`` is a path, or a URI's local copy; ``local_copy(uri)`` brings a remote folder (a trained model)
 or file into the node's cache once per content (``infra.cache``: a lock per key, safe for many workers at once).
 Credentials come from the environment or the provider chain (fsspec's); nothing here writes them: the
@@ -14,11 +15,7 @@ from pathlib import Path
 
 # the node's cache of remote folders and files lives in infra/cache.py; its names stay importable from here
 from infra.cache import CACHE_ENV, COMPLETE, as_local, cache_root, local_copy  # noqa: F401
-
-
-def is_uri(path: str | os.PathLike | None) -> bool:
-    """True for ``scheme://...`` (a ``file://`` URI too), False for a local path."""
-    return isinstance(path, str) and "://" in path
+from infra.storage import is_uri, local_path  # noqa: F401 - the one URI test, importable from here
 
 
 def read_text(path: str | os.PathLike, what: str = "file") -> str:
@@ -71,6 +68,7 @@ def append_text(path: str | os.PathLike, text: str) -> None:
 
     text_path = os.fspath(path)
     if not is_uri(text_path):
+        text_path = local_path(text_path)
         Path(text_path).parent.mkdir(parents=True, exist_ok=True)
         with open(text_path, "a", encoding="utf-8") as f:
             f.write(text)

@@ -19,6 +19,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from infra.storage import is_uri
+
 if TYPE_CHECKING:  # for the signatures only: importing them costs torch
     import pyarrow as pa
 
@@ -162,7 +164,7 @@ def _set_folder(path: str | os.PathLike, name: str | None) -> str:
 
     text = os.fspath(path).rstrip("/") or "/"
     folder = f"{text}/{name}" if name else text
-    if "://" in folder:
+    if is_uri(folder):
         return folder
     local = Path(folder).expanduser()
     if not local.exists():

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from infra.secrets import redact_text
-from infra.uris import is_uri, upload_folder
+from infra.uris import is_uri, local_path, upload_folder
 from structcse.configs import training_config
 
 # The papers' configs, shrunk to a tiny randomly initialised BERT and a few
@@ -265,7 +265,7 @@ def demo_to(out: str, seed: int, skip_tune: bool, run=None) -> dict:
     with Lease(f"{out.rstrip('/')}/_lease-demo.json", "the demo's --out", command):  # one demo per --out
         claim(out, command)
         if not is_uri(out):
-            return run(Path(out), seed, skip_tune)
+            return run(Path(local_path(out)), seed, skip_tune)
         staging = Path(tempfile.mkdtemp(prefix="structcse-demo-"))
         claim(str(staging), command)
         try:

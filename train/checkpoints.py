@@ -139,10 +139,10 @@ def as_ray_checkpoint(path: str):
     """A ``ray.train.Checkpoint`` of the folder at ``path``, read through the storage client."""
     import ray.train
 
-    from infra.storage import arrow_filesystem
+    from infra.storage import arrow_filesystem, is_uri, local_path
 
-    if "://" not in path:
-        return ray.train.Checkpoint.from_directory(path)
+    if not is_uri(path):
+        return ray.train.Checkpoint.from_directory(local_path(path))
     filesystem, inner = arrow_filesystem(path)
     return ray.train.Checkpoint(path=inner, filesystem=filesystem)
 
@@ -152,8 +152,10 @@ def load_state(path: str) -> dict:
     (``train.state_files.load_tensors``); from a bucket, only that file is fetched."""
     from train.state_files import load_tensors
 
-    if "://" not in path:
-        return load_tensors(Path(path) / STATE_FILE)
+    from infra.storage import is_uri, local_path
+
+    if not is_uri(path):
+        return load_tensors(Path(local_path(path)) / STATE_FILE)
     from infra.storage import filesystem
 
     fs, inner = filesystem(path)

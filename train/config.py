@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from infra.uris import read_text
+from infra.uris import is_uri, local_path, read_text
 from train.errors import ConfigError
 from train.methods.tiled import DEFAULT_LOSS_TILE
 
@@ -344,7 +344,7 @@ class TrainConfig:
             raise bad("validation_timeout_s must be > 0")
         if self.dev_data is not None or self.dev_metric is not None:
             metric = metric_for(self)
-            if self.dev_data is not None and "://" not in self.dev_data and not Path(self.dev_data).exists():
+            if self.dev_data is not None and not is_uri(self.dev_data) and not Path(local_path(self.dev_data)).exists():
                 raise bad(f"dev_data {self.dev_data!r} does not exist (the {metric.name} metric reads {metric.data})")
         self._validate_checkpoint_metric(bad)
         METHODS[self.method].validate_options(self.options, self)

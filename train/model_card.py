@@ -9,6 +9,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from infra.storage import is_uri
 from ingest.sets import manifest_path
 from train.methods import get_method
 
@@ -18,7 +19,7 @@ def set_facts(kind: str, folder: Path) -> dict:
     """Rows and manifest sha256 of a local set folder (what is known of a remote one: its path)."""
     facts = {"set": kind, "path": str(folder)}
     manifest = Path(manifest_path(folder))
-    if "://" not in str(folder) and manifest.is_file():
+    if not is_uri(str(folder)) and manifest.is_file():
         raw = manifest.read_bytes()
         facts["manifest_sha256"] = hashlib.sha256(raw).hexdigest()
         try:

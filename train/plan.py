@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.storage import arrow_filesystem, filesystem
-from infra.uris import as_local, is_uri
+from infra.uris import as_local, is_uri, local_path
 from ingest.sets import pin_set, write_json
 from train.config import ConfigError, TrainConfig, metric_for
 from train.methods import get_method
@@ -136,7 +136,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
     method = get_method(cfg.method)
     check_resources_before_ray(cfg)  # milliseconds: a local Ray that could never run the workers
     check_storage_before_ray(cfg)
-    if not is_uri(cfg.data) and not Path(cfg.data).expanduser().exists():
+    if not is_uri(cfg.data) and not Path(local_path(cfg.data)).expanduser().exists():
         from infra.preflight import missing_path
 
         raise ConfigError(missing_path(cfg.data, "data folder", "an ingest output folder holding "
@@ -162,7 +162,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
             f"not one full global batch of {cfg.batch_size}"
         )
     dev_metric = metric_for(cfg) if cfg.dev_data else None
-    storage = cfg.storage_path if is_uri(cfg.storage_path) else str(Path(cfg.storage_path).expanduser().resolve())
+    storage = cfg.storage_path if is_uri(cfg.storage_path) else str(Path(local_path(cfg.storage_path)).expanduser().resolve())
     return RunPlan(
         config=config,
         worker_config=dataclasses.replace(absolute_paths(config), model=pinned_model(cfg.model)),
@@ -212,7 +212,7 @@ def resolve_sets(data: str, method) -> dict[str, str]:
     back absolute; a URI (``s3://...``) is joined as a string.
     """
     fs, _ = filesystem(data)
-    root = data.rstrip("/") if "://" in data else str(Path(data).expanduser().resolve())
+    root = data.rstrip("/") if is_uri(data) else str(Path(local_path(data)).expanduser().resolve())
     is_set = fs.isdir(root) and bool(fs.glob(f"{root}/*.parquet"))
     out = {}
     for kind in method.sets:
@@ -259,8 +259,8 @@ def pinned_model(model: str) -> str:
 
 
 def absolute_paths_value(value):
-    if isinstance(value, str) and value and "://" not in value and Path(value).expanduser().exists():
-        return str(Path(value).expanduser().resolve())
+    if isinstance(value, str) and value and not is_uri(value) and Path(local_path(value)).expanduser().exists():
+        return str(Path(local_path(value)).expanduser().resolve())
     return value
 
 

@@ -17,13 +17,15 @@ import threading
 import time
 from pathlib import Path
 
+from infra.storage import is_uri
+
 PROGRESS_FILE = "progress.json"
 EVERY_S = 0.5
 
 
 def wants_bar(stream=None, run_dir: str = "") -> bool:
     stream = stream or sys.stderr
-    return "://" not in run_dir and bool(getattr(stream, "isatty", lambda: False)())
+    return not is_uri(run_dir) and bool(getattr(stream, "isatty", lambda: False)())
 
 
 class ProgressWriter:

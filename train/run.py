@@ -31,7 +31,7 @@ import time
 from contextlib import contextmanager
 from functools import partial
 
-from infra.storage import arrow_filesystem
+from infra.storage import arrow_filesystem, is_uri
 from train.config import TrainConfig
 from train.finish import TrainOutcome, finish
 from train.plan import RunPlan, make_plan, print_plan, record_plan
@@ -131,7 +131,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         plan = make_plan(cfg)
         print_plan(plan)
         record_plan(plan)
-    if "://" not in plan.run_folder:  # remote run folders are checked by the workers as they load
+    if not is_uri(plan.run_folder):  # remote run folders are checked by the workers as they load
         from train.loop import STATE_FILE
         from train.state_files import check_local_checkpoints
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from infra.storage import is_uri
+
 TENSORBOARD_DIR = "tensorboard"
 REPORTED = ("loss", "lr", "examples_per_s", "data_wait_frac")
 
@@ -71,7 +73,7 @@ class TensorBoardLog:
     def __init__(self, run_folder: str, start_step: int = 0):
         from torch.utils.tensorboard import SummaryWriter
 
-        self.remote = f"{run_folder.rstrip('/')}/{TENSORBOARD_DIR}" if "://" in run_folder else None
+        self.remote = f"{run_folder.rstrip('/')}/{TENSORBOARD_DIR}" if is_uri(run_folder) else None
         self.local = (Path(tempfile.mkdtemp(prefix="structcse-tb-")) if self.remote
                       else Path(run_folder) / TENSORBOARD_DIR)
         if self.remote:  # a staging folder of structcse's own: marked, so that close may remove it

@@ -44,7 +44,7 @@ from ray import tune
 
 from infra.logs import tune_verbosity
 from infra.storage import arrow_filesystem
-from infra.uris import read_text
+from infra.uris import is_uri, local_path, read_text
 from train.config import ConfigError, TrainConfig
 from train.ray_env import ray_for_training
 from train.run import build_trainer
@@ -301,7 +301,7 @@ def _credentials_withheld_from_trials(storage: str, log):
     after; with remote storage the driver itself needs them, so they stay and the leak is said once.
     """
     held = {k: os.environ[k] for k in TUNE_PROPAGATED_CREDENTIALS if k in os.environ}
-    if held and "://" in storage:
+    if held and is_uri(storage):
         log(f"[tune] warning: Ray Tune copies {', '.join(sorted(held))} from this environment into every trial's "
             "runtime env, which Ray logs in clear (runtime_env_agent.log); on a cluster unset them here and let "
             "the nodes' instance profile supply credentials")
@@ -389,7 +389,7 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     max_t = settings.max_t or base_examples
     report_every = settings.report_every_examples or (base.checkpoint_every_steps * base.batch_size
                                                       if base.checkpoint_every_steps else max_t)
-    storage = str(Path(settings.storage_path).expanduser().resolve()) if "://" not in settings.storage_path \
+    storage = str(Path(local_path(settings.storage_path)).expanduser().resolve()) if not is_uri(settings.storage_path) \
         else settings.storage_path
     folder = f"{storage.rstrip('/')}/{settings.name}"
     _check_storage(storage)
