@@ -105,7 +105,7 @@ def seal(folder: str | os.PathLike) -> None:
     """Write ``_files.json`` into the local folder ``folder`` (last): a copy made of it by another writer (Ray
     Train's checkpoint upload) can then be checked whole with :func:`check_complete` (``require_manifest``)."""
     folder = Path(folder)
-    (folder / FILES).write_text(_manifest_text(_local_files(folder), _token()))
+    write_text_atomic(folder / FILES, _manifest_text(_local_files(folder), _token()))
 
 
 def _manifest_text(files: dict[str, int], version: str) -> str:
@@ -409,21 +409,32 @@ def read_pinned(folder: str | os.PathLike, read, what: str = "folder"):
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write a small text file whole or not at all: a local temp file renamed over it, or one PUT."""
+    """Write a small text file whole or not at all (:func:`write_bytes_atomic`)."""
+    write_bytes_atomic(path, text.encode())
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """The project's one way to write a small file whole or not at all: locally a temporary file beside it,
+    fsynced and renamed over it (its folder made); in a bucket one PUT."""
     target = os.fspath(path)
     if _is_uri(target):
         from infra.storage import filesystem
 
         fs, remote = filesystem(target)
-        fs.pipe_file(remote, text.encode())
+        fs.pipe_file(remote, data)
         return
     local = Path(local_path(target))
     local.parent.mkdir(parents=True, exist_ok=True)
-    tmp = local.with_name(f".{local.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}")
-    tmp.write_text(text)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, local)
+    tmp = local.with_name(f".{local.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, local)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def published_names(folder: str | os.PathLike) -> list[str]:

@@ -11,7 +11,6 @@ log, CI, ``| tee``), or a run folder in remote storage: no bar, the plain lines 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
@@ -43,9 +42,9 @@ class ProgressWriter:
             return
         self.last = now
         loss = loss() if callable(loss) else loss
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps({"step": step, "total": self.total, "loss": loss, "time": time.time()}))
-        os.replace(tmp, self.path)
+        from infra.publish import write_text_atomic
+
+        write_text_atomic(self.path, json.dumps({"step": step, "total": self.total, "loss": loss, "time": time.time()}))
 
 
 class ProgressBar:

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from infra.uris import is_uri, put_files, upload_folder
+from infra.uris import is_uri, put_files
 from train.config import TrainConfig
 from tune.trials import base_values, resolved_trial_config
 

@@ -30,7 +30,6 @@ import email.utils
 import hashlib
 import http.client
 import json
-import os
 import time
 import urllib.error
 from datetime import datetime, timezone
@@ -160,10 +159,9 @@ class _Client:
             raise SparqlError(f"endpoint {self.shown} did not answer SPARQL JSON for {where}: no {key!r} in "
                               f"{json.dumps(answer)[:200]!r}")
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-            tmp.write_text(json.dumps(answer), encoding="utf-8")
-            os.replace(tmp, path)
+            from infra.publish import write_text_atomic
+
+            write_text_atomic(path, json.dumps(answer))
         return answer
 
     def _fail(self, what: str, where: str, query: str) -> SparqlError:

@@ -116,11 +116,9 @@ class BabelNet:
         else:
             answer = self._fetch(endpoint, params)
             if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-                tmp.write_text(json.dumps({"endpoint": endpoint, "params": params, "response": answer}),
-                               encoding="utf-8")
-                os.replace(tmp, path)
+                from infra.publish import write_text_atomic
+
+                write_text_atomic(path, json.dumps({"endpoint": endpoint, "params": params, "response": answer}))
         with self._lock:
             self._memo[digest] = answer
         return answer
