@@ -395,4 +395,5 @@ def rerun_hint(folder: str) -> str:
         return (f"the {marker.get('job')} job writing {redact_text(marker.get('out') or out)} (started "
                 f"{marker.get('started', '?')}) is rewriting it: let it finish (or "
                 f"{_rerun(marker, redact_text(out))}), then rerun this command")
-    return f"{_rerun(marker, redact_text(out))} if it was killed, then rerun this command"
+    return (f"the {marker.get('job')} job into {redact_text(marker.get('out') or out)} rewrote it (finished "
+            f"{marker.get('finished', '?')}): rerun this command to read the set as it is now")

@@ -153,9 +153,10 @@ def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
     out = cfg.out.rstrip("/")
     work = f"{out}/_work"
     caps = _caps(cfg)
-    from infra.owned import check_destination
+    from infra.owned import check_destination, claim
 
     check_destination(out, "--out")  # a bucket root or a user's folder: refused before anything is written
+    claim(out, "python -m ingest.pairs")  # the sources' work files (resolve_sources) are written into it
     for path in (f"{work}/pair_units", f"{work}/pair_hf"):
         _clear(out, path)
     sources, units = resolve_sources(cfg, work, log)  # every source error is raised here, before Ray work
