@@ -385,7 +385,8 @@ def main(argv=None) -> int:
             faults = cloud["faults"]
             return {"rate": args.rate, "stages": cloud["stages"],
                     "identical_to_unthrottled": cloud["identical_to_local"],
-                    "retries": faults["slowdown"] + faults["reset"], "requests": faults["requests"],
+                    "retries": sum(faults.get(k, 0) for k in ("slowdown", "reset", "reset_after_apply", "truncated")),
+                    "requests": faults["requests"],
                     "faults": faults, "seconds": cloud["seconds"]}
 
         part("throttled", throttled)

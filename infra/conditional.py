@@ -86,6 +86,31 @@ def _read_body(fs, body) -> bytes:
 
 def create(uri: str, data: bytes) -> str:
     """Write ``data`` at ``uri`` only when nothing is there; its token. :class:`ConditionFailed` otherwise."""
+    return _applied_or_raise(uri, data, _create)
+
+
+def replace(uri: str, data: bytes, token: str) -> str:
+    """Write ``data`` at ``uri`` only when the object there is still the version ``token``; the new token."""
+    return _applied_or_raise(uri, data, lambda u, d: _replace(u, d, token))
+
+
+def _applied_or_raise(uri: str, data: bytes, write) -> str:
+    """A conditional write whose first attempt the store applied but whose answer was lost (a reset) is retried
+    by the client and then fails its own condition: what is there is then this write's bytes (each writer's are
+    unique: a lease id and renewal time, a new version's name), and the write succeeded."""
+    try:
+        return write(uri, data)
+    except ConditionFailed:
+        try:
+            there, token = read(uri)
+        except FileNotFoundError:
+            raise ConditionFailed(uri) from None
+        if there == data:
+            return token
+        raise
+
+
+def _create(uri: str, data: bytes) -> str:
     from infra.storage import filesystem
 
     fs, path = filesystem(uri)
@@ -124,8 +149,7 @@ def create(uri: str, data: bytes) -> str:
     return _digest(data)
 
 
-def replace(uri: str, data: bytes, token: str) -> str:
-    """Write ``data`` at ``uri`` only when the object there is still the version ``token``; the new token."""
+def _replace(uri: str, data: bytes, token: str) -> str:
     from infra.storage import filesystem
 
     fs, path = filesystem(uri)

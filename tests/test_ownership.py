@@ -263,3 +263,34 @@ def test_conditional_writes_and_a_lease_on_gcs(gcs_server, tmp_path):
     publish_folder(_folder(tmp_path / "b", "b"), dest)
     fs, root = filesystem(resolve(dest))
     assert fs.cat_file(f"{root}/f0.bin")[:3] == b"b-0"
+
+
+def test_a_conditional_write_applied_but_unanswered_is_this_writers(s3_server, monkeypatch):
+    """A store that applied a conditional PUT and lost the answer: the client's retry fails its own condition
+    (the lease is there, the pointer moved). The lease and the pointer are still this writer's."""
+    from tests.fault_proxy import FaultProxy
+
+    proxy = FaultProxy(os.environ["AWS_ENDPOINT_URL_S3"], rate=0.0, reset_share=0.0, seed=3)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.endpoint)
+    try:
+        base = f"{s3_server}/unanswered-{os.getpid()}"
+        proxy.rate, proxy.reset_after_share = 1.0, 1.0  # every request applied, its answer dropped once
+        proxy_counts = proxy.counts
+        original = proxy._draw
+        seen = set()
+
+        def once_per_put(method):  # the first attempt of each PUT is applied and unanswered; the retry passes
+            if method == "PUT" and len(seen) < 4 and method + str(len(seen)) not in seen:
+                seen.add(method + str(len(seen)))
+                return original(method)
+            return None
+
+        proxy._draw = once_per_put
+        token = conditional.create(f"{base}/_current.json", b'{"version": ".v-1"}')
+        token = conditional.replace(f"{base}/_current.json", b'{"version": ".v-2"}', token)
+        with Lease(f"{base}/_lease.json", "folder", "unanswered"):
+            pass
+        assert proxy.counts["reset_after_apply"] >= 3, proxy_counts
+        assert conditional.read(f"{base}/_current.json") == (b'{"version": ".v-2"}', token)
+    finally:
+        proxy.stop()
