@@ -129,7 +129,7 @@ def check_destination(dest: str | os.PathLike, what: str, flag: str | None = Non
     if not fs.isdir(root):
         raise ForeignDestination(f"{what} {shown} is a file, not a folder")
     names = _names(fs, root) or []
-    if names and not any(is_marker(n) for n in names):
+    if names and not any(is_marker(n) for n in names) and not is_ours(text):  # a partial in a folder of ours passes
         beside = f", or pass {flag} to write beside what is there (nothing of it is removed)" if flag else ""
         raise ForeignDestination(f"{what} {shown} holds {len(names)} entr{'y' if len(names) == 1 else 'ies'} "
                                  f"structcse did not write ({', '.join(sorted(names)[:3])}"
