@@ -100,7 +100,9 @@ def _missing_inputs(cfg: IngestConfig) -> list[str]:
     import os
 
     paths = [*cfg.wikipedia, *cfg.wikidata, *([cfg.wikidata_set] if cfg.wikidata_set else [])]
-    return [p for p in paths if "://" not in p and not os.path.exists(p)]
+    from infra.storage import is_uri, local_path
+
+    return [p for p in paths if not is_uri(p) and not os.path.exists(local_path(p))]
 
 
 def main(argv=None) -> int:

@@ -37,7 +37,7 @@ from ingest.set_integrity import finish_job, start_job
 from ingest.sets import check_set, code_version, file_digest, write_json, write_set_manifest
 from ingest.units import process_unit, remove_stale_unit_files
 from infra.secrets import redact_text
-from infra.storage import filesystem
+from infra.storage import filesystem, is_uri, local_path
 
 PASS1_RUNNERS = ("tasks", "data")  # how pass 1 runs its units (IngestConfig.pass1)
 
@@ -165,7 +165,7 @@ def _check_distinct(paths: list[str]) -> None:
 
     seen: dict[str, str] = {}
     for path in paths:
-        key = path if "://" in path else os.path.realpath(path)
+        key = path if is_uri(path) else os.path.realpath(local_path(path))
         if key in seen:
             raise multistream.DumpFormatError(
                 f"{path} is given twice (also as {seen[key]}): its pages would be written twice; give each input once")

@@ -28,6 +28,7 @@ import os
 import time
 import uuid
 
+from infra.storage import is_uri, local_path
 from ingest import schemas
 
 MANIFEST = "_manifest.json"
@@ -136,8 +137,8 @@ def remove_in_out(out: str, path: str, what: str, command: str | None = None) ->
     from infra.storage import filesystem
 
     out, path = out.rstrip("/"), os.fspath(path).rstrip("/")
-    if "://" not in out:  # a local --out may be relative, the listing's paths absolute
-        out, path = os.path.abspath(out.removeprefix("file://")), os.path.abspath(path.removeprefix("file://"))
+    if not is_uri(out):  # a local --out may be relative, the listing's paths absolute
+        out, path = os.path.abspath(local_path(out)), os.path.abspath(local_path(path))
     if not path.startswith(out + "/"):
         raise NotOurs(f"not removing {what} {redact_text(path)}: it is not inside the job's --out {redact_text(out)}")
     fs, root = filesystem(path)
@@ -267,7 +268,7 @@ def footer_rows(folder: str, names: list[str]) -> dict[str, int]:
     from infra.storage import filesystem
 
     fs, root = filesystem(folder)
-    local = "://" not in os.fspath(folder)
+    local = not is_uri(os.fspath(folder))
     return {name: pq.read_metadata(f"{root.rstrip('/')}/{name}", filesystem=None if local else fs).num_rows
             for name in names}
 

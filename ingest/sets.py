@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from infra.storage import filesystem
+from infra.storage import filesystem, is_uri, local_path
 from ingest import schemas
 
 MANIFEST = "_manifest.json"  # a set folder's manifest
@@ -74,7 +74,7 @@ def _listed(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list[st
             sizes = {f: listed[os.path.basename(f)] for f in files}
         else:  # parquet files no structcse job wrote, or a job's own folder mid-job
             files = sorted(fs.glob(f"{local.rstrip('/')}/*.parquet"))
-        if "://" not in path:  # a link planted in a shared set folder must not read outside it
+        if not is_uri(path):  # a link planted in a shared set folder must not read outside it
             root = os.path.realpath(local)
             outside = [f for f in files if os.path.dirname(os.path.realpath(f)) != root]
             if outside:
@@ -82,7 +82,7 @@ def _listed(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list[st
                                           f"{os.path.realpath(outside[0])}, outside the set folder; refused")
     else:
         files = [local] if fs.exists(local) else []
-    return (fs if "://" in path else None), files, sizes
+    return (fs if is_uri(path) else None), files, sizes
 
 
 def set_files(path: str | Path) -> list[str]:
@@ -208,9 +208,9 @@ def read_pinned_file(pinned: PinnedSet, f: PinnedFile, columns: list[str] | None
     def describe(size, stamp):
         return "missing" if size is None else f"{size} bytes, {stamp}"
 
-    if "://" not in f.path:
+    if not is_uri(f.path):
         try:
-            handle = open(f.path, "rb")
+            handle = open(local_path(f.path), "rb")
         except FileNotFoundError:
             raise _changed(pinned.path, pinned.kind, f.name, describe(f.size, f.stamp), "missing") from None
         with handle:
@@ -313,10 +313,10 @@ def _check(path: str | Path, kind: str, required: list[str] | None = None) -> Pi
     verify_set(os.fspath(path), kind)  # a set of a job that did not finish is refused before any footer is read
     pinned = _pin_files(path, kind)
     fs, _ = filesystem(os.fspath(path))
-    fs = fs if "://" in os.fspath(path) else None
-    files = [filesystem(f.path)[1] if fs else f.path for f in pinned]
+    fs = fs if is_uri(os.fspath(path)) else None
+    files = [filesystem(f.path)[1] if fs else local_path(f.path) for f in pinned]
     if not files:
-        if "://" not in os.fspath(path) and not os.path.exists(os.fspath(path)):
+        if not is_uri(os.fspath(path)) and not os.path.exists(local_path(path)):
             raise schemas.SchemaError(f"set {kind!r} at {path}: no such folder")
         raise schemas.SchemaError(f"set {kind!r} at {path}: no parquet files found")
     schemas_found, rows = [], 0
@@ -349,8 +349,8 @@ def check_set_folder(path: str | Path, kind: str, required: list[str] | None = N
     saying so."""
     from infra.preflight import did_you_mean, missing_path, subfolders_holding
 
-    folder = Path(path).expanduser()
-    local = "://" not in str(path)
+    folder = Path(local_path(path)).expanduser()
+    local = not is_uri(str(path))
     if local and not folder.exists():
         raise FileNotFoundError(missing_path(folder, f"{kind} set folder", SET_LAYOUT))
     if local and folder.is_dir() and not set_files(folder):  # the wrong layout: say where a set is, if one is inside
@@ -406,7 +406,7 @@ def read_manifest(path: str | Path) -> dict:
 def _read_files(batch: pa.Table, columns: list[str] | None) -> pa.Table:
     tables = []
     for path in batch["path"].to_pylist():
-        fs, local = filesystem(path) if "://" in path else (None, path)
+        fs, local = filesystem(path) if is_uri(path) else (None, local_path(path))
         tables.append(pq.read_table(local, columns=columns, filesystem=fs))
     return pa.concat_tables(tables)
 

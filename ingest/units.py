@@ -374,9 +374,10 @@ def remove_stale_unit_files(out: str, units: list[dict], kinds: tuple[str, ...])
             found = re.fullmatch(rf"{kind}-(\d+)\.json", path.rsplit("/", 1)[-1])
             if found and (kind, int(found.group(1))) not in planned:
                 stale.append(path)
+    from infra.storage import is_uri
     from ingest.set_integrity import remove_in_out
 
     for path in stale:  # structcse's own files only (infra.owned.remove_owned), in the job's claimed --out
-        remove_in_out(out, fs.unstrip_protocol(path) if "://" in out else path, "a pass-1 file of an earlier run",
+        remove_in_out(out, fs.unstrip_protocol(path) if is_uri(out) else path, "a pass-1 file of an earlier run",
                       "python -m ingest")
     return len(stale)

@@ -178,8 +178,9 @@ def test_a_link_out_of_a_set_folder_is_refused(tmp_path):
     folder = tmp_path / "sentences"
     folder.mkdir()
     (folder / "part-0.parquet").symlink_to(elsewhere)
-    with pytest.raises(schemas.SchemaError, match="outside the set folder"):
-        set_files(folder)
+    for path in (folder, f"file://{folder}"):  # a file:// URI is a local path: the same guard
+        with pytest.raises(schemas.SchemaError, match="outside the set folder"):
+            set_files(path)
 
 
 # ---------------------------------------------------------------- cluster.yaml

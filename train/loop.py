@@ -50,7 +50,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import shutil
 import sys
 import tempfile
 import time
@@ -62,7 +61,7 @@ import torch
 from torch import nn
 
 from infra.storage import retries as storage_retries
-from infra.uris import as_local, is_uri
+from infra.uris import as_local
 from train.batch import to_device
 from train.checkpoints import METRICS_FILE, STATE_FILE, checkpoint_metrics, newest_checkpoint, resume_state
 from train.config import TrainConfig

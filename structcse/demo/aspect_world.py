@@ -31,7 +31,7 @@ from pathlib import Path
 
 from structcse.demo.multistream import Page, write_multistream
 from structcse.demo.vocab import CITY_ENDINGS, COUNTRY_ENDINGS
-from structcse.demo.wikidata import BUSINESS, CITY, COUNTRY, INDUSTRY, TYPE_ITEMS, _Claims, _item, write_wikidata
+from structcse.demo.wikidata import BUSINESS, COUNTRY, INDUSTRY, TYPE_ITEMS, _Claims, _item, write_wikidata
 from structcse.demo.world import DUMP_DATE, _Names
 
 # label -> (what a company of it does: phrases without the label's words)
