@@ -20,12 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 import tempfile
-import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,58 +31,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from bench.integrity import prepare, say, timed_cli, train_args  # noqa: E402
+from tests.silent_endpoint import SilentEndpoint  # noqa: E402
 
 ATTEMPTS = 3
 BUCKET = "structcse-silent"
 LIMIT_S = 60
 READ_TIMEOUT_S = float(os.environ.get("STRUCTCSE_STORAGE_READ_TIMEOUT") or 10)
-
-
-class SilentEndpoint:
-    """On 127.0.0.1: accepts every connection, reads each request, never answers. ``seen`` counts the requests
-    by their request line's method and path (the query left out)."""
-
-    def __init__(self):
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.seen: Counter = Counter()
-        self.first: float | None = None  # time.monotonic() of the first request
-        self._lock, self._connections = threading.Lock(), []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self._connections.append(conn)
-            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
-
-    def _read(self, conn):
-        pending = b""
-        while True:
-            try:
-                data = conn.recv(1 << 16)
-            except OSError:
-                return
-            if not data:
-                return
-            pending += data
-            if b"\r\n\r\n" in pending:  # a request head; what follows (a body) is not read as one
-                method, target = (pending.split(b"\r\n", 1)[0].decode("latin-1").split(" ") + ["", ""])[:2]
-                with self._lock:
-                    self.first = self.first or time.monotonic()
-                    self.seen[f"{method} {target.split('?', 1)[0]}"] += 1
-                pending = b""
-
-    def stop(self):
-        self.listener.close()
-        for conn in self._connections:
-            try:
-                conn.close()
-            except OSError:
-                pass
 
 
 def commands(setting: dict, protocol: str) -> dict[str, list[str]]:

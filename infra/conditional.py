@@ -20,6 +20,7 @@ import hashlib
 import os
 import threading
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 _process_lock = threading.Lock()
@@ -50,6 +51,23 @@ def _precondition(error: Exception) -> bool:
     text = str(error)
     return code in ("PreconditionFailed", "412", "ConditionalRequestConflict") or "pre-conditions" in text \
         or "412" in text or "Precondition" in text or isinstance(error, FileExistsError)
+
+
+@contextmanager
+def _refusal(uri: str, gone: str = "raise"):
+    """The store's refusal of a condition (HTTP 412; s3fs maps it to FileExistsError) as :class:`ConditionFailed`.
+    No object there: ``"failed"``, the condition failed; ``"done"``, nothing to do; ``"raise"``, as it is."""
+    try:
+        yield
+    except FileNotFoundError:
+        if gone == "failed":
+            raise ConditionFailed(uri) from None
+        if gone == "raise":
+            raise
+    except Exception as e:  # noqa: BLE001 - botocore's ClientError, gcsfs's HttpError: told apart by _precondition
+        if _precondition(e):
+            raise ConditionFailed(uri) from None
+        raise
 
 
 def read(uri: str) -> tuple[bytes, str]:
@@ -117,19 +135,11 @@ def _create(uri: str, data: bytes) -> str:
     kind = _protocol(fs)
     if kind == "s3":
         bucket, key, _ = fs.split_path(path)
-        try:
+        with _refusal(uri):
             return fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")["ETag"]
-        except Exception as e:  # noqa: BLE001 - s3fs maps 412 to FileExistsError, or passes botocore's error
-            if _precondition(e):
-                raise ConditionFailed(uri) from None
-            raise
     if kind == "gs":
-        try:
+        with _refusal(uri):
             fs.pipe_file(path, data, mode="create")
-        except Exception as e:  # noqa: BLE001
-            if _precondition(e):
-                raise ConditionFailed(uri) from None
-            raise
         return str(fs.info(path).get("generation") or "")
     if kind == "file":
         target = Path(path)
@@ -156,14 +166,8 @@ def _replace(uri: str, data: bytes, token: str) -> str:
     kind = _protocol(fs)
     if kind == "s3":
         bucket, key, _ = fs.split_path(path)
-        try:
+        with _refusal(uri, gone="failed"):
             return fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfMatch=token)["ETag"]
-        except FileNotFoundError:
-            raise ConditionFailed(uri) from None
-        except Exception as e:  # noqa: BLE001
-            if _precondition(e):
-                raise ConditionFailed(uri) from None
-            raise
     if kind == "gs":
         return _gcs_upload(fs, path, data, token, uri)
     if kind == "file":
@@ -192,27 +196,15 @@ def delete(uri: str, token: str) -> None:
     kind = _protocol(fs)
     if kind == "s3":
         bucket, key, _ = fs.split_path(path)
-        try:
+        with _refusal(uri, gone="done"):
             fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=token)
-        except FileNotFoundError:
-            return
-        except Exception as e:  # noqa: BLE001
-            if _precondition(e):
-                raise ConditionFailed(uri) from None
-            raise
         return
     if kind == "gs":
         bucket, key, _ = fs.split_path(path)
-        try:  # the generation looked at first as well: a store that ignored the condition still refuses a stale one
+        with _refusal(uri, gone="done"):  # the generation looked at too: a store that ignored the condition
             if str(fs.info(path).get("generation") or "") != token:
                 raise ConditionFailed(uri)
             fs.call("DELETE", "b/{}/o/{}", bucket, key, ifGenerationMatch=token)
-        except FileNotFoundError:
-            return
-        except Exception as e:  # noqa: BLE001
-            if _precondition(e):
-                raise ConditionFailed(uri) from None
-            raise
         return
     if kind == "file":
         with _local_lock(path):
@@ -240,16 +232,10 @@ def _gcs_upload(fs, path: str, data: bytes, generation: str, uri: str) -> str:
     body = (f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n{json.dumps({'name': key})}"
             f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\r\n").encode() + data + \
         f"\r\n--{boundary}--\r\n".encode()
-    try:
+    with _refusal(uri, gone="failed"):
         answer = fs.call("POST", f"{fs._location}/upload/storage/v1/b/{quote(bucket)}/o", uploadType="multipart",
                          ifGenerationMatch=generation, data=body, json_out=True,
                          headers={"Content-Type": f"multipart/related; boundary={boundary}"})
-    except FileNotFoundError:
-        raise ConditionFailed(uri) from None
-    except Exception as e:  # noqa: BLE001
-        if _precondition(e):
-            raise ConditionFailed(uri) from None
-        raise
     return str(answer.get("generation") or "")
 
 

@@ -7,56 +7,17 @@ body in half gives back the bytes written."""
 from __future__ import annotations
 
 import os
-import socket
-import threading
 import time
 
 import pytest
 
 from tests.conftest import MOTO_BUCKET
-
-
-class SilentServer:
-    """Accepts every connection, reads the requests, never answers: ``requests`` counts the request heads."""
-
-    def __init__(self):
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.requests, self._connections = 0, []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self._connections.append(conn)
-            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
-
-    def _read(self, conn):
-        pending = b""
-        while True:
-            try:
-                data = conn.recv(1 << 16)
-            except OSError:
-                return
-            if not data:
-                return
-            pending += data
-            if b"\r\n\r\n" in pending:  # one request head (these requests have no body)
-                self.requests += 1
-                pending = b""
-
-    def stop(self):
-        self.listener.close()
-        for conn in self._connections:
-            conn.close()
+from tests.silent_endpoint import SilentEndpoint
 
 
 @pytest.fixture()
 def silent(monkeypatch):
-    server = SilentServer()
+    server = SilentEndpoint()
     monkeypatch.setenv("STRUCTCSE_STORAGE_ATTEMPTS", "2")
     monkeypatch.setenv("STRUCTCSE_STORAGE_READ_TIMEOUT", "1")
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", server.endpoint)
