@@ -142,13 +142,16 @@ def _kill_when(command: list[str], ready, timeout: float = 600) -> int:
     env = {**os.environ, "RAY_TMPDIR": ray_tmp}
     env.pop("RAY_ADDRESS", None)
     argv = [sys.executable, *command] if command[0] == "-c" else [sys.executable, "-m", *command]
+    err = tempfile.NamedTemporaryFile(prefix="killed-", suffix=".err", delete=False)
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+                            stderr=err, start_new_session=True)
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None and not ready():
         time.sleep(0.02)
     if proc.poll() is not None:
-        raise RuntimeError(f"{' '.join(command[:2])} ended (exit {proc.returncode}) before it could be killed")
+        tail = Path(err.name).read_text(errors="replace").strip().splitlines()[-3:]
+        raise RuntimeError(f"{' '.join(command[:2])} ended (exit {proc.returncode}) before it could be killed: "
+                           + " | ".join(tail))
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
     stop_processes(ray_tmp, grace_s=5)

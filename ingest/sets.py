@@ -89,6 +89,8 @@ def set_files(path: str | Path) -> list[str]:
     """The parquet files of a set folder, sorted (its manifest and hidden temp
     files are skipped); a path to one parquet file is that file. URIs stay URIs."""
     fs, files = _set_files(path)
+    if os.fspath(path).startswith("file://"):  # a local path written as a URI: its files named the same way
+        return [f"file://{f}" for f in files]
     return [fs.unstrip_protocol(f) for f in files] if fs else files
 
 
