@@ -259,8 +259,15 @@ def pinned_dataset(pinned: PinnedSet, columns: list[str] | None = None):
 
     fs, _ = arrow_filesystem(pinned.files[0].path)
     wanted = None if columns is None else list(columns)
-    ds = ray.data.read_parquet([arrow_filesystem(f.path)[1] for f in pinned.files], filesystem=fs, columns=wanted,
-                               include_paths=True)
+    for f in pinned.files:  # the driver looks again first: Ray's reader opens every file as the dataset is made
+        _check_now(pinned, f)
+    try:
+        ds = ray.data.read_parquet([arrow_filesystem(f.path)[1] for f in pinned.files], filesystem=fs,
+                                   columns=wanted, include_paths=True)
+    except FileNotFoundError:
+        for f in pinned.files:  # the one that went in between: said as the others are
+            _check_now(pinned, f)
+        raise
     return ds.map_batches(check_pinned_block, batch_format="pyarrow", batch_size=None,
                           fn_kwargs={"pinned": pinned}).drop_columns(["path"])
 
@@ -275,20 +282,49 @@ def check_pinned_block(block: pa.Table, pinned: PinnedSet) -> pa.Table:
         f = by_inner.get(str(inner).lstrip("/"))
         if f is None:
             raise schemas.SchemaError(f"set at {pinned.path}: Ray Data read {inner}, a file the set does not list")
-        fs, _ = filesystem(f.path)
-        size, stamp = _now(fs, f)
-        if (size, stamp) != (f.size, f.stamp):
-            was = f"{f.size} bytes, {f.stamp}"
-            raise _changed(pinned.path, pinned.kind, f.name, was, "missing" if size is None else f"{size} bytes, {stamp}")
+        _check_now(pinned, f)
     return block
+
+
+def _check_now(pinned: PinnedSet, f: PinnedFile) -> None:
+    """The one-line ``SchemaError`` when the file ``f`` is no longer the one the driver checked."""
+    fs, _ = filesystem(f.path)
+    size, stamp = _now(fs, f)
+    if (size, stamp) != (f.size, f.stamp):
+        was = f"{f.size} bytes, {f.stamp}"
+        raise _changed(pinned.path, pinned.kind, f.name, was, "missing" if size is None else f"{size} bytes, {stamp}")
 
 
 _CHANGED = "changed since it was checked"
 
 
-def pinned_refusal(error: BaseException) -> schemas.SchemaError | None:
+def pinned_refusal(error: BaseException, pins: list | None = None) -> schemas.SchemaError | None:
     """The one-line ``SchemaError`` of a pinned read (:func:`read_pinned_file`) that failed inside a Ray task or
-    a Ray Train worker, out of the error Ray wraps it in (its message holds the worker's traceback), or None."""
+    a Ray Train worker, out of the error Ray wraps it in (its message holds the worker's traceback), or None.
+    ``pins``: the run's pinned sets; a read that found one of their files gone (Ray Data's reader opens the
+    file before the block is checked) is the same refusal, the file "missing"."""
+    refusal = _changed_refusal(error)
+    if refusal is not None or not pins:
+        return refusal
+    text = "\n".join(_chain_texts(error))
+    for pinned in pins:
+        for f in pinned.files:
+            inner = filesystem(f.path)[1]
+            if inner in text and ("FileNotFoundError" in text or "No such file" in text or "NoSuchKey" in text):
+                return _changed(pinned.path, pinned.kind, f.name, f"{f.size} bytes, {f.stamp}", "missing")
+    return None
+
+
+def _chain_texts(error: BaseException) -> list[str]:
+    texts, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        texts.append(f"{type(error).__name__}: {error}")
+        error = error.__cause__ or error.__context__
+    return texts
+
+
+def _changed_refusal(error: BaseException) -> schemas.SchemaError | None:
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))

@@ -88,7 +88,8 @@ def _run(cfg: TrainConfig, plan: RunPlan, callbacks, started: float, log, run_fi
     except Exception as error:
         from ingest.sets import pinned_refusal
 
-        refusal = pinned_refusal(error)  # a set file changed under the run: the worker's one line, not Ray's trace
+        # a set file changed (or removed) under the run: the worker's one line, not Ray's trace
+        refusal = pinned_refusal(error, list((plan.set_pins or {}).values()))
         if refusal is None:
             raise
         raise refusal from None
