@@ -208,12 +208,14 @@ def killed_and_resumed(command: list[str], run_folder: str, workdir: Path) -> di
 
 
 def readme_bucket_block() -> list[str]:
-    """README.md's ```bash block that runs ``ray job submit`` against ``s3://BUCKET`` on a local head."""
-    for block in re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S):
+    """The ```bash block of README.md or docs/cloud.md that runs ``ray job submit`` against ``s3://BUCKET`` on a
+    local head."""
+    text = "\n".join((REPO / name).read_text() for name in ("README.md", "docs/cloud.md"))
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         if "ray start" in block and "ray job submit" in block and "s3://BUCKET" in block:
             lines = [re.split(r"\s+# ", line)[0].rstrip() for line in block.replace("\\\n", " ").splitlines()]
             return [re.sub(r"\s+", " ", line).strip() for line in lines if line.strip() and not line.startswith("#")]
-    raise LookupError("README.md has no ```bash block with ray start, ray job submit and s3://BUCKET")
+    raise LookupError("README.md and docs/cloud.md have no ```bash block with ray start, ray job submit and s3://BUCKET")
 
 
 def job_working_dir(temp_dir: str) -> dict:
