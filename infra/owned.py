@@ -38,6 +38,11 @@ class ForeignDestination(StorageError):
     """A destination that holds what structcse did not write (or a bucket root)."""
 
 
+def own_name(name: str) -> bool:
+    """A name structcse gives its own staging copies and versions (``.v-…``, ``.<name>.new-…``, ``.<name>.old-…``)."""
+    return bool(_OWN_NAMES.match(name))
+
+
 def is_marker(name: str) -> bool:
     return name in MARKERS or any(p.match(name) for p in _MARKER_PATTERNS)
 

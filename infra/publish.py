@@ -342,8 +342,9 @@ def completeness(folder: str | os.PathLike, require_manifest: bool = False) -> s
 
 
 def _staging_name(root: str) -> bool:
-    name = root.rstrip("/").rsplit("/", 1)[-1]
-    return name.startswith(VERSION_PREFIX) or (name.startswith(".") and (".new-" in name or ".old-" in name))
+    from infra.owned import own_name
+
+    return own_name(root.rstrip("/").rsplit("/", 1)[-1])
 
 
 def is_complete(folder: str | os.PathLike, require_manifest: bool = False) -> bool:
