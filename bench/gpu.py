@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import gc
 import importlib
 import itertools
@@ -104,29 +105,29 @@ PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A
 
 GPU_SIZES = SimpleNamespace(
     mfu_shapes=((256, 32), (2048, 32), (512, 128)), mfu_warmup=3, mfu_steps=10,
-    pairs=512, snli_warmup=3, snli_steps=10,
+    pairs=512, snli_warmup=3, snli_steps=10, st_workers=4,
     largest=(8192, 65536, 1048576), chunk=1024, loss_tile=None,  # None: the config's default
     uncached=1024, compare=65536,
     st_cached=(65536,), st_mini=1024, warmup_budget_s=30.0,
 )
 SMOKE_SIZES = SimpleNamespace(
     mfu_shapes=((16, 16), (64, 16), (16, 32)), mfu_warmup=1, mfu_steps=2,
-    pairs=32, snli_warmup=1, snli_steps=2,
+    pairs=32, snli_warmup=1, snli_steps=2, st_workers=0,
     largest=(64, 256), chunk=16, loss_tile=32, uncached=16, compare=256,
     st_cached=(64,), st_mini=16, warmup_budget_s=30.0,
 )
-# the project's step as measured: ``project`` with the loop's recommended options for a GPU run (train.precision's
-# bf16 weights, eager: the fastest at SNLI lengths on an H100, bench/results/gpu-h100.txt); ``project_before`` as the
-# step stood before them (autocast over fp32 weights); the others take one change at a time
+# the project's step as measured: ``project`` is the configuration a user gets on a GPU without flags
+# (``mixed_precision: auto``: train.precision's bf16 weights, eager; the next batch collated in a thread, as the
+# loop does on CUDA); ``project_before``: autocast over fp32 weights; the others take one change at a time
 PROJECT_VARIANTS = {
-    "project": {"mixed_precision": "bf16_weights"},
+    "project": {"mixed_precision": "auto"},
     "project_before": {"mixed_precision": "bf16"},
-    "project_bf16_compiled": {"mixed_precision": "bf16_weights", "compile_layers": True},
+    "project_bf16_compiled": {"mixed_precision": "auto", "compile_layers": True},
 }
-PROFILED = ("project", "project_before")  # with --profile: one step each, at (a)'s largest shape and in (b)
+PROFILED = ("project",)  # with --profile: one step each, at (a)'s largest shape and in (b)
 PROFILE_FILE: Path | None = None
-MFU_PROJECT = ("project", "project_before", "project_bf16_compiled")
-SNLI_PROJECT = ("project", "project_before", "project_bf16_compiled")
+MFU_PROJECT = ("project", "project_before")
+SNLI_PROJECT = ("project", "project_before")
 SMOKE_BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
 
 
@@ -239,11 +240,12 @@ def compiles(name: str) -> bool:
 def step_options(trainee, dev: Device, options: dict):
     """Set a trainee up as train/loop.py does for ``options`` (a PROJECT_VARIANTS entry); returns the
     ``bf16_weights`` argument of ``forward_backward`` (None: autocast over the fp32 weights)."""
-    from train.precision import Bf16Weights
+    from train.precision import Bf16Weights, resolve_precision
 
     encoder = trainee.encoder
     encoder.compile_layers = bool(options.get("compile_layers")) and encoder.unpad
-    return Bf16Weights(encoder) if options.get("mixed_precision") == "bf16_weights" else None
+    precision = resolve_precision(options.get("mixed_precision", "auto"), torch.device(dev.type))
+    return Bf16Weights(encoder) if precision == "bf16_weights" else None
 
 
 # ------------------------------------------------------------------ (a) MFU
@@ -396,18 +398,20 @@ def rate(S, dev: Device, dt: float) -> dict:
 def snli_project(path: Path, batches, S, dev: Device, variant: str = "project") -> dict:
     import numpy as np
 
-    from train.batch import to_device
+    from train.batch import collated_ahead, to_device
     from train.step import forward_backward
 
     trainee, opt, copies = mnrl_trainee(path, dev, variant)
-    rows = itertools.cycle(batches)
+    texts = ({"premise": np.array([a for a, _ in chunk], dtype=object),
+              "entailment": np.array([p for _, p in chunk], dtype=object)} for chunk in itertools.cycle(batches))
+    collate = functools.partial(trainee.method.collate, encoder=trainee.encoder)
+    # as the loop: on CUDA the next batch is tokenized in a thread while this one's step runs
+    rows = collated_ahead(texts, collate) if dev.cuda else ((t, collate(t)) for t in texts)
     losses = []
 
     def step():
-        chunk = next(rows)
+        _, batch = next(rows)
         torch.manual_seed(len(losses))  # the dropout masks of step i, as the loop seeds them
-        batch = trainee.method.collate({"premise": np.array([a for a, _ in chunk], dtype=object),
-                                        "entailment": np.array([p for _, p in chunk], dtype=object)}, trainee.encoder)
         loss, _ = forward_backward(trainee, trainee, to_device(batch, dev.type), autocast=dev.autocast,
                                    bf16_weights=copies)
         losses.append(loss.detach())
@@ -453,18 +457,32 @@ def snli_plain(path: Path, batches, S, dev: Device) -> dict:
     return rate(S, dev, mean_step(dev, step, S.snli_warmup, S.snli_steps))
 
 
-def snli_st_trainer(path: Path, batches, S, dev: Device) -> dict:
+# SentenceTransformerTrainer's settings tried (bf16 and fused AdamW in all, on a GPU): its default batch sampler or
+# NO_DUPLICATES (its docs' advice for in-batch negatives), tokenization in the main process or in 4 dataloader
+# workers (its collator tokenizes there); the fastest is the anchor
+ST_CONFIGS = {
+    "default": {},
+    "no_duplicates": {"batch_sampler": "no_duplicates"},
+    "workers": {"dataloader_num_workers": 4},
+    "no_duplicates_workers": {"batch_sampler": "no_duplicates", "dataloader_num_workers": 4},
+}
+
+
+def snli_st_trainer(path: Path, batches, S, dev: Device, config: str | None = None) -> dict:
     if skipped := missing("datasets", "accelerate"):
         return skipped
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.training_args import BatchSamplers
     from transformers import TrainerCallback
 
     torch.manual_seed(0)
     model = SentenceTransformer(str(path), device=dev.type)
     model.max_seq_length = MAX_LEN
-    rows = [pair for chunk in batches for pair in chunk]
+    # twice the rows the steps take: NO_DUPLICATES leaves a batch's duplicates for later batches, so an epoch of
+    # exactly steps x batch rows ends early
+    rows = [pair for chunk in batches for pair in chunk] * 2
     data = Dataset.from_dict({"anchor": [a for a, _ in rows], "positive": [p for _, p in rows]})
     marks: list[float] = []
 
@@ -474,23 +492,69 @@ def snli_st_trainer(path: Path, batches, S, dev: Device) -> dict:
                 dev.sync()
                 marks.append(time.perf_counter())
 
+    # its docs' settings for speed: bf16, fused AdamW, the NO_DUPLICATES sampler for in-batch negatives,
+    # tokenization in dataloader workers (its collator tokenizes there), pinned memory; the same max length
+    chosen = ST_CONFIGS[config or "no_duplicates_workers"]
+    workers = min(chosen.get("dataloader_num_workers", 0), S.st_workers)
+    best = {"bf16": dev.cuda, "optim": "adamw_torch_fused" if dev.cuda else "adamw_torch",
+            "batch_sampler": BatchSamplers(chosen.get("batch_sampler", "batch_sampler")),
+            "dataloader_num_workers": workers, "dataloader_pin_memory": dev.cuda,
+            "dataloader_persistent_workers": workers > 0, "dataloader_prefetch_factor": 4 if workers > 0 else None}
     args = SentenceTransformerTrainingArguments(
         output_dir=str(temp_dir("st-trainer-")), per_device_train_batch_size=S.pairs, max_steps=S.snli_warmup + S.snli_steps,
         learning_rate=LR, warmup_steps=0, save_strategy="no", report_to="none", logging_strategy="no",
-        dataloader_drop_last=True, use_cpu=not dev.cuda, bf16=dev.cuda, seed=0, disable_tqdm=True,
+        dataloader_drop_last=True, use_cpu=not dev.cuda, seed=0, disable_tqdm=True, **best,
     )
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
                                          loss=MultipleNegativesRankingLoss(model, scale=1 / TEMPERATURE),
                                          callbacks=[Timer()])
     dev.reset_peak()
     trainer.train()
-    return {**rate(S, dev, (marks[-1] - marks[0]) / S.snli_steps), "optim": str(args.optim), "bf16": bool(args.bf16)}
+    config = {k: str(v) for k, v in best.items()} | {"max_seq_length": MAX_LEN, "padding": "longest (its collator)",
+                                                      "max_grad_norm": args.max_grad_norm}
+    return {**rate(S, dev, (marks[-1] - marks[0]) / S.snli_steps), "sentence_transformers": st_version(),
+            "config": config}
+
+
+def snli_batches(pairs, S) -> list[list[tuple[str, str]]]:
+    need = S.pairs * (S.snli_warmup + S.snli_steps)
+    rows = [pairs[i % len(pairs)] for i in range(need)]  # cycled if the set is smaller
+    return [rows[i : i + S.pairs] for i in range(0, need, S.pairs)]
+
+
+def snli_st_only(path: Path, pairs, S, dev: Device) -> dict:
+    """(b)'s ``st_trainer`` in each of ``ST_CONFIGS`` (run with another sentence-transformers version first on
+    PYTHONPATH too); the fastest at the top level."""
+    out = {}
+    for name in ST_CONFIGS:
+        out[name] = guarded(f"(e) st_trainer {name}", snli_st_trainer, path, snli_batches(pairs, S), S, dev, name)
+        log(f"(e) st_trainer {name}: {out[name]}")
+        dev.free()
+    fastest = max((k for k in out if "pairs_per_s" in out[k]), key=lambda k: out[k]["pairs_per_s"], default=None)
+    return {**(out[fastest] if fastest else {}), "fastest": fastest, "configs": out}
+
+
+def snli_repeats(path: Path, pairs, S, dev: Device, rounds: int = 3) -> dict:
+    """(b)'s project variants again, alternating, ``rounds`` times: the spread between runs."""
+    batches = snli_batches(pairs, S)
+    out = {name: [] for name in SNLI_PROJECT}
+    for _ in range(rounds):
+        for name in SNLI_PROJECT:
+            res = guarded(f"(r) {name}", snli_project, path, batches, S, dev, variant=name)
+            out[name].append(res.get("pairs_per_s"))
+            dev.free()
+    log(f"(r) pairs/s per round: {out}")
+    return out
+
+
+def gradcache_tile(path: Path, S, dev: Device, tile: int = 8192) -> dict:
+    """(c)'s uncached step and its GradCache step at ``S.compare`` pairs with ``loss_tile`` = ``tile``."""
+    S = SimpleNamespace(**{**vars(S), "loss_tile": tile})
+    return largest_project(path, S, dev, sizes=(S.compare,))
 
 
 def snli_part(path: Path, pairs, source: str, S, dev: Device) -> dict:
-    need = S.pairs * (S.snli_warmup + S.snli_steps)
-    rows = [pairs[i % len(pairs)] for i in range(need)]  # cycled if the set is smaller
-    batches = [rows[i : i + S.pairs] for i in range(0, need, S.pairs)]
+    batches = snli_batches(pairs, S)
     out = {"pairs": S.pairs, "data": source, "max_len": MAX_LEN, "precision": "bf16" if dev.cuda else "bf16 autocast (st: fp32)"}
     runs = [(name, snli_project, {"variant": name}) for name in SNLI_PROJECT]
     runs += [("plain", snli_plain, {}), ("st_trainer", snli_st_trainer, {})]
@@ -564,7 +628,7 @@ def sizes_with_oom(name: str, sizes, run, S, dev: Device) -> dict:
             out[str(n)] = {"skipped": "a smaller size ran out of memory"}
             continue
         warmup = 1
-        if n == sizes[-1] and n > S.compare and last and last[1] * n / last[0] > S.warmup_budget_s:
+        if n == sizes[-1] and n > S.compare and (last is None or last[1] * n / last[0] > S.warmup_budget_s):
             warmup = 0
         try:
             res = run(n, warmup, 3 if n < S.compare else 2 if n == S.compare else 1)
@@ -582,7 +646,9 @@ def sizes_with_oom(name: str, sizes, run, S, dev: Device) -> dict:
     return out
 
 
-def largest_project(path: Path, S, dev: Device) -> dict:
+def largest_project(path: Path, S, dev: Device, sizes=None, uncached: bool = True) -> dict:
+    """The project's GradCache step at ``sizes`` (default ``S.largest``), after the uncached step at
+    ``S.uncached`` pairs (``uncached``)."""
     from train.step import forward_backward
 
     trainee, opt, copies = mnrl_trainee(path, dev)
@@ -597,11 +663,13 @@ def largest_project(path: Path, S, dev: Device) -> dict:
         return step, opt
 
     run = pair_runner(dev, trainee.encoder.tokenizer, make_step)
+    out = {"chunk_size": S.chunk, "loss_tile": trainee.method.loss_tile}
+    if not uncached:
+        return {**out, **sizes_with_oom("project gradcache", sizes or S.largest, run, S, dev)}
     uncached = {"pairs": S.uncached, **run(S.uncached, 3, 5, chunk=None)}  # one chunk's pairs, no GradCache
     uncached["us_per_pair"] = round(uncached["s_per_step"] / S.uncached * 1e6, 3)
     log(f"(c) project uncached {S.uncached} pairs: {uncached}")
-    out = {"chunk_size": S.chunk, "loss_tile": trainee.method.loss_tile, "uncached": uncached,
-           **sizes_with_oom("project gradcache", S.largest, run, S, dev)}
+    out = {**out, "uncached": uncached, **sizes_with_oom("project gradcache", sizes or S.largest, run, S, dev)}
     compare = out.get(str(S.compare), {})
     out[f"gradcache_vs_uncached_per_pair_{S.compare}"] = (
         round(compare["us_per_pair"] / uncached["us_per_pair"], 3) if "us_per_pair" in compare else None)
@@ -655,45 +723,82 @@ def largest_part(path: Path, S, dev: Device) -> dict:
     dev.free()
     if S.loss_tile is None and "fastest" in out["loss_tiles"]:
         S = SimpleNamespace(**{**vars(S), "loss_tile": out["loss_tiles"]["fastest"]})
-    for name, fn in (("project", largest_project), ("st_cached", largest_st_cached)):
-        out[name] = guarded(f"(c) {name}", fn, path, S, dev)
-        dev.free()
+    # the largest size last (one step, minutes): what a time limit cuts is then only that
+    smaller, largest = S.largest[:-1], S.largest[-1]
+    out["project"] = guarded("(c) project", largest_project, path, S, dev, sizes=smaller)
+    dev.free()
+    out["st_cached"] = guarded("(c) st_cached", largest_st_cached, path, S, dev)
+    dev.free()
+    biggest = guarded("(c) project", largest_project, path, S, dev, sizes=(largest,), uncached=False)
+    if isinstance(out["project"], dict) and "error" not in out["project"]:
+        out["project"][str(largest)] = biggest.get(str(largest), biggest)
+    dev.free()
     return out
 
 
 # ------------------------------------------------------------------ main
 
 
+def st_version() -> str | None:
+    try:  # not imported: it needs ``datasets``
+        import sentence_transformers
+
+        return sentence_transformers.__version__
+    except ImportError:
+        try:
+            return metadata.version("sentence-transformers")
+        except metadata.PackageNotFoundError:
+            return None
+
+
 def versions(dev: Device) -> dict:
     import transformers
 
-    try:  # not imported: it needs ``datasets``
-        st = metadata.version("sentence-transformers")
-    except metadata.PackageNotFoundError:
-        st = None
     return {"device": dev.name, "torch": torch.__version__, "transformers": transformers.__version__,
-            "sentence_transformers": st}
+            "sentence_transformers": st_version()}
+
+
+def vs_best_st_trainer(result: dict) -> float | None:
+    """The project's SNLI pairs/s over the fastest ``SentenceTransformerTrainer`` measured (part b's with the
+    machine's sentence-transformers, part e's ``st_trainer_<version>`` in each of its settings)."""
+    snli = result.get("snli_mnrl", {})
+    mine = snli.get("project", {}).get("pairs_per_s")
+    runs = [snli.get("st_trainer", {})] + [v for k, v in result.items() if k.startswith("st_trainer_")]
+    theirs = [r.get("pairs_per_s") for r in runs if isinstance(r, dict) and r.get("pairs_per_s")]
+    return round(mine / max(theirs), 3) if mine and theirs else None
+
+
+def ahead_of_stock_compiled(result: dict) -> bool | None:
+    mfu = result.get("mfu", {})
+    mine, stock = mfu.get("project", {}), mfu.get("stock_compiled", {})
+    shapes = [k for k in stock if isinstance(stock[k], dict) and "tokens_per_s" in stock[k]]
+    if not shapes or not all(isinstance(mine.get(k), dict) and "tokens_per_s" in mine[k] for k in shapes):
+        return None
+    return all(mine[k]["tokens_per_s"] > stock[k]["tokens_per_s"] for k in shapes)
 
 
 def checks(result: dict, smoke: bool) -> dict:
-    keys = ("mfu_512x128_ge_0.40", "vs_st_trainer_ge_1.8", "gradcache_65536_le_16gb",
-            "gradcache_65536_per_pair_le_1.25x", "one_step_1048576")
+    keys = ("mfu_512x128_ge_0.40", "ahead_of_stock_compiled_all_shapes", "vs_best_st_trainer_ge_1.8",
+            "gradcache_65536_le_16gb", "gradcache_65536_per_pair_le_1.25x", "one_step_1048576")
     if smoke:
-        return dict.fromkeys(keys)
+        return {**dict.fromkeys(keys), "device_checks": None}
     project = result.get("largest_batch", {}).get("project", {})
-    values = (result.get("mfu", {}).get("project", {}).get("512x128", {}).get("mfu"),
-              result.get("snli_mnrl", {}).get("project_vs_st_trainer"),
-              project.get("65536", {}).get("peak_mem_gb"), project.get("gradcache_vs_uncached_per_pair_65536"))
-    oks = (lambda v: v >= 0.40, lambda v: v >= 1.8, lambda v: v <= 16, lambda v: v <= 1.25)
+    values = (result.get("mfu", {}).get("project", {}).get("512x128", {}).get("mfu"), ahead_of_stock_compiled(result),
+              vs_best_st_trainer(result), project.get("65536", {}).get("peak_mem_gb"),
+              project.get("gradcache_vs_uncached_per_pair_65536"))
+    oks = (lambda v: v >= 0.40, bool, lambda v: v >= 1.8, lambda v: v <= 16, lambda v: v <= 1.25)
     out = {key: None if v is None else bool(ok(v)) for key, v, ok in zip(keys, values, oks)}
-    out[keys[4]] = None if "1048576" not in project else "s_per_step" in project["1048576"]
+    out["project_vs_best_st_trainer"] = values[2]
+    out[keys[5]] = None if "1048576" not in project else "s_per_step" in project["1048576"]
     out["device_checks"] = result.get("device_checks", {}).get("all")
     return out
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--parts", nargs="+", default=["a", "b", "c", "d"], choices=["a", "b", "c", "d"])
+    ap.add_argument("--parts", nargs="+", default=["d", "b", "a", "c"], choices=["a", "b", "c", "d", "e", "r", "g"],
+                    help="run in this order; e: (b)'s SentenceTransformerTrainer alone (another sentence-transformers "
+                         "version on PYTHONPATH), kept as st_trainer_other")
     ap.add_argument("--profile", type=Path, default=None, help="append torch.profiler tables of the project's steps here")
     ap.add_argument("--save", type=Path, default=None, help="write the result so far here after every part")
     ap.add_argument("--merge", type=Path, nargs="+", default=None,
@@ -709,7 +814,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def gpu_parts(args) -> dict:
     """Parts (a)-(c) as one dict (device, versions, ``mfu``, ``snli_mnrl``, ``largest_batch``, ``checks``)."""
     global PROFILE_FILE
-    parts = getattr(args, "parts", None) or ["a", "b", "c", "d"]
+    parts = getattr(args, "parts", None) or ["d", "b", "a", "c"]
     PROFILE_FILE = getattr(args, "profile", None)
     dev = Device(torch.cuda.is_available())
     smoke = getattr(args, "smoke", False) or not dev.cuda  # on a GPU, --smoke runs the tiny sizes there
@@ -720,27 +825,31 @@ def gpu_parts(args) -> dict:
     if not dev.cuda:  # one thread: a CPU smoke beside other busy processes is not stalled in OpenMP barriers
         torch.set_num_threads(1)
 
-    def part(key: str, name: str, fn, *fn_args):
+    def part(key: str, name: str, fn):
         t0 = time.perf_counter()
-        result[name] = guarded(f"({key})", fn, *fn_args)
+        result[name] = guarded(f"({key})", fn)
         dev.free()
         took[key] = round(time.perf_counter() - t0, 1)
         log(f"({key}) {name} done in {took[key]} s ({time.perf_counter() - started:.0f} s so far)")
         if getattr(args, "save", None):
             args.save.write_text(json.dumps({**result, "seconds": took}) + "\n")
 
-    if "a" in parts:
-        part("a", "mfu", mfu_part, S, dev, smoke, getattr(args, "compile_on_cpu", False))
-    if {"b", "c", "d"} & set(parts):
+    path = None
+    if {"b", "c", "d", "e", "r", "g"} & set(parts):
         pairs, source = snli_pairs(getattr(args, "snli_dir", None))
         path = mnrl_model([t for pair in pairs for t in pair], dev, smoke)
         log(f"{len(pairs)} pairs ({source}); encoder {path}")
-        if "b" in parts:
-            part("b", "snli_mnrl", snli_part, path, pairs, source, S, dev)
-        if "d" in parts:
-            part("d", "device_checks", device_checks, dev, pairs, str(path), smoke)
-        if "c" in parts:
-            part("c", "largest_batch", largest_part, path, S, dev)
+    runs = {
+        "a": ("mfu", lambda: mfu_part(S, dev, smoke, getattr(args, "compile_on_cpu", False))),
+        "b": ("snli_mnrl", lambda: snli_part(path, pairs, source, S, dev)),
+        "c": ("largest_batch", lambda: largest_part(path, S, dev)),
+        "d": ("device_checks", lambda: device_checks(dev, pairs, str(path), smoke)),
+        "e": (f"st_trainer_{st_version()}", lambda: snli_st_only(path, pairs, S, dev)),
+        "r": ("snli_repeats", lambda: snli_repeats(path, pairs, S, dev)),
+        "g": ("gradcache_tile8192", lambda: gradcache_tile(path, S, dev)),
+    }
+    for key in parts:
+        part(key, *runs[key])
     torch.set_num_threads(threads)
     result["checks"] = checks(result, smoke)
     result["seconds"] = {**took, "total": round(time.perf_counter() - started, 1)}
@@ -754,7 +863,9 @@ def merged(files: list[Path]) -> dict:
         raise SystemExit(f"--merge: the runs are from different devices: {[r['device'] for r in runs]}")
     result = dict(runs[0])
     for run in runs[1:]:
-        result.update({k: v for k, v in run.items() if k in ("mfu", "snli_mnrl", "largest_batch", "device_checks")})
+        result.update({k: v for k, v in run.items()
+                       if k in ("mfu", "snli_mnrl", "largest_batch", "device_checks", "snli_repeats",
+                                "gradcache_tile8192") or k.startswith("st_trainer_")})
     result["seconds"] = {k: v for run in runs for k, v in run.get("seconds", {}).items() if k != "total"}
     result["seconds"]["total"] = round(sum(result["seconds"].values()), 1)
     result["checks"] = checks(result, result.get("smoke", False))

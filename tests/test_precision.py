@@ -102,3 +102,49 @@ def test_bf16_weights_is_a_gpu_setting():
     with pytest.raises(ConfigError, match="mixed_precision=bf16_weights needs use_gpu=true"):
         TrainConfig.from_dict(base).validate()
     assert TrainConfig.from_dict({**base, "use_gpu": True}).validate().mixed_precision == "bf16_weights"
+
+
+def test_auto_is_bf16_weights_on_a_bf16_gpu_and_none_elsewhere(monkeypatch):
+    """What a user gets without flags: ``mixed_precision: auto`` (every config's default)."""
+    from train.config import TrainConfig
+    from train.precision import resolve_precision
+
+    cfg = TrainConfig.from_dict({"method": "simcse_unsup", "model": "m", "data": "d"}).validate()
+    assert cfg.mixed_precision == "auto"
+    assert resolve_precision("auto", torch.device("cpu")) == "none"
+    assert resolve_precision("bf16", torch.device("cpu")) == "bf16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    assert resolve_precision("auto", torch.device("cuda")) == "bf16_weights"
+    assert resolve_precision("auto", torch.device("cuda"), dtype="float64") == "none"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)
+    assert resolve_precision("auto", torch.device("cuda")) == "none"  # a V100 or T4: bf16 only emulated
+    # float64 exactness runs keep the default
+    assert TrainConfig.from_dict({"method": "simcse_unsup", "model": "m", "data": "d",
+                                  "dtype": "float64"}).validate().mixed_precision == "auto"
+
+
+def test_collated_ahead_keeps_order_and_raises_at_the_failing_batch():
+    import threading
+
+    from train.batch import collated_ahead
+
+    threads = set()
+
+    def collate(batch):
+        threads.add(threading.current_thread().name)
+        if batch == 3:
+            raise ValueError("row 3 is bad")
+        return batch * 10
+
+    got = []
+    with pytest.raises(ValueError, match="row 3 is bad"):
+        for batch, tensors in collated_ahead(iter(range(6)), collate):
+            got.append((batch, tensors))
+    assert got == [(0, 0), (1, 10), (2, 20)]
+    assert all(name.startswith("collate-ahead") for name in threads)
+    assert list(collated_ahead(iter(range(3)), lambda b: -b)) == [(0, 0), (1, -1), (2, -2)]
+    # a consumer that stops early (the loop at its last step) leaves no thread behind
+    stream = collated_ahead(iter(range(100)), lambda b: b)
+    next(stream)
+    stream.close()
+    assert not any(t.name.startswith("collate-ahead") for t in threading.enumerate())

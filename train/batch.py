@@ -52,6 +52,26 @@ def to_device(batch: dict, device) -> dict:
     }
 
 
+def collated_ahead(batches, collate) -> Iterator[tuple[dict, dict]]:
+    """``(batch, collate(batch))`` for each of ``batches``, the next one read and collated in a thread
+    while the caller trains on this one (the loop on a GPU: tokenization, which the fast tokenizers run
+    outside the GIL, overlaps the step's kernel launches instead of adding to them). One read at a time,
+    in order; an error of the feed or of ``collate`` is raised here, at the batch it belongs to."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rows = iter(batches)
+
+    def read():
+        batch = next(rows, None)
+        return None if batch is None else (batch, collate(batch))
+
+    with ThreadPoolExecutor(1, thread_name_prefix="collate-ahead") as pool:
+        pending = pool.submit(read)
+        while (item := pending.result()) is not None:
+            pending = pool.submit(read)
+            yield item
+
+
 def num_rows(batch: dict) -> int:
     for v in batch.values():
         return num_rows(v) if isinstance(v, dict) else int(v.shape[0])

@@ -32,7 +32,6 @@ import yaml
 
 from infra.uris import is_uri, local_path, read_text
 from train.errors import ConfigError
-from train.methods.tiled import DEFAULT_LOSS_TILE
 
 RUN_NAME = re.compile(r"(?!\.\.?$)[A-Za-z0-9._-]{1,128}")
 
@@ -49,7 +48,7 @@ def model_short_name(model: str) -> str:
 
 
 POOLINGS = ("cls", "cls_mlp", "cls_raw", "mean")
-MIXED_PRECISION = ("none", "bf16", "bf16_weights", "fp16")
+MIXED_PRECISION = ("auto", "none", "bf16", "bf16_weights", "fp16")
 
 
 @dataclass
@@ -93,17 +92,18 @@ class TrainConfig:
     log_sample_ids: bool = False  # elastic: every worker writes the ids of the rows it trained on (sample_ids/)
     use_gpu: bool = False
     cpus_per_worker: float | None = None  # ScalingConfig resources_per_worker CPU (None: Ray's 1)
-    # none | bf16 (autocast) | bf16_weights (the encoder in bf16, cast from fp32 master weights once per step:
-    # train.precision) | fp16 (needs a GPU)
-    mixed_precision: str = "none"
+    # auto (bf16_weights on a GPU with bf16, none elsewhere: train.precision.resolve) | none | bf16 (autocast) |
+    # bf16_weights (the encoder in bf16, cast from fp32 master weights once per step: train.precision) | fp16 (GPU)
+    mixed_precision: str = "auto"
     # the weights' and the step's dtype: float64 for exactness checks (bench/elastic.py: a resized run against a
     # fixed-size one); mixed_precision applies to float32
     dtype: str = "float32"
     # speed / memory
     chunk_size: int | None = None  # GradCache: rows per encoder chunk on each worker (None: no caching)
     # the loss's log-sum-exp in tiles of loss_tile anchors x loss_tile candidates (train.methods.tiled): memory
-    # O((B + N)·d + tile²) instead of the (B x N) logits; blocks with <= loss_tile² entries stay dense; 0 = dense
-    loss_tile: int = DEFAULT_LOSS_TILE
+    # O((B + N)·d + tile²) instead of the (B x N) logits; blocks with <= loss_tile² entries stay dense; 0 = dense;
+    # None: by device (train.methods.tiled.default_loss_tile: 2,048 on CPU, 8,192 on a GPU)
+    loss_tile: int | None = None
     unpad: bool = True  # BERT encoders: Linear/LayerNorm/GELU on real tokens only (train.unpadded); same outputs
     compile: bool = False  # torch.compile the encoder's stock forward (dynamic shapes; turns unpad off)
     # torch.compile the unpadded path's per-token layers (fused bias, GELU, dropout, LayerNorm; train.unpadded)
@@ -288,7 +288,7 @@ class TrainConfig:
             raise bad(f"mixed_precision {self.mixed_precision!r} is not one of {list(MIXED_PRECISION)}")
         if self.dtype not in ("float32", "float64"):
             raise bad(f"dtype {self.dtype!r} is not one of ['float32', 'float64']")
-        if self.dtype == "float64" and self.mixed_precision != "none":
+        if self.dtype == "float64" and self.mixed_precision not in ("none", "auto"):
             raise bad(f"dtype=float64 runs without mixed precision (mixed_precision={self.mixed_precision})")
         if self.mixed_precision in ("fp16", "bf16_weights") and not self.use_gpu:
             # bf16_weights on CPU: its LayerNorm and embedding gradients would be summed in bf16 there
@@ -332,7 +332,7 @@ class TrainConfig:
         if self.dropout is not None and not 0 <= self.dropout < 1:
             raise bad(f"dropout must be in [0, 1), got {self.dropout}")
         for key in ("checkpoint_every_steps", "warmup_steps", "shuffle_buffer", "log_every_steps", "loss_tile"):
-            if getattr(self, key) < 0:
+            if getattr(self, key) is not None and getattr(self, key) < 0:
                 raise bad(f"{key} must be >= 0")
         if self.max_failures < -1:
             raise bad("max_failures must be >= 0, or -1 (no limit)")

@@ -48,6 +48,7 @@ written at another world size is a resize: rank 0 says so in one line after its 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import sys
@@ -62,13 +63,14 @@ from torch import nn
 
 from infra.storage import retries as storage_retries
 from infra.uris import as_local
-from train.batch import to_device
+from train.batch import collated_ahead, to_device
 from train.checkpoints import METRICS_FILE, STATE_FILE, checkpoint_metrics, newest_checkpoint, resume_state
 from train.config import TrainConfig
 from train.dropout_keys import add_row_keys
 from train.encoder import Encoder
 from train.methods import get_method
-from train.precision import Bf16Weights
+from train.methods.tiled import DEFAULT_LOSS_TILE, default_loss_tile
+from train.precision import Bf16Weights, resolve_precision
 from train.progress import ProgressWriter
 from train.step import forward_backward
 
@@ -146,7 +148,7 @@ def build_trainee(cfg: TrainConfig, data_info: dict) -> Trainee:
     method = get_method(cfg.method)(
         cfg.options, hidden_size=encoder.hidden_size, temperature=cfg.temperature, data_info=data_info
     )
-    method.loss_tile = cfg.loss_tile
+    method.loss_tile = cfg.loss_tile if cfg.loss_tile is not None else DEFAULT_LOSS_TILE  # a worker: by its device
     return Trainee(encoder, method)
 
 
@@ -197,7 +199,10 @@ def train_loop_per_worker(config: dict) -> dict:
         trainee.encoder.model.compile(dynamic=True)
     trainee.encoder.compile_layers = cfg.compile_layers and trainee.encoder.unpad
     # bf16 copies of the encoder's weights, made once per step (train.precision); heads and loss under autocast
-    bf16_weights = Bf16Weights(trainee.encoder) if cfg.mixed_precision == "bf16_weights" else None
+    precision = resolve_precision(cfg.mixed_precision, device, cfg.dtype)
+    if cfg.loss_tile is None:
+        trainee.method.loss_tile = default_loss_tile(device)
+    bf16_weights = Bf16Weights(trainee.encoder) if precision == "bf16_weights" else None
 
     # 3. optimizer, schedule, progress --------------------------------------
     from transformers import get_linear_schedule_with_warmup
@@ -207,8 +212,8 @@ def train_loop_per_worker(config: dict) -> dict:
     optimizer = torch.optim.AdamW(param_groups(trainee, cfg.weight_decay, cfg.lr), lr=cfg.lr,
                                   fused=device.type in ("cpu", "cuda"))
     scheduler = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, total_steps)
-    scaler = torch.amp.GradScaler("cuda") if cfg.mixed_precision == "fp16" else None
-    amp_dtype = {"bf16": torch.bfloat16, "bf16_weights": torch.bfloat16, "fp16": torch.float16}.get(cfg.mixed_precision)
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+    amp_dtype = {"bf16": torch.bfloat16, "bf16_weights": torch.bfloat16, "fp16": torch.float16}.get(precision)
 
     def autocast():
         if amp_dtype is None:
@@ -274,10 +279,16 @@ def train_loop_per_worker(config: dict) -> dict:
         resize["ready_at"] = time.time()
     while epoch < cfg.epochs and step < total_steps:
         done = skip
-        for i, batch in enumerate(meter.timed(feed.epoch(epoch, skip)), start=skip):
+        batches = meter.timed(feed.epoch(epoch, skip))
+        collate = functools.partial(trainee.method.collate, encoder=trainee.encoder)
+        # on a GPU the next batch is tokenized while this one's kernels run; an elastic feed records the rows
+        # of each step as it yields them, so it is read one step at a time
+        collated = (collated_ahead(batches, collate) if device.type == "cuda" and not cfg.elastic
+                    else ((batch, collate(batch)) for batch in batches))
+        for i, (_, collated_batch) in enumerate(collated, start=skip):
             if step >= total_steps:
                 break
-            tensors = to_device(trainee.method.collate(batch, trainee.encoder), device)
+            tensors = to_device(collated_batch, device)
             if dtype != torch.float32:
                 tensors = cast_floats(tensors, dtype)
             if cfg.elastic:  # dropout masks: f(seed, step, column, global row), whichever worker has the row

@@ -19,6 +19,9 @@ they are small, and the tiled losses accumulate in float32 either way.
 Parameters are swapped in place (``module._parameters``, as ``torch.func.functional_call`` does):
 the copies are leaves of their own, so DDP's hooks on the master weights never fire; the step calls
 the trainee outside DDP and averages the gradients itself (``train.step.sync_gradients``).
+
+``mixed_precision: auto`` (the default) is ``bf16_weights`` on a CUDA device with bf16 (Ampere and
+later) and ``none`` elsewhere (CPU, older GPUs, float64 runs): `resolve_precision`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,15 @@ from __future__ import annotations
 import contextlib
 
 import torch
+
+
+def resolve_precision(mode: str, device: torch.device, dtype: str = "float32") -> str:
+    """The ``mixed_precision`` a worker runs with on ``device``: ``auto`` made concrete."""
+    if mode != "auto":
+        return mode
+    if dtype == "float32" and device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
+        return "bf16_weights"
+    return "none"
 
 
 class Bf16Weights:

@@ -37,6 +37,14 @@ import torch.nn.functional as F
 # rows and columns per tile: on CPU 2,048 was the fastest of 1,024 / 2,048 / 4,096 and beat the dense loss at
 # 4,096 and 8,192 pairs (bench/results/gpu-cpu.txt); bench/gpu.py's loss_tiles times it on a GPU (docs/performance.md)
 DEFAULT_LOSS_TILE = 2048
+# on a GPU (H200, 65,536 pairs, d = 768, forward + backward): 2,048 took 1.44 s, 4,096 0.31 s, 8,192 0.20 s at
+# 1.7 GB, 16,384 0.18 s at 3.7 GB (bench/results/gpu-h200.txt): 8,192 is within 13% of the fastest at half its memory
+GPU_LOSS_TILE = 8192
+
+
+def default_loss_tile(device) -> int:
+    """``loss_tile`` when the config leaves it unset: by the device the loss runs on."""
+    return GPU_LOSS_TILE if getattr(device, "type", device) == "cuda" else DEFAULT_LOSS_TILE
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
