@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "aspect_retrieval: test)")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size (default: 64)")
     parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda (default: auto)")
+    parser.add_argument("--max-seq-length", type=positive_int, default=None,
+                        help="read at most this many tokens of a text (default: the model's own limit; a folder "
+                             "saved before 0.14 states its training max_len there: pass 512 to read whole texts)")
     parser.add_argument("--output", default=None, help="also write the JSON result to this file")
     task_options = parser.add_argument_group("task options")
     task_options.add_argument("--tune-data", default=None,
@@ -174,9 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         if task.model_kind == "trained":
-            model = load_trained(args.model, device=args.device)
+            model = load_trained(args.model, device=args.device, max_seq_length=args.max_seq_length)
         else:
             model = load_encoder(args.model, device=args.device)
+            if args.max_seq_length is not None:
+                model.max_seq_length = args.max_seq_length
     except OSError as error:  # FileNotFoundError; the hub's errors (no such repo, gated, ...), multi-line
         from infra.preflight import first_line
 

@@ -127,7 +127,7 @@ def as_trained(model):
     return model if isinstance(model, TrainedModel) else TrainedModel(model)
 
 
-def load_trained(path_or_name: str | os.PathLike, device: str | None = None):
+def load_trained(path_or_name: str | os.PathLike, device: str | None = None, max_seq_length: int | None = None):
     """A :class:`score.model.TrainedModel`: a SentenceTransformer folder with its method heads
     (``structcse_method.json``), or any encoder ``load_encoder`` accepts, without heads.
 
@@ -137,8 +137,15 @@ def load_trained(path_or_name: str | os.PathLike, device: str | None = None):
     from train.saved_models import load
 
     local = Path(as_local(path_or_name)).expanduser()
+    model = None
     if local.is_dir():
         folder = resolve_model_folder(local)
         if (folder / ST_MARKER).is_file():
-            return load(folder, device=device)
-    return TrainedModel(load_encoder(path_or_name, device=device), None, os.fspath(path_or_name))
+            model = load(folder, device=device)
+    if model is None:
+        model = TrainedModel(load_encoder(path_or_name, device=device), None, os.fspath(path_or_name))
+    if max_seq_length is not None:
+        if max_seq_length < 1:
+            raise ValueError(f"max_seq_length must be >= 1, got {max_seq_length}")
+        model.encoder.max_seq_length = max_seq_length
+    return model

@@ -27,13 +27,14 @@ if TYPE_CHECKING:  # for the signatures only: importing them costs torch
     from score.model import TrainedModel
 
 
-def load(path: str | os.PathLike, device: str | None = None) -> TrainedModel:
+def load(path: str | os.PathLike, device: str | None = None, max_seq_length: int | None = None) -> TrainedModel:
     """Load a model with its method's heads, in eval mode.
 
     ``path``: a folder ``python -m train`` wrote (``runs/<name>/model``), a run folder or checkpoint folder
     (its ``model/`` is used), any SentenceTransformer or Hugging Face model folder (mean pooling), a
     ``s3://`` / ``gs://`` URI of one, or a Hugging Face hub name. ``device``: ``"cpu"``, ``"cuda"``, ...
-    (default: what sentence-transformers picks).
+    (default: what sentence-transformers picks). ``max_seq_length``: read at most this many tokens (default: the
+    folder's own limit; folders saved before 0.14 say their training ``max_len`` there, 32 for most methods).
 
     Returns a :class:`score.model.TrainedModel`: ``encode(texts)`` gives the (N, d) float32 embeddings,
     ``similarity(a, b)`` the method's own pair score (``similarity_name`` says which), ``cosine(a, b)``
@@ -47,7 +48,7 @@ def load(path: str | os.PathLike, device: str | None = None) -> TrainedModel:
     from eval.models import check_model, load_trained
 
     check_model(path)  # before torch: a missing folder or an unreachable hub name is one line at once
-    return load_trained(path, device=device)
+    return load_trained(path, device=device, max_seq_length=max_seq_length)
 
 
 def read_set(path: str | os.PathLike, name: str | None = None, columns: list[str] | None = None) -> pa.Table:

@@ -68,6 +68,8 @@ class Encoder(nn.Module):
         if getattr(self.model, "pooler", None) is not None:
             self.model.pooler = None
         self.tokenizer = AutoTokenizer.from_pretrained(model)
+        # training cuts at max_len; reading (encode, the saved folder, every evaluation) goes up to the base's own limit
+        self.read_len = max(reading_limit(model, config, self.tokenizer), max_len)
         self.unpad = unpad and supports_unpadding(self.model)  # per-token layers on real tokens only
         self.compile_layers = False  # the unpadded path's per-token layers through torch.compile (train.unpadded)
         self._warned_keys = False
@@ -83,8 +85,10 @@ class Encoder(nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
-    def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_len, return_tensors="pt"))
+    def tokenize(self, texts: list[str], max_length: int | None = None) -> dict[str, torch.Tensor]:
+        """Training's tokens: cut at ``max_len`` (``max_length``: another limit, as ``encode`` reads at ``read_len``)."""
+        return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=max_length or self.max_len,
+                                   return_tensors="pt"))
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, row_keys=None, *,
                 inference: bool | None = None) -> torch.Tensor:
@@ -134,20 +138,22 @@ class Encoder(nn.Module):
 
     @torch.no_grad()
     def encode(self, texts: list[str], batch_size: int = 64) -> torch.Tensor:
-        """Inference embeddings (eval mode, inference pooling) on CPU as float32."""
+        """Inference embeddings (eval mode, inference pooling) on CPU as float32, texts read up to ``read_len``."""
         was_training = self.training
         self.eval()
         try:
             out = []
             for i in range(0, len(texts), batch_size):
-                inputs = {k: v.to(self.device) for k, v in self.tokenize(list(texts[i : i + batch_size])).items()}
+                batch = self.tokenize(list(texts[i : i + batch_size]), max_length=self.read_len)
+                inputs = {k: v.to(self.device) for k, v in batch.items()}
                 out.append(self(**inputs, inference=True).float().cpu())
             return torch.cat(out) if out else torch.empty(0, self.hidden_size)
         finally:
             self.train(was_training)
 
     def save_sentence_transformer(self, path: str | Path) -> Path:
-        """Write a SentenceTransformer folder that reproduces ``encode``."""
+        """Write a SentenceTransformer folder that reproduces ``encode``: it reads up to ``read_len`` tokens (the
+        base's own limit), not the ``max_len`` training cut at."""
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
 
@@ -157,7 +163,7 @@ class Encoder(nn.Module):
             self.model.save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
             modules = [
-                Transformer(tmp, max_seq_length=self.max_len),
+                Transformer(tmp, max_seq_length=self.read_len),
                 Pooling(d, "mean" if self.pooling == "mean" else "cls"),
             ]
             if self.pooling == "cls":
@@ -257,6 +263,30 @@ def base_pooling(model: str) -> str | None:
         raise ConfigError(f"model {model!r}: {config_file} is not a Pooling config ({_one_line(e)})") from e
     on = [ST_POOLING_MODES.get(k) for k, v in modes.items() if k.startswith("pooling_mode_") and v is True]
     return on[0] if len(on) == 1 else None
+
+
+# models whose position ids start after the padding index (max_position_embeddings counts pad + 1 more)
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "data2vec-text", "xmod")
+
+
+def reading_limit(model: str, config, tokenizer) -> int:
+    """How many tokens the base ``model`` reads: a sentence-transformers base's ``max_seq_length``; else the
+    tokenizer's ``model_max_length`` when it states one, within the position embeddings (BERT: 512)."""
+    st_config = _st_file(model, "sentence_bert_config.json") if _st_modules(model) is not None else None
+    if st_config is not None:
+        try:
+            value = json.loads(st_config.read_text()).get("max_seq_length")
+        except (OSError, ValueError, AttributeError) as e:
+            raise ConfigError(f"model {model!r}: {st_config} is not a sentence-transformers config ({_one_line(e)})")
+        if isinstance(value, int) and value > 0:
+            return value
+    positions = getattr(config, "max_position_embeddings", None)
+    if isinstance(positions, int) and getattr(config, "model_type", "") in OFFSET_POSITIONS:
+        positions -= (getattr(config, "pad_token_id", None) or 1) + 1
+    stated = getattr(tokenizer, "model_max_length", None)
+    stated = stated if isinstance(stated, int) and 0 < stated < 1_000_000 else None
+    limits = [v for v in (stated, positions) if isinstance(v, int) and v > 0]
+    return min(limits) if limits else 512
 
 
 def base_normalizes(model: str) -> bool:

@@ -31,7 +31,7 @@ def set_facts(kind: str, folder: Path) -> dict:
 
 def card_section(cfg, sets: list[dict], selected_by: str, metrics: dict, elastic: dict | None = None) -> str:
     lines = ["", "## Training (structcse)", "",
-             f"- **Base model:** `{cfg.model}` (pooling `{cfg.pooling}`, max length {cfg.max_len})",
+             f"- **Base model:** `{cfg.model}` (pooling `{cfg.pooling}`, trained at max length {cfg.max_len}, reads whole texts up to the base's limit)",
              f"- **Method:** `{cfg.method}` — {get_method(cfg.method).citation or cfg.method}",
              f"- **Steps:** {metrics.get('step', '?')} at global batch {cfg.batch_size}, lr {cfg.lr:g}, "
              f"temperature {cfg.temperature:g}, seed {cfg.seed}"]
