@@ -79,7 +79,9 @@ class TrainConfig:
     temperature: float = 0.05
     seed: int = 42
     max_steps: int | None = None  # cap on optimizer steps (across epochs)
-    shuffle_buffer: int = 10_000  # rows in Ray Data's local shuffle buffer; 0 = no shuffle
+    # 0 = no shuffle (the set's order); else a seeded permutation of the whole set (train.feeds.drawn_from_whole_set),
+    # reshuffled each epoch in a local buffer of this many rows
+    shuffle_buffer: int = 10_000
     # hardware
     # Ray Train workers; 0 = local mode (runs in the driver); [min, max]: elastic (train.global_order): it starts
     # with what the cluster has between min and max, goes on with fewer when a node is lost, grows when
@@ -215,6 +217,15 @@ class TrainConfig:
                       "reads the set): set pretokenize=false")
         if not self.resize_check_s > 0:
             raise bad("resize_check_s must be > 0")
+        # a resized run trains the fixed-size run's model only with dropout keyed by global row, which exists on
+        # the unpadded path alone (train.unpadded, train.dropout_keys)
+        if self.compile:
+            raise bad(f"num_workers {self.num_workers}: compile=true runs the stock forward, whose dropout is drawn "
+                      "per worker, so a resized run would train another model: set compile=false (compile_layers "
+                      "keeps the keyed dropout)")
+        if not self.unpad:
+            raise bad(f"num_workers {self.num_workers}: unpad=false runs the stock forward, whose dropout is drawn "
+                      "per worker, so a resized run would train another model: set unpad=true")
 
     @property
     def options(self):

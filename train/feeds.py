@@ -17,6 +17,18 @@ from train.batch import length_buckets
 from train.global_order import GlobalOrder, SampleLog, SetRows
 
 
+def drawn_from_whole_set(ds, cfg):
+    """A fixed-size run's rows in one seeded permutation of the whole set (Ray Data's all-to-all
+    ``random_shuffle``), then each epoch reshuffled in every worker's local buffer.
+
+    Sets are written in page order (``sentences``, ``entity_pairs``: a page's rows, or a sentence once per link,
+    side by side): a local buffer of 10,000 rows alone leaves a batch of 64 with ~7.7 pairs of rows from one page
+    and ~9% of EASE batches with a sentence twice; a global permutation 0.15 pairs (bench/batches.py). SimCSE and
+    EASE train with a global random sampler; elastic runs draw a global permutation each epoch
+    (``train.global_order``). ``shuffle_buffer: 0``: the set's own order."""
+    return ds.random_shuffle(seed=cfg.seed) if cfg.shuffle_buffer else ds
+
+
 class StreamFeed:
     def __init__(self, cfg, shard, num_rows: int, rank: int, world: int, bucketing_column: str | None):
         self.cfg, self.shard, self.rank, self.bucketing_column = cfg, shard, rank, bucketing_column

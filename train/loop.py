@@ -321,11 +321,13 @@ def train_loop_per_worker(config: dict) -> dict:
                 resize = None
             if progress is not None:
                 progress.write(step, meter.peek)
-            if rank == 0 and cfg.log_every_steps and step % cfg.log_every_steps == 0:
-                if progress is None:
-                    say(f"[train] step {step}/{total_steps} ({100 * step / total_steps:.0f}%) loss "
-                        f"{meter.peek():.5g} {eta.line(step)}")
-                reporter.tracking.log(step, {"loss": meter.peek(), "lr": scheduler.get_last_lr()[0]})
+            if cfg.log_every_steps and step % cfg.log_every_steps == 0:
+                loss = meter.global_mean()  # every rank: the mean over all workers' losses
+                if rank == 0:
+                    if progress is None:
+                        say(f"[train] step {step}/{total_steps} ({100 * step / total_steps:.0f}%) loss "
+                            f"{loss:.5g} {eta.line(step)}")
+                    reporter.tracking.log(step, {"loss": loss, **learning_rates(optimizer, scheduler)})
             if (cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0) or step >= total_steps:
                 resume = (epoch + 1, 0) if done >= steps_per_epoch else (epoch, done)
                 reporter.report(step, epoch, resume, meter)
@@ -406,13 +408,22 @@ def record_resize(run_folder: str, resize: dict, tracking) -> None:
 def param_groups(trainee: Trainee, weight_decay: float, lr: float) -> list[dict]:
     """The method's own groups (e.g. RSE's relation table at its lr), then decay / no decay
     (biases and LayerNorm weights, matched by name suffix) for every other parameter."""
-    special = trainee.method.optimizer_groups(lr)
+    special = [{"name": trainee.method.name, **g} for g in trainee.method.optimizer_groups(lr)]
     taken = {id(p) for g in special for p in g["params"]}
     decay, no_decay = [], []
     for name, p in trainee.named_parameters():
         if p.requires_grad and id(p) not in taken:
             (no_decay if any(name.endswith(k) for k in _NO_DECAY) else decay).append(p)
-    return [*special, {"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [*special, {"name": "encoder", "params": decay, "weight_decay": weight_decay},
+            {"name": "encoder", "params": no_decay, "weight_decay": 0.0}]
+
+
+def learning_rates(optimizer, scheduler) -> dict[str, float]:
+    """``lr``: the encoder's; ``lr_<name>``: a method's own group at its own rate (RSE's relations, GaussCSE's heads)."""
+    out: dict[str, float] = {}
+    for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):
+        out.setdefault("lr" if group.get("name", "encoder") == "encoder" else f"lr_{group['name']}", lr)
+    return out
 
 
 class Meter:
@@ -454,10 +465,27 @@ class Meter:
             raise FloatingPointError(f"loss is {mean} (mean of the last {self.n} steps)")
         return mean
 
+    def global_mean(self) -> float:
+        """``peek`` over every worker: the mean of all workers' losses since the last reset (one all-reduce;
+        every rank calls it at the same step)."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return self.peek()
+        local = self.loss.detach() if torch.is_tensor(self.loss) else torch.tensor(float(self.loss))
+        total = local.to(torch.float64).reshape(1).clone()
+        if dist.get_backend() == "nccl" and total.device.type != "cuda":
+            total = total.cuda()
+        dist.all_reduce(total)
+        mean = float(total) / max(self.n, 1) / dist.get_world_size()
+        if not math.isfinite(mean):
+            raise FloatingPointError(f"loss is {mean} (mean of the last {self.n} steps over every worker)")
+        return mean
+
     def summary(self) -> dict:
         dt = max(time.perf_counter() - self.t0, 1e-9)
         out = {
-            "loss": self.peek() if self.n else math.nan,
+            "loss": self.global_mean() if self.n else math.nan,
             "examples_per_s": self.n * self.examples_per_step / dt,
             "data_wait_frac": min(self.data_wait / dt, 1.0),
         }
@@ -532,7 +560,7 @@ class Reporter:
             "step": step,
             "examples_seen": step * self.cfg.batch_size,  # Tune's ASHA time attribute: rungs at equal data
             "epoch": epoch,
-            "lr": self.scheduler.get_last_lr()[0],
+            **learning_rates(self.optimizer, self.scheduler),
             "start_step": self.start_step,
             "world_size": self.world,
             "reported_at": time.time(),

@@ -147,6 +147,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
     )
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    from train.feeds import drawn_from_whole_set
     from train.loop import LoopInputs, train_loop_per_worker
 
     config, method = plan.worker_config, plan.method  # the workers' config: local paths absolute
@@ -154,6 +155,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
     if not config.elastic:  # an elastic run's workers read the set themselves (train.feeds.GlobalFeed)
         ds = read_train_set(plan.set_pins.get(method.train_set) or plan.set_paths[method.train_set],
                             list(method.sets[method.train_set]))
+        ds = drawn_from_whole_set(ds, config)
         if config.pretokenize:
             from train.batch import pretokenize
 
