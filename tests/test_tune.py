@@ -111,23 +111,23 @@ def test_a_gausscse_checkpoint_is_scored_by_snli_dev_auprc(demo_world, demo_tiny
 
 def test_the_pool_scores_as_sentence_transformers_does_and_replaces_a_dead_scorer(demo_world, demo_tiny_bert,
                                                                                  ray_session, tmp_path):
-    """One pool per name (a second start gets the same actor); a checkpoint's dev Spearman is the one computed
-    here with sentence-transformers' loader and scipy; a pool of one scorer (each scorer is a process that
-    loads torch: one keeps the test short), killed: the next checkpoint goes to a replacement, which scores it
-    as the first did."""
+    """A live pool's name is never reused (a second start of it is refused: it may hold another dev set); a
+    checkpoint's dev Spearman is the one computed here with sentence-transformers' loader and scipy; a pool of
+    one scorer (each scorer is a process that loads torch: one keeps the test short), killed: the next
+    checkpoint goes to a replacement, which scores it as the first did."""
     from sentence_transformers import SentenceTransformer
 
     from tests.test_eval import direct_sts_figures
     from train.encoder import Encoder
-    from tune.scorers import start_pool, stop_pool
+    from tune.scorers import PoolNameTaken, start_pool, stop_pool
 
     checkpoint = tmp_path / "step-0000001"
     Encoder(str(demo_tiny_bert), "mean", 32, None).save_sentence_transformer(checkpoint / "model")
     pool = start_pool("sts_spearman", str(demo_world.sts_dir), name="pool-test", namespace="structcse-test", size=1,
                       num_cpus=0)
-    same = start_pool("sts_spearman", str(demo_world.sts_dir), name="pool-test", namespace="structcse-test", size=1,
-                      num_cpus=0)
-    assert same._actor_id == pool._actor_id  # get_if_exists: one shared pool
+    with pytest.raises(PoolNameTaken, match="structcse-test/pool-test is alive already"):
+        start_pool("sts_spearman", str(demo_world.sts_dir), name="pool-test", namespace="structcse-test", size=1,
+                   num_cpus=0)
     try:
         first = ray_session.get(pool.score.remote(str(checkpoint)), timeout=120)
         ray_session.get(pool.kill_scorer.remote(0), timeout=30)

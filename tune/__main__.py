@@ -77,7 +77,7 @@ def main(argv=None) -> int:
         print(f"error: no trial was scored (see {outcome.folder})", file=sys.stderr)
         return 1
     print(json.dumps({"best_config": outcome.best_config, outcome.metric: outcome.best_metrics.get(outcome.metric),
-                      **{k: v for k, v in outcome.files.items()}}, default=str))
+                      "base_config": outcome.base_config, **{k: v for k, v in outcome.files.items()}}, default=str))
     return 0
 
 

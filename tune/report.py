@@ -1,11 +1,13 @@
 """What a search leaves for its user, in ``{storage}/{name}/``:
 
 * ``search_report.md`` — one row per trial: its searched values, its best dev score and the examples
-  seen when it was scored, its difference to the untrained encoder and to the base config, examples
-  seen in all, and how it ended (ran to ``max_t``, stopped by ASHA at a rung, error); the first row is
-  the untrained encoder (every trial's step 0, scored by the same evaluation pool on the same dev
-  data), the base config's own trial is marked, and the report says whether the best trial beat each
-  of them (a trial not above the untrained encoder is marked ``≤ untrained``);
+  seen when it was scored, its difference to its untrained encoder and to the base config, examples
+  seen in all, and how it ended (ran to its own budget, stopped by ASHA at so many of its budget's examples,
+  error); the first rows are the untrained encoders (every trial's step 0, one per encoder shape, scored by
+  the same evaluation pool on the same dev data), the base config's own trial is marked with the examples it
+  trained on of its budget, the report says whether the best trial beat each of them (a trial not above its
+  untrained encoder is marked ``≤ untrained``), and the evaluation pool's counts (timeouts, retries,
+  checkpoints left unscored);
 * ``learning_curves.png`` — each trial's dev score against examples seen, with the untrained encoder's
   and the base config's best score as horizontal lines;
   ``search_space.png`` — best score against the first searched key (log scale for lr), coloured by
@@ -42,19 +44,43 @@ class SearchOutcome:
     trials: list = field(default_factory=list)  # tune.report.trial_rows
     untrained: dict = field(default_factory=dict)  # the untrained encoder's dev score (tune.scorers)
     base_config_score: float | None = None  # the base config's trial's best (None: not in the search)
+    # the base config's trial: {"trial_id", "score", "examples_seen", "budget", "full_budget"} (empty: not in it)
+    base_config: dict = field(default_factory=dict)
+    pool: dict = field(default_factory=dict)  # the evaluation pool's counts (tune.scorers.EvalPool.stats)
     baseline_line: str = ""  # one line: the best trial against the untrained encoder and the base config
 
 
-def trial_rows(results, settings, metric: str, max_t: int | None) -> list[dict]:
-    """One dict per trial: id, values, best score (and where), examples seen, how it ended, its curve."""
+def trial_id_of(result) -> str:
+    return (result.metrics or {}).get("trial_id") or Path(str(result.path)).name.removeprefix("train-")
+
+
+def trial_budget(config: dict, private: dict, max_t: int | None) -> int | None:
+    """The examples a trial of ``config`` was to train on: its own schedule over the search's rows
+    (``tune.trials.trained_examples``), else the search's cap for its batch size, else ``max_t``."""
+    from tune.trials import trained_examples
+
+    if private.get("num_rows"):
+        try:
+            return trained_examples(resolved_trial_config(config, private, "budget"), private["num_rows"])
+        except Exception:  # noqa: BLE001 - a config that no longer resolves: the cap below
+            pass
+    batch = config.get("batch_size") or private.get("base", {}).get("batch_size")
+    if private.get("max_examples") and batch:
+        return max(1, private["max_examples"] // batch) * batch
+    return max_t
+
+
+def trial_rows(results, settings, metric: str, max_t: int | None, private: dict | None = None) -> list[dict]:
+    """One dict per trial: id, values, best score (and where), examples seen of its budget, how it ended, its
+    curve."""
     rows = []
     for result in results:
         config = result.config or {}
         frame = result.metrics_dataframe
         values = {k: config.get(k) for k in settings.search_space}
-        row = {"trial_id": (result.metrics or {}).get("trial_id") or Path(str(result.path)).name, "values": values,
-               "config": config,
+        row = {"trial_id": trial_id_of(result), "values": values, "config": config,
                "best": None, "best_step": None, "best_examples": None, "examples_seen": 0, "curve": [],
+               "budget": trial_budget(config, private or {}, max_t),
                "error": str(result.error).splitlines()[0][:200] if result.error else None}
         if frame is not None and len(frame):
             seen = [frame[c].max() for c in ("examples_seen", "examples_trained") if c in frame]
@@ -68,8 +94,9 @@ def trial_rows(results, settings, metric: str, max_t: int | None) -> list[dict]:
                     best = scored.loc[scored[metric].idxmax() if settings.mode == "max" else scored[metric].idxmin()]
                     row.update(best=float(best[metric]), best_examples=int(best["examples_seen"]),
                                best_step=int(best.get("validated_step", best.get("step"))))
-        row["ended"] = ("error" if row["error"] else "ran to the end" if max_t and row["examples_seen"] >= max_t
-                        else f"stopped at {row['examples_seen']} examples")
+        row["full_budget"] = bool(row["budget"] and row["examples_seen"] >= row["budget"])
+        row["ended"] = ("error" if row["error"] else "ran to the end" if row["full_budget"]
+                        else f"stopped at {row['examples_seen']} of {row['budget'] or '?'} examples")
         rows.append(row)
     return rows
 
@@ -79,15 +106,20 @@ def _better(a, b, mode) -> bool:
 
 
 def write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict, log=print,
-                        max_t: int | None = None, untrained: dict | None = None):
+                        max_t: int | None = None, untrained: dict | None = None, untrained_by_trial: dict | None = None,
+                        pool_stats: dict | None = None):
     """The search's report, plots, ``best_config.yaml`` and ``best_model/`` in ``folder`` (a local folder or a
-    URI: then written in a local staging folder and uploaded). ``untrained``: the untrained encoder's dev score
-    (``tune.scorers.score_untrained_encoder``: ``{"score", "model", ...}`` or ``{"score": None, "error"}``)."""
+    URI: then written in a local staging folder and uploaded). ``untrained``: the base config's untrained
+    encoder's dev score (``tune.untrained.score_untrained_encoder``: ``{"score", "model", ...}`` or ``{"score":
+    None, "error"}``); ``untrained_by_trial``: ``{trial id: the untrained encoder of its shape}``, for trials
+    whose searched values make another encoder (``tune.untrained.score_untrained_encoders``); ``pool_stats``:
+    the evaluation pool's counts (scores, timeouts, retries, checkpoints left unscored)."""
+    kwargs = {"untrained": untrained, "untrained_by_trial": untrained_by_trial, "pool_stats": pool_stats}
     if not is_uri(folder):
-        return _write_search_report(results, base, settings, metric, folder, private, log, max_t, untrained=untrained)
+        return _write_search_report(results, base, settings, metric, folder, private, log, max_t, **kwargs)
     with tempfile.TemporaryDirectory(prefix="structcse-search-") as staging:
         outcome = _write_search_report(results, base, settings, metric, staging, private, log, max_t, remote=folder,
-                                       untrained=untrained)
+                                       **kwargs)
         put_files(staging, folder)  # the folder holds the trials too: files added, nothing replaced
     outcome.folder = folder
     outcome.files = {k: v.replace(staging, folder.rstrip("/"), 1) for k, v in outcome.files.items()}
@@ -103,27 +135,52 @@ def _signed(x: float | None) -> str:
 
 
 def baseline_sentences(best: float | None, base_score: float | None, untrained: float | None, metric: str,
-                       mode: str = "max") -> list[str]:
+                       mode: str = "max", base_budget: str = "", untrained_shape: str = "") -> list[str]:
     """What the best trial is against the base config and the untrained encoder, in words; a best not above
-    the untrained encoder is said in bold (training did not help)."""
+    the untrained encoder is said in bold (training did not help). ``base_budget``: said beside the base
+    config's score when it did not train on its whole budget; ``untrained_shape``: the best trial's encoder
+    when it is not the base config's (a searched pooling, max_len, model or seed)."""
     if best is None:
         return []
     worse = (lambda d: d <= 0) if mode == "max" else (lambda d: d >= 0)
     out = []
     if base_score is not None:
-        out.append(f"the best trial is {_signed(_delta(best, base_score))} over the base config ({base_score:.4f})")
+        out.append(f"the best trial is {_signed(_delta(best, base_score))} over the base config ({base_score:.4f}"
+                   f"{', ' + base_budget if base_budget else ''})")
     if untrained is not None:
         d = _delta(best, untrained)
-        out.append(("" if out else "the best trial is ") + f"{_signed(d)} over the untrained encoder ({untrained:.4f})"
+        encoder = f"its untrained encoder ({untrained_shape}, {untrained:.4f})" if untrained_shape else \
+            f"the untrained encoder ({untrained:.4f})"
+        out.append(("" if out else "the best trial is ") + f"{_signed(d)} over {encoder}"
                    + (f": **≤ untrained: the best trial's {metric} is not above the encoder it started from**"
                       if worse(d) else ""))
     return out
 
 
+def _shape_words(untrained: dict) -> str:
+    return _fmt_values(untrained.get("shape") or {})
+
+
+def _pool_line(stats: dict) -> str:
+    """The evaluation pool's counts in one line: what was scored, what was not given in time and what then."""
+    if not stats:
+        return ""
+    unscored = stats.get("unscored") or []
+    line = (f"Evaluation pool: {sum(stats.get('scored') or [])} scores by {stats.get('size')} scorer(s); "
+            f"{stats.get('timed_out', 0)} request(s) not answered within validation_timeout_s (dropped from the "
+            f"queue, or their scorer stopped and replaced), {stats.get('retried', 0)} asked again, "
+            f"{stats.get('cancelled', 0)} cancelled; {len(unscored)} checkpoint(s) left unscored")
+    if unscored:
+        line += ": " + ", ".join(f"trial `{u.get('trial_id')}` step {u.get('step')}" for u in unscored) + \
+            " (each failed its trial)"
+    return line + "."
+
+
 def _write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict, log,
-                         max_t: int | None, remote: str | None = None, untrained: dict | None = None):
+                         max_t: int | None, remote: str | None = None, untrained: dict | None = None,
+                         untrained_by_trial: dict | None = None, pool_stats: dict | None = None):
     folder_path = Path(folder)
-    rows = trial_rows(results, settings, metric, max_t)
+    rows = trial_rows(results, settings, metric, max_t, private)
     best = None
     for row in rows:
         if _better(row["best"], best["best"] if best else None, settings.mode):
@@ -133,6 +190,15 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
     base_score = base_row["best"] if base_row is not None else None
     untrained = untrained or {}
     untrained_score = untrained.get("score")
+    by_trial = untrained_by_trial or {}
+
+    def own_untrained(row) -> dict:
+        return by_trial.get(row["trial_id"]) or untrained
+
+    other_shapes = {}
+    for u in by_trial.values():
+        if u.get("shape") and u.get("score") is not None:
+            other_shapes.setdefault(_shape_words(u), u)
     files = {}
     lines = [f"# Search `{settings.name}`: {base.method}, {metric} ({settings.mode})", "",
              (f"{len(rows)} trials, searcher {settings.searcher}, scheduler {settings.scheduler} (time attribute: "
@@ -147,12 +213,24 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
                    f"**{untrained_score:.4f}**."), ""]
     else:
         lines += [f"Untrained encoder: not scored ({untrained.get('error') or 'no score given'}).", ""]
+    for words_of_shape, u in other_shapes.items():
+        lines += [f"Untrained encoder with {words_of_shape} (the step 0 of the trials with those values): {metric} "
+                  f"**{u['score']:.4f}**.", ""]
+    base_budget = ""
     if base_row is not None and base_score is not None:
+        if base_row["full_budget"]:
+            trained = f"It trained on {base_row['examples_seen']} of its {base_row['budget']} examples: its whole budget."
+        else:
+            base_budget = f"stopped at {base_row['examples_seen']} of its {base_row['budget'] or '?'} examples"
+            trained = (f"It was {base_budget} ({base_row['ended']}): it is compared as it was then, not trained to "
+                       "its budget.")
         lines += [f"Base config ({_fmt_values(base_vals)}, trial `{base_row['trial_id']}`): {metric} "
-                  f"**{base_score:.4f}**.", ""]
+                  f"**{base_score:.4f}**. {trained}", ""]
     elif settings.include_base_config:
         lines += ["Base config: not among the scored trials.", ""]
-    words = baseline_sentences(best["best"] if best else None, base_score, untrained_score, metric, settings.mode)
+    best_untrained = own_untrained(best) if best else untrained
+    words = baseline_sentences(best["best"] if best else None, base_score, best_untrained.get("score"), metric,
+                               settings.mode, base_budget=base_budget, untrained_shape=_shape_words(best_untrained))
     if best is None:
         lines += ["**No trial was scored.**", ""]
     else:
@@ -160,7 +238,7 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
                   f"**{best['best']:.4f}** at {best['best_examples']} examples (step {best['best_step']})."), ""]
         if base_row is best:
             lines += [f"No searched config beat the base config ({_fmt_values(base_vals)})"
-                      + (f"; the best trial is {words[-1]}." if untrained_score is not None else "."), ""]
+                      + (f"; the best trial is {words[-1]}." if best_untrained.get("score") is not None else "."), ""]
         elif words:
             lines += [words[0][0].upper() + words[0][1:] + ("; " + "; ".join(words[1:]) if words[1:] else "") + ".", ""]
     worse = (lambda d: d <= 0) if settings.mode == "max" else (lambda d: d >= 0)
@@ -168,20 +246,23 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
     lines += ["| trial | " + " | ".join(keys) + f" | best {metric} | Δ vs untrained | Δ vs base config "
               "| vs untrained | at examples | examples seen | ended |",
               "|---|" + "---|" * len(keys) + "---|---|---|---|---|---|---|"]
-    if untrained_score is not None:
-        lines.append("| untrained encoder (no training) | " + " | ".join("-" for _ in keys)
-                     + f" | {untrained_score:.4f} | - | {_signed(_delta(untrained_score, base_score))} | untrained "
+    for label, u in ([("untrained encoder (no training)", untrained)] if untrained_score is not None else []) + \
+            [(f"untrained encoder ({words_of_shape}, no training)", u) for words_of_shape, u in other_shapes.items()]:
+        lines.append(f"| {label} | " + " | ".join("-" for _ in keys)
+                     + f" | {u['score']:.4f} | - | {_signed(_delta(u['score'], base_score))} | untrained "
                      "| 0 | 0 | - |")
     for row in sorted(rows, key=lambda r: (r["best"] is None, -(r["best"] or 0) if settings.mode == "max"
                                            else (r["best"] or 0))):
         mark = " (base config)" if row is base_row else ""
         score = f"{row['best']:.4f}" if row["best"] is not None else "-"
-        d_untrained = _delta(row["best"], untrained_score)
+        d_untrained = _delta(row["best"], own_untrained(row).get("score"))
         versus = "-" if d_untrained is None else "≤ untrained" if worse(d_untrained) else "above"
         lines.append(f"| `{row['trial_id']}`{mark} | " + " | ".join(_fmt(row["values"][k]) for k in keys)
                      + f" | {score} | {_signed(d_untrained)} | "
                      + ("base" if row is base_row else _signed(_delta(row["best"], base_score)))
                      + f" | {versus} | {row['best_examples'] or '-'} | {row['examples_seen']} | {row['ended']} |")
+    if _pool_line(pool_stats or {}):
+        lines += ["", _pool_line(pool_stats)]
     files["learning_curves"] = _plot_curves(rows, metric, folder_path / "learning_curves.png",
                                             untrained=untrained_score, base_row=base_row)
     # x: a continuous key if there is one (lr), colour: a choice/grid key (batch size)
@@ -235,12 +316,16 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
         line = (f"best {metric} {best['best']:.4f}: " + ("; ".join(words) if words else "no baseline scored")
                 if base_row is not best else
                 f"best {metric} {best['best']:.4f} is the base config's own trial"
-                + (f"; {words[-1]}" if untrained_score is not None else ""))
+                + (f"; {words[-1]}" if best_untrained.get("score") is not None else ""))
+    base_config = {} if base_row is None else {
+        "trial_id": base_row["trial_id"], "score": base_score, "examples_seen": base_row["examples_seen"],
+        "budget": base_row["budget"], "full_budget": base_row["full_budget"], "ended": base_row["ended"]}
     return SearchOutcome(best_config=dict(best["values"]) if best else {},
                          best_metrics={metric: best["best"], "examples_seen": best["best_examples"],
                                        "step": best["best_step"], "trial_id": best["trial_id"]} if best else {},
                          metric=metric, results=results, folder=str(folder_path), files=files, trials=rows,
-                         untrained=dict(untrained), base_config_score=base_score, baseline_line=line.replace("**", ""))
+                         untrained=dict(untrained), base_config_score=base_score, baseline_line=line.replace("**", ""),
+                         base_config=base_config, pool=dict(pool_stats or {}))
 
 
 def _fmt(value) -> str:

@@ -6,24 +6,29 @@ Pieces:
 * :class:`DevScorer` — one Ray actor holding the dev data (read once, by ``score.dev_metrics``) that
   scores a checkpoint's ``model/`` folder; its CPU/GPU share is the pool's setting (fractional GPUs
   on a GPU cluster, so several scorers share one).
-* :class:`EvalPool` — a named async actor (no resources) in front of the scorers: it sends each
-  request to the least busy scorer; when a scorer dies it starts a replacement, which reads the dev
-  data again, and scores the pending checkpoint on it (``max_attempts`` tries in all).
+* :class:`EvalPool` — a named async actor (no resources) in front of the scorers, one per run of a search
+  (:func:`search_pool_name`; a live pool's name is never reused): its own queue hands each request to a
+  free scorer; a request past its ``timeout_s`` or cancelled is dropped, or its scorer stopped and
+  replaced; when a scorer dies it starts a replacement, which reads the dev data again, and scores the
+  pending checkpoint on it (``max_attempts`` tries in all).
 * :class:`PoolValidation` — the ``fn`` of Ray Train's asynchronous validation
   (``ray.train.v2.api.validation_config.ValidationConfig``): Ray Train calls it in a task of its own
   for every checkpoint reported with ``validation=...``, the score is merged into that checkpoint's
   metrics (checkpoint selection, ``Result.best_checkpoints``), and, under Tune, it is also put on the
   trial's result queue tagged with the step and examples seen it belongs to, so the scheduler sees it.
+  A score not given in time is asked again; a checkpoint left unscored fails its trial
+  (:func:`fit_failing_on_unscored`, around the trial's training run).
 
 ::
 
     pool = start_pool("sts_spearman", "data/stsb", name="dev-pool", namespace="tune-x", size=2)
-    ray.get(pool.score.remote(checkpoint))   # {"dev_spearman": 0.81, "scorer": 1, ...}
+    ray.get(pool.score.remote(checkpoint, timeout_s=600))   # {"dev_spearman": 0.81, "scorer": 1, ...}
     stop_pool("dev-pool", "tune-x")
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -68,8 +73,17 @@ class DevScorer:
                 "score_s": finished - started}
 
 
+class ScoreTimeout(TimeoutError):
+    """No score within the request's ``timeout_s``: the request was dropped from the pool's queue, or the scorer
+    working on it was stopped (and replaced)."""
+
+
 class EvalPool:
-    """Least-busy dispatch over ``size`` :class:`DevScorer` actors; a dead one is replaced."""
+    """``size`` :class:`DevScorer` actors behind the pool's own queue: a request goes to a scorer only when that
+    scorer is free, so a request given up on (its ``timeout_s`` passed, or cancelled by ``ray.cancel``) never
+    waits in a scorer's queue ahead of newer ones: one still queued is dropped; the scorer working on one is
+    stopped and replaced (a hung read, a score far too slow), and the replacement takes requests once it has
+    read the dev data. A scorer that dies is replaced and the request scored again (``max_attempts`` in all)."""
 
     def __init__(self, metric_name: str, dev_data: str, size: int, scorer_options: dict, max_attempts: int = 3):
         self.args = (metric_name, dev_data)
@@ -79,46 +93,128 @@ class EvalPool:
         self.busy = [0] * size
         self.scored = [0] * size
         self.replaced = 0
+        self.timed_out = 0  # requests past their timeout_s: dropped from the queue or their scorer stopped
+        self.cancelled = 0  # requests cancelled by their caller (ray.cancel) before a score came
+        self.retried = 0  # requests that were a caller's second or later attempt at one checkpoint
+        self.unscored: list[dict] = []  # checkpoints a caller gave up on after its attempts (PoolValidation)
+        self._released = None  # an asyncio.Event set when a scorer becomes free, made in the actor's event loop
 
     def _start(self):
         import ray
 
         return ray.remote(DevScorer).options(**self.scorer_options).remote(*self.args)
 
+    def _release(self, i: int) -> None:
+        import asyncio
+
+        self.busy[i] = 0
+        self._released = self._released or asyncio.Event()
+        self._released.set()
+
+    async def _acquire(self, deadline: float | None) -> int:
+        """A free scorer's index, marked busy; ``asyncio.TimeoutError`` when none is free by ``deadline``."""
+        import asyncio
+
+        self._released = self._released or asyncio.Event()
+        while True:
+            free = [i for i, busy in enumerate(self.busy) if not busy]
+            if free:
+                self.busy[free[0]] = 1
+                return free[0]
+            self._released.clear()
+            await asyncio.wait_for(self._released.wait(), _left(deadline))
+
     async def ready(self) -> list[int]:
         return [await s.ready.remote() for s in self.scorers]
 
-    async def score(self, checkpoint) -> dict:
+    async def _ready_then_release(self, i: int, scorer) -> None:
+        try:
+            await scorer.ready.remote()
+        except Exception:  # noqa: BLE001 - a replacement that died starting: the next request replaces it again
+            pass
+        self._release(i)
+
+    def _replace(self, i: int, kill: bool) -> None:
+        """Scorer ``i`` out (killed when ``kill``), a new one in; it takes requests once it has read the data."""
+        import asyncio
+
+        import ray
+
+        if kill:
+            ray.kill(self.scorers[i])
+        self.scorers[i] = self._start()
+        self.replaced += 1
+        self.busy[i] = 1
+        asyncio.get_running_loop().create_task(self._ready_then_release(i, self.scorers[i]))
+
+    async def score(self, checkpoint, timeout_s: float | None = None, attempt: int = 1) -> dict:
+        """``checkpoint``'s score from the first free scorer; :class:`ScoreTimeout` when none comes within
+        ``timeout_s`` of this call (waiting for a scorer included). ``attempt``: the caller's count of tries at
+        this checkpoint (counted in :meth:`stats`)."""
+        import asyncio
+        import time
+
         from ray.exceptions import RayActorError
 
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        if attempt > 1:
+            self.retried += 1
         error = None
         for _ in range(self.max_attempts):
-            i = min(range(len(self.scorers)), key=lambda k: self.busy[k])
-            scorer = self.scorers[i]
-            self.busy[i] += 1
             try:
-                result = await scorer.score.remote(checkpoint)
+                i = await self._acquire(deadline)
+            except asyncio.TimeoutError:
+                self.timed_out += 1
+                raise ScoreTimeout(f"no scorer was free for {checkpoint} within {timeout_s:.0f} s") from None
+            except asyncio.CancelledError:
+                self.cancelled += 1  # still queued: dropped, no scorer ever sees it
+                raise
+            scorer = self.scorers[i]
+            try:
+                result = await asyncio.wait_for(asyncio.wrap_future(scorer.score.remote(checkpoint).future()),
+                                                _left(deadline))
             except RayActorError as e:  # the scorer died (node lost, OOM): replace it, score again
                 error = e
-                if self.scorers[i] is scorer:
-                    self.scorers[i] = self._start()
-                    self.replaced += 1
+                self._replace(i, kill=False)
                 continue
-            finally:
-                self.busy[i] -= 1
+            except asyncio.TimeoutError:
+                self.timed_out += 1
+                self._replace(i, kill=True)
+                raise ScoreTimeout(f"no score of {checkpoint} within {timeout_s:.0f} s: its scorer was stopped and "
+                                   "replaced") from None
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                self._replace(i, kill=True)
+                raise
+            self._release(i)
             self.scored[i] += 1
             return {**result, "scorer": i}
         raise RuntimeError(f"evaluation pool: {self.max_attempts} scorers died scoring {checkpoint}: {error}")
 
+    def record_unscored(self, trial_id: str | None, step: int | None, error: str) -> None:
+        """A caller gave up on a checkpoint (``PoolValidation`` after its attempts): its trial is failed by its
+        driver (:func:`fit_failing_on_unscored`), and the search report counts it."""
+        self.unscored.append({"trial_id": trial_id, "step": step, "error": error})
+
+    def unscored_of(self, trial_id: str) -> list[dict]:
+        return [u for u in self.unscored if u["trial_id"] == trial_id]
+
     def stats(self) -> dict:
         return {"size": len(self.scorers), "scored": list(self.scored), "busy": list(self.busy),
-                "replaced": self.replaced}
+                "replaced": self.replaced, "timed_out": self.timed_out, "cancelled": self.cancelled,
+                "retried": self.retried, "unscored": list(self.unscored)}
 
     def kill_scorer(self, i: int) -> None:
         """Kill scorer ``i`` (tests: a scorer that dies is replaced and its checkpoint rescored)."""
         import ray
 
         ray.kill(self.scorers[i])
+
+
+def _left(deadline: float | None) -> float | None:
+    import time
+
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def default_pool_size_and_resources(resources: dict) -> tuple[int, dict]:
@@ -136,9 +232,37 @@ def default_pool_size_and_resources(resources: dict) -> tuple[int, dict]:
     return 1, {"num_cpus": 0}
 
 
+POOL_NAMESPACE = "structcse-tune"  # every search's pool is here, each under a name of its own
+
+
+def search_pool_name(folder: str, run_id: str) -> str:
+    """The evaluation pool of one run of the search in ``folder``: named by the folder (storage and name) and the
+    run, so no two searches, nor two runs of one, ever share a pool."""
+    import hashlib
+
+    return f"eval-pool-{hashlib.sha256(folder.rstrip('/').encode()).hexdigest()[:12]}-{run_id}"
+
+
+def start_search_pool(folder: str, metric_name: str, dev_data: str, settings) -> tuple:
+    """(handle, name) of a new evaluation pool for one run of the search in ``folder`` (:func:`search_pool_name`),
+    sized by ``settings`` (``eval_actors``, ``eval_actor_cpus``, ``eval_actor_gpus``). The handle is to be held
+    until the search ends: a named actor that is not detached dies with its last handle."""
+    import uuid
+
+    name = search_pool_name(folder, uuid.uuid4().hex[:8])
+    pool = start_pool(metric_name, dev_data, name=name, namespace=POOL_NAMESPACE, size=settings.eval_actors,
+                      num_cpus=settings.eval_actor_cpus, num_gpus=settings.eval_actor_gpus)
+    return pool, name
+
+
+class PoolNameTaken(RuntimeError):
+    """An evaluation pool of that name is alive: it belongs to another search."""
+
+
 def start_pool(metric_name: str, dev_data: str | Path, name: str, namespace: str, size: int | None = None,
                num_cpus: float | None = None, num_gpus: float | None = None, timeout_s: float = 600):
-    """Start (or reuse, by name) the pool and its scorers; waits until every scorer has read the data.
+    """Start the pool and its scorers; waits until every scorer has read the data. A live pool of the same
+    name is never reused (it may hold another dev set): :class:`PoolNameTaken`.
 
     ``size``/``num_cpus``/``num_gpus`` default to :func:`default_pool_size_and_resources`. A local
     ``dev_data`` is made absolute (the actors run elsewhere); on a cluster it must be a path every
@@ -155,9 +279,13 @@ def start_pool(metric_name: str, dev_data: str | Path, name: str, namespace: str
         options["num_gpus"] = num_gpus
     if not options.get("num_gpus"):
         options.pop("num_gpus", None)
-    pool = ray.remote(EvalPool).options(
-        name=name, namespace=namespace, get_if_exists=True, num_cpus=0, max_concurrency=1000,
-    ).remote(metric_name, dev_data, size or default_size, options)
+    try:
+        pool = ray.remote(EvalPool).options(
+            name=name, namespace=namespace, num_cpus=0, max_concurrency=1000,
+        ).remote(metric_name, dev_data, size or default_size, options)
+    except ValueError as e:  # Ray's "the name is already taken"
+        raise PoolNameTaken(f"an evaluation pool {namespace}/{name} is alive already (another search's): not "
+                            f"reused ({e})") from None
     ray.get(pool.ready.remote(), timeout=timeout_s)  # reading a dev set takes seconds; a hang must not be silent
     return pool
 
@@ -171,8 +299,7 @@ def stop_pool(name: str, namespace: str, timeout_s: float = 60.0) -> bool:
     except ValueError:
         return False
     ray.kill(pool)  # its scorers are owned by it and die with it
-    # ray.kill returns before the actor is gone; until then its name still resolves, and a
-    # start_pool of the same name (get_if_exists) would hand back the dying pool.
+    # ray.kill returns before the actor is gone; until then its name still resolves
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -183,27 +310,58 @@ def stop_pool(name: str, namespace: str, timeout_s: float = 60.0) -> bool:
     raise TimeoutError(f"the evaluation pool {namespace}/{name} was killed but still had its name after {timeout_s:.0f} s")
 
 
+# a pool that answers nothing at all (its actor stalled): the caller's own bound, past the pool's timeout_s
+CALLER_SLACK_S = 30.0
+
+
 class PoolValidation:
-    """Ray Train's validation ``fn``: score a reported checkpoint on the pool, bounded by ``timeout_s``.
+    """Ray Train's validation ``fn``: score a reported checkpoint on the pool, ``attempts`` tries of ``timeout_s``.
+
+    A try the pool does not answer in time is given up on: the pool drops or stops it (its own ``timeout_s``), and
+    the request is cancelled (``ray.cancel``) if even the pool did not answer. After ``attempts`` tries the
+    checkpoint is recorded unscored at the pool, which fails its trial (:func:`fit_failing_on_unscored`), and
+    the validation fails (Ray Train marks it ``VALIDATION_FAILED``).
 
     ``forward``: a ``ray.util.queue.Queue`` (Tune's per-trial result queue, the one
     ``TuneReportCallback`` uses) that also gets the score, tagged with ``step`` and ``examples_seen``
     (the reporting step's, passed by the training loop as ``ValidationTaskConfig.fn_kwargs``).
     """
 
-    def __init__(self, pool_name: str, namespace: str, timeout_s: float, forward=None):
+    def __init__(self, pool_name: str, namespace: str, timeout_s: float, forward=None, trial_id: str | None = None,
+                 attempts: int = 1):
         self.pool_name, self.namespace, self.timeout_s, self.forward = pool_name, namespace, timeout_s, forward
+        self.trial_id, self.attempts = trial_id, attempts
+
+    def task_timeout_s(self) -> float:
+        """A bound on one call of this validation, every try included (Ray Train's ``ValidationTaskConfig``)."""
+        return self.attempts * (self.timeout_s + CALLER_SLACK_S) + 60
 
     def __call__(self, checkpoint, step: int | None = None, examples_seen: int | None = None) -> dict:
         import ray
-        from ray.exceptions import GetTimeoutError
+        from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
         pool = ray.get_actor(self.pool_name, namespace=self.namespace)
-        try:
-            result = ray.get(pool.score.remote(checkpoint), timeout=self.timeout_s)
-        except GetTimeoutError:
-            raise TimeoutError(f"evaluation pool {self.pool_name!r} gave no score for checkpoint {checkpoint.path} "
-                               f"within {self.timeout_s:.0f} s (validation_timeout_s)") from None
+        where = getattr(checkpoint, "path", checkpoint)
+        errors = []
+        for attempt in range(1, self.attempts + 1):
+            request = pool.score.remote(checkpoint, timeout_s=self.timeout_s, attempt=attempt)
+            try:
+                result = ray.get(request, timeout=self.timeout_s + CALLER_SLACK_S)
+                break
+            except GetTimeoutError:
+                ray.cancel(request)
+                errors.append(f"the pool did not answer within {self.timeout_s + CALLER_SLACK_S:.0f} s")
+            except RayActorError:
+                raise RuntimeError(f"evaluation pool {self.pool_name!r} is gone: checkpoint {where} was not "
+                                   "scored") from None
+            except RayTaskError as e:
+                errors.append(str(e.cause) if getattr(e, "cause", None) is not None else str(e).splitlines()[-1])
+        else:
+            error = (f"checkpoint {where} (step {step}) was not scored in {self.attempts} attempt(s) of "
+                     f"{self.timeout_s:.0f} s (validation_timeout_s): {errors[-1]}")
+            with contextlib.suppress(Exception):  # a pool gone by now fails the trial anyway
+                ray.get(pool.record_unscored.remote(self.trial_id, step, error), timeout=CALLER_SLACK_S)
+            raise TimeoutError(error)
         scores = {"validated_step": step, **result}
         if self.forward is not None:
             try:  # the queue holds one item; the trial's driver takes it within a second
@@ -213,136 +371,55 @@ class PoolValidation:
         return scores
 
 
-UNTRAINED_DIR = "untrained_encoder"  # {storage}/{name}/untrained_encoder/model: the trials' step 0
-UNTRAINED_SCORE = "score.json"
-HASHED_FILE_BYTES = 64 * 1024**2  # dev files up to this size are keyed by their bytes; larger ones by size+mtime
-# what build_trainee and the pool's scorers read from the config: a change to any of them changes the score
-UNTRAINED_CONFIG_KEYS = ("method", "model", "pooling", "base_pooling", "max_len", "dropout", "unpad", "temperature",
-                         "seed", "dev_data", "dev_metric")
+class UnscoredCheckpoint(RuntimeError):
+    """A checkpoint of this trial will never be scored: the trial fails."""
 
 
-def content_fingerprint(path: str | None, hash_bytes: bool = True) -> str | None:
-    """A hash of what the file or folder at ``path`` (local or URI, through ``infra.storage``) holds: each
-    file's relative name, size and content tag. The tag is the store's checksum (S3's ETag, GCS's md5Hash or
-    crc32c); without one, a hash of the bytes when ``hash_bytes`` (files up to ``HASHED_FILE_BYTES``), else
-    the modification time. None when nothing is there (a Hugging Face model name)."""
-    import hashlib
-    import json
+def fit_failing_on_unscored(fit, pool_name: str, namespace: str, trial_id: str, poll_s: float = 2.0):
+    """``fit()`` (a trial's training run) in a thread of its own, its result returned, its error raised; while it
+    runs, the pool is asked every ``poll_s`` whether a checkpoint of ``trial_id`` was given up on
+    (:class:`PoolValidation`): then :class:`UnscoredCheckpoint` is raised at once, which fails the trial (Tune
+    stops its actor, and the training run with it). A pool that is gone fails the trial too."""
+    import threading
 
-    from infra.storage import filesystem
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
 
-    if not path:
-        return None
-    fs, root = filesystem(path)
-    root = root.rstrip("/")
-    if fs.isfile(root):
-        listing = {root: fs.info(root)}
-    elif fs.isdir(root):
-        listing = fs.find(root, detail=True)
-    else:
-        return None
-    entries = []
-    for name, info in sorted(listing.items()):
-        if info.get("type") == "directory":
-            continue
-        size = info.get("size")
-        tag = info.get("ETag") or info.get("md5Hash") or info.get("crc32c")
-        if tag is None and hash_bytes and (size or 0) <= HASHED_FILE_BYTES:
-            tag = hashlib.sha256(fs.cat_file(name)).hexdigest()
-        elif tag is None:
-            tag = info.get("mtime") or info.get("LastModified") or info.get("updated")
-        entries.append([name[len(root):].lstrip("/"), size, str(tag)])
-    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+    done, outcome = threading.Event(), {}
 
+    def run():
+        try:
+            outcome["result"] = fit()
+        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+            outcome["error"] = e
+        finally:
+            done.set()
 
-def untrained_key_parts(cfg, data_info: dict, metric_key: str) -> dict:
-    """Everything the untrained encoder's dev score depends on: the metric, the config keys that build the
-    encoder and heads (``UNTRAINED_CONFIG_KEYS``, the method's options, ``data_info``), the dev data's content
-    and the base model's files (their names, sizes and tags: a model rewritten at the same path is new)."""
-    import dataclasses
-
-    return {"metric": metric_key, **{k: getattr(cfg, k) for k in UNTRAINED_CONFIG_KEYS},
-            "options": dataclasses.asdict(cfg.options), "data_info": data_info,
-            "dev_data_content": content_fingerprint(cfg.dev_data),
-            "model_content": content_fingerprint(cfg.model, hash_bytes=False)}
+    threading.Thread(target=run, name=f"fit-{trial_id}", daemon=True).start()
+    while not done.wait(poll_s):
+        try:
+            pool = ray.get_actor(pool_name, namespace=namespace)
+            unscored = ray.get(pool.unscored_of.remote(trial_id), timeout=30)
+        except GetTimeoutError:
+            continue  # a busy pool answers later
+        except (ValueError, RayActorError):
+            raise UnscoredCheckpoint(f"the search's evaluation pool {namespace}/{pool_name} is gone: no checkpoint of "
+                                     "this trial can be scored") from None
+        if unscored:
+            raise UnscoredCheckpoint(unscored[0]["error"])
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("result")
 
 
-def untrained_key(cfg, data_info: dict, metric_key: str) -> str:
-    """The key the untrained encoder's kept score is valid for (a hash of :func:`untrained_key_parts`)."""
-    return _digest(untrained_key_parts(cfg, data_info, metric_key))
-
-
-def _digest(parts: dict) -> str:
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _kept_untrained_score(where: str) -> dict | None:
-    """The ``score.json`` a previous scoring left in ``where`` (local or URI), or None."""
-    import json
-
-    from infra.storage import filesystem
-
-    fs, path = filesystem(f"{where}/{UNTRAINED_SCORE}")
-    try:
-        return json.loads(fs.cat_file(path))
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key: str, log=print) -> dict:
-    """The dev score of the untrained encoder (what every trial starts from: ``cfg``'s base model and pooling,
-    the method's heads freshly made with ``cfg.seed``, as ``train.loop.build_trainee`` makes them), scored by
-    the search's own evaluation pool (``pool``), so it is the same scorer, data and metric as the trials'.
-
-    The model is published (``infra.uris.upload_folder``: whole or not at all) as a checkpoint-shaped folder
-    ``{folder}/untrained_encoder/model`` (a local folder or a URI: the pool's scorers read it as they read the
-    trials' checkpoints); its score is kept in ``score.json`` beside it with the :func:`untrained_key` it was
-    scored under, so a continued search does not score it again, and a changed dev set, model, seed, pooling,
-    option or ``max_len`` is scored anew. Returns ``{"score", "model", "metric", "key", ...}``, or
-    ``{"score": None, "error"}`` when it could not be scored (said in a warning line)."""
-    import json
-    import tempfile
-
-    import torch
-
-    from infra.publish import resolve, write_text_atomic
-    from infra.uris import upload_folder
-    from train.loop import build_trainee
-
-    where = f"{folder.rstrip('/')}/{UNTRAINED_DIR}"
-    try:
-        parts = untrained_key_parts(cfg, data_info, metric_key)
-        key = _digest(parts)
-        kept = _kept_untrained_score(where)
-        if kept is not None and kept.get("key") == key and kept.get("score") is not None:
-            return kept
-        if kept is not None:
-            log(f"[tune] the untrained encoder's score in {where} was for another dev set, model or config: "
-                "scoring it again")
-        import ray
-
-        torch.manual_seed(cfg.seed)
-        trainee = build_trainee(cfg, data_info)
-        with tempfile.TemporaryDirectory(prefix="structcse-untrained-") as staging:
-            trainee.encoder.save_sentence_transformer(Path(staging) / "model")
-            trainee.method.save_heads(Path(staging) / "model")
-            upload_folder(staging, where)
-        published = resolve(where)  # a bucket folder published again lives under a version prefix
-        if is_uri(published):
-            from ray.train import Checkpoint
-
-            target = Checkpoint(path=published)
-        else:
-            target = published
-        result = ray.get(pool.score.remote(target), timeout=cfg.validation_timeout_s)
-        out = {"score": float(result[metric_key]), "metric": metric_key, "model": cfg.model,
-               "pooling": cfg.pooling, "folder": where, "key": key,
-               "keyed_on": parts}
-        write_text_atomic(f"{where}/{UNTRAINED_SCORE}", json.dumps(out, indent=2, default=str))
-        return out
-    except Exception as e:  # noqa: BLE001 - the search's results stand; the report says it has no such row
-        log(f"[tune] warning: the untrained encoder ({cfg.model}) was not scored: {type(e).__name__}: {e}")
-        return {"score": None, "metric": metric_key, "model": cfg.model, "error": f"{type(e).__name__}: {e}"}
+# the untrained encoders' scoring lives in tune.untrained; these names are also read from here
+from tune.state import content_fingerprint  # noqa: E402,F401
+from tune.untrained import (  # noqa: E402,F401
+    UNTRAINED_CONFIG_KEYS,
+    UNTRAINED_DIR,
+    UNTRAINED_SCORE,
+    score_untrained_encoder,
+    score_untrained_encoders,
+    untrained_key,
+    untrained_key_parts,
+)
