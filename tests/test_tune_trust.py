@@ -142,6 +142,30 @@ def test_a_score_that_never_comes_is_cancelled_asked_again_and_fails_its_trial(s
     ray_session.get(search_a.pool.ready.remote(), timeout=120)
 
 
+def test_checkpoints_left_unscored_are_counted_in_the_report(tmp_path):
+    """A search whose trials all failed for a checkpoint left unscored: the report says no trial was scored, each
+    trial's row ended in an error, and the pool's counts (timeouts, retries, the checkpoints left unscored)."""
+    from tune.report import write_search_report
+    from tune.scorers import UnscoredCheckpoint
+
+    base, settings, private = _search_of(tmp_path)
+    (tmp_path / "tune").mkdir()
+    error = "checkpoint step-0000016 (step 16) was not scored in 2 attempt(s) of 600 s (validation_timeout_s)"
+    results = [_result("t0", {"lr": 3e-4, "batch_size": 16}, [256], [], tmp_path, error=UnscoredCheckpoint(error))]
+    stats = {"size": 1, "scored": [3], "timed_out": 2, "retried": 1, "cancelled": 0,
+             "unscored": [{"trial_id": "t0", "step": 16, "error": error}]}
+    outcome = write_search_report(results, base, settings, "dev_spearman", str(tmp_path / "tune"), private,
+                                  log=lambda *a: None, max_t=992, untrained={"score": None, "error": "not asked"},
+                                  pool_stats=stats)
+    text = (tmp_path / "tune" / "search_report.md").read_text()
+    assert "**No trial was scored.**" in text and outcome.baseline_line == "no trial was scored"
+    assert "| `t0` (base config) | 0.0003 | 16 | - | - | base | - | - | 256 | error |" in text
+    assert ("Evaluation pool: 3 scores by 1 scorer(s); 2 request(s) not answered within validation_timeout_s (dropped "
+            "from the queue, or their scorer stopped and replaced), 1 asked again, 0 cancelled; 1 checkpoint(s) left "
+            "unscored: trial `t0` step 16 (each failed its trial).") in text
+    assert outcome.pool["unscored"][0]["step"] == 16
+
+
 # ---------------------------------------------------------------- 3. the base config, trained to its budget
 
 

@@ -102,7 +102,7 @@ def trial_rows(results, settings, metric: str, max_t: int | None, private: dict 
 
 
 def _better(a, b, mode) -> bool:
-    return b is None or (a is not None and (a > b if mode == "max" else a < b))
+    return a is not None and (b is None or (a > b if mode == "max" else a < b))
 
 
 def write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict, log=print,

@@ -165,7 +165,7 @@ class EvalPool:
                 i = await self._acquire(deadline)
             except asyncio.TimeoutError:
                 self.timed_out += 1
-                raise ScoreTimeout(f"no scorer was free for {checkpoint} within {timeout_s:.0f} s") from None
+                raise ScoreTimeout(f"no scorer was free for {checkpoint} within {timeout_s:g} s") from None
             except asyncio.CancelledError:
                 self.cancelled += 1  # still queued: dropped, no scorer ever sees it
                 raise
@@ -180,7 +180,7 @@ class EvalPool:
             except asyncio.TimeoutError:
                 self.timed_out += 1
                 self._replace(i, kill=True)
-                raise ScoreTimeout(f"no score of {checkpoint} within {timeout_s:.0f} s: its scorer was stopped and "
+                raise ScoreTimeout(f"no score of {checkpoint} within {timeout_s:g} s: its scorer was stopped and "
                                    "replaced") from None
             except asyncio.CancelledError:
                 self.cancelled += 1
@@ -350,7 +350,7 @@ class PoolValidation:
                 break
             except GetTimeoutError:
                 ray.cancel(request)
-                errors.append(f"the pool did not answer within {self.timeout_s + CALLER_SLACK_S:.0f} s")
+                errors.append(f"the pool did not answer within {self.timeout_s + CALLER_SLACK_S:g} s")
             except RayActorError:
                 raise RuntimeError(f"evaluation pool {self.pool_name!r} is gone: checkpoint {where} was not "
                                    "scored") from None
@@ -358,7 +358,7 @@ class PoolValidation:
                 errors.append(str(e.cause) if getattr(e, "cause", None) is not None else str(e).splitlines()[-1])
         else:
             error = (f"checkpoint {where} (step {step}) was not scored in {self.attempts} attempt(s) of "
-                     f"{self.timeout_s:.0f} s (validation_timeout_s): {errors[-1]}")
+                     f"{self.timeout_s:g} s (validation_timeout_s): {errors[-1]}")
             with contextlib.suppress(Exception):  # a pool gone by now fails the trial anyway
                 ray.get(pool.record_unscored.remote(self.trial_id, step, error), timeout=CALLER_SLACK_S)
             raise TimeoutError(error)
