@@ -10,7 +10,9 @@
 * (b) ``asha_best`` / ``grid_best`` / ``asha_compute_ratio``: the same grid (5 lr x batch size 16/32,
   10 trials, 2 at a time, 1,536 examples each, a report every 128) run to the end (FIFO) and under
   ASHA (reduction factor 3, rungs at 1/9 and 1/3 of the examples); compute = examples trained summed
-  over trials.
+  over trials. ``grid_base_config`` / ``asha_base_config``: the base config's trial (lr 3e-4, batch 16)
+  as each search reports it: its best score, the examples it trained on and its budget (ASHA never stops
+  it early, so its comparison with the best trial is at its full budget).
 * (c) ``pool_scaling_2_actors``: scores/s of a pool of 2 scorers over a pool of 1, 24 concurrent
   requests of one checkpoint.
 * (d) ``restore``: ``python -m tune`` killed mid-trial and run again: ``ok`` when it continued the
@@ -23,8 +25,9 @@
   one; ASHA stopped a bad trial at a rung; a good trial ran to 1,536 examples with its 6 checkpoints
   scored; each score is tagged with its checkpoint's step and starts after it was reported; the report,
   plots and ``best_config.yaml`` (runnable as is) are written; ``best_model`` rescored gives the best
-  score; the finished search and another search in its folder are refused. ``failed`` names the checks
-  that did not hold. Not in the default parts (its own run: ``--parts e``, about 2-4 minutes on 2 cores).
+  score; the finished search and another search in its folder are refused; the base config's trial (lr
+  3e-4, batch 16) trained to its budget. ``failed`` names the checks that did not hold; ``base_config`` (also
+  the last line's ``asha_base_config``): its score, examples trained and budget. Not in the default parts (its own run: ``--parts e``, about 2-4 minutes on 2 cores).
 
 Last line: one JSON object.
 """
@@ -124,9 +127,18 @@ def search(work, world, model, steps, scheduler: str) -> dict:
     started = time.time()
     outcome = run_search(base, settings, log=lambda *a: None)
     result = {"best": outcome.best_metrics.get("dev_spearman"), "examples": sum(r["examples_seen"] for r in outcome.trials),
-              "trials": len(outcome.trials), "wall_s": round(time.time() - started, 1)}
+              "trials": len(outcome.trials), "wall_s": round(time.time() - started, 1),
+              "base_config": base_config_line(outcome)}
     print(f"(b) {scheduler}: {result}", flush=True)
     return result
+
+
+def base_config_line(outcome) -> dict:
+    """The base config's trial as the search reports it: its best score, the examples it trained on, its budget."""
+    base = outcome.base_config
+    return {"score": round(base["score"], 4) if base.get("score") is not None else None,
+            "examples_seen": base.get("examples_seen"), "budget": base.get("budget"),
+            "full_budget": base.get("full_budget")}
 
 
 def restore(work, world, model) -> dict:
@@ -266,7 +278,9 @@ def asha_equal_data(work, world, model) -> dict:
             checks[name] = False
         except ConfigError as e:
             checks[name] = message in str(e)
+    checks["base_config_trained_to_its_budget"] = bool(outcome.base_config.get("full_budget"))
     result = {"ok": all(checks.values()), "failed": [k for k, v in checks.items() if not v], "wall_s": wall_s,
+              "base_config": base_config_line(outcome),
               "trials": [{"values": r["values"], "best": r["best"], "examples_seen": r["examples_seen"],
                           "ended": r["ended"]} for r in outcome.trials]}
     print(f"(e) asha at equal data: {result}", flush=True)
@@ -327,11 +341,13 @@ def main(argv=None) -> int:
         summary.update(grid_best=round(grid["best"], 4), asha_best=round(asha["best"], 4),
                        asha_compute_ratio=round(asha["examples"] / grid["examples"], 3),
                        grid_examples=grid["examples"], asha_examples=asha["examples"],
-                       grid_wall_s=grid["wall_s"], asha_wall_s=asha["wall_s"])
+                       grid_wall_s=grid["wall_s"], asha_wall_s=asha["wall_s"],
+                       grid_base_config=grid["base_config"], asha_base_config=asha["base_config"])
     if "d" in args.parts:
         summary["restore"] = restore(work, world, model)
     if "e" in args.parts:
         summary["asha_equal_data"] = asha_equal_data(work, world, model)
+        summary["asha_base_config"] = summary["asha_equal_data"]["base_config"]
     summary["cpus"] = os.cpu_count()
     print(json.dumps(summary))
     return 0

@@ -16,6 +16,7 @@ from train.config import ConfigError, TrainConfig
 
 STATE_FILE = "structcse_search.json"
 SEARCH_LEASE = "_lease-search.json"
+RESUMABLE_SETTINGS = ("max_concurrent_trials", "validation_attempts")  # a continued search may change these
 HASHED_FILE_BYTES = 64 * 1024**2  # files up to this size are keyed by their bytes; larger ones by size+mtime
 
 
@@ -85,9 +86,10 @@ def search_data(base: TrainConfig, set_pins: dict | None = None) -> dict[str, st
 
 
 def search_fingerprint(base: TrainConfig, settings) -> str:
-    """The search's base config and settings (what a continued search must share; the trials at once may change)."""
+    """The search's base config and settings: what a continued search must share (the trials at once and the
+    tries at a score may change)."""
     return _digest({"base": base.to_dict(), "settings": {k: v for k, v in dataclasses.asdict(settings).items()
-                                                         if k not in ("max_concurrent_trials",)}})
+                                                         if k not in RESUMABLE_SETTINGS}})
 
 
 def check_restore(folder: str, base: TrainConfig, settings, log, data: dict | None = None) -> bool:
