@@ -9,8 +9,8 @@ nli: ``accuracy``, ``auprc``, ``auprc_trapezoid``; direction:
 aspect_retrieval: ``P@k``, ``R@k``, ``MRR@k`` and ``per_aspect``; srsd:
 ``accuracy``, ``accuracy_reversed``, ``per_kind``; mrpc: ``accuracy``, ``f1``).
 Task names may be written with ``-`` for ``_`` (``aspect-retrieval``); the
-default split is ``dev`` (sts_all: ``test``, the papers' table), or the task's only split when it has no dev
-split. Without ``--data`` a task reads its public datasets from the Hugging Face Hub by name
+default split is ``dev`` (sts_all: ``test``, the papers' table; mrpc: ``test``, train -> test, the papers'
+protocol), or the task's only split when it has no dev split. Without ``--data`` a task reads its public datasets from the Hugging Face Hub by name
 (``infra.hub_data.DEFAULT_DATA``; docs/data.md).
 Task options (``--tune-data``, ``--tune-split``, ``--plots``, ``--limit``,
 ``--weights``) are accepted only by the tasks that use them.
@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "link_prediction: stanfordnlp/snli; mrpc: nyu-mll/glue mrpc); see docs/data.md")
     parser.add_argument("--split", default=None,
                         help="split to evaluate: dev, test, train (SICK: trial) (default: dev; sts_all: test; "
-                             "aspect_retrieval: test)")
+                             "aspect_retrieval: test; mrpc: test, i.e. train -> test; mrpc --split train: "
+                             "cross-validation on the train file)")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size (default: 64)")
     parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda (default: auto)")
     parser.add_argument("--max-seq-length", type=positive_int, default=None,
@@ -87,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     task_options.add_argument("--actors", type=positive_int, default=None,
                               help="sts_all: encode on a pool of N Ray actors (Ray Data map_batches; large sets, "
                                    "GPU shares on a cluster)")
+    task_options.add_argument("--sick-protocol", default=None, choices=("senteval", "mteb"),
+                              help="sts_all: SICK-R's pairs: senteval (default) the SemEval-2014 test part, 4,927 "
+                                   "pairs, as SentEval and the papers; mteb: all of SICK (9,927 pairs), as MTEB")
+    task_options.add_argument("--mrpc-classifier", default=None, choices=("senteval", "sklearn"),
+                              help="mrpc: senteval (default) SentEval's classifier (nn.Linear + Adam, early stopping, "
+                                   "L2 by 10-fold CV), the papers'; sklearn: scikit-learn's logistic regression")
     task_options.add_argument("--representation", default=None, choices=("offset", "concat_mlp"),
                               help="srsd: the pair representation (default: the model's own; offset for any model "
                                    "without DSBATS heads)")
@@ -96,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-TASK_OPTIONS = ("tune_data", "tune_split", "plots", "limit", "weights", "representation", "actors")
+TASK_OPTIONS = ("tune_data", "tune_split", "plots", "limit", "weights", "representation", "actors", "sick_protocol",
+                "mrpc_classifier")
 
 
 def describe(result: dict) -> str:

@@ -15,23 +15,37 @@ given) or a folder of its files: split ``train`` reads GLUE's train and validati
 
 Features, as SentEval: [|u − v|, u ∗ v] of the two sentence embeddings (the
 model's ``encode``, not normalised; every distinct sentence encoded once).
-Classifier: scikit-learn ``LogisticRegression(C, random_state=seed)``
-(SentEval's ``usepytorch=False`` path; lbfgs, ``max_iter`` raised so that it
-converges), seed 1111 (SentEval's), stratified shuffled folds.
 
-* split ``test`` (SentEval's ``KFoldClassifier``): C ∈ {2⁻¹ … 2⁵} chosen by
-  k-fold CV accuracy on train, refit on all of train, ``accuracy`` and ``f1``
-  (of class 1) on test; ``cv_accuracy`` is the chosen C's mean CV accuracy.
-* split ``train`` (only train exists; SentEval's ``InnerKFoldClassifier``, as
-  for its train-only tasks): k outer folds; in each, C ∈ {2⁻² … 2³} chosen by
-  an inner k-fold CV on the outer training part, refit there, scored on the
+Classifier (``classifier``):
+
+* ``senteval`` (what ``python -m eval --task mrpc``, ``eval report --mrpc``, ``structcse.api`` and
+  ``structcse dsbats`` run; the papers' MRPC figures): SentEval's own classifier as SimCSE ran it
+  (``usepytorch=True``): ``nn.Linear`` trained with Adam in batches of 64, early stopping (tenacity 5,
+  epoch size 4), the L2 penalty in 1e-5 … 1e-2 chosen by k-fold CV (``eval.senteval_classifier``, which
+  says every detail). As SentEval, the rows of each file are first sorted by (tokens of sentence 1,
+  tokens of sentence 2, label), which fixes the folds, each sentence is encoded as its whitespace tokens
+  joined by one space (SimCSE's batcher), and the features are float32.
+* ``sklearn`` (the function's default, kept for its direct callers): scikit-learn
+  ``LogisticRegression(C, random_state=seed)`` (SentEval's ``usepytorch=False`` path; lbfgs,
+  ``max_iter`` raised so that it converges), C ∈ {2⁻¹ … 2⁵} (test) or {2⁻² … 2³} (train), the rows in
+  file order. Not the papers' classifier: its figures are not comparable with theirs.
+
+Seed 1111 (SentEval's), stratified shuffled folds.
+
+* split ``test`` (SentEval's ``KFoldClassifier``, MRPC's protocol): the penalty chosen by k-fold CV
+  accuracy on train, refit on all of train, ``accuracy`` and ``f1`` (of class 1) on test;
+  ``cv_accuracy`` is the chosen penalty's mean CV accuracy.
+* split ``train`` (only train exists; SentEval's ``InnerKFoldClassifier``, as for its train-only tasks;
+  not MRPC's protocol, so not comparable with the papers' train → test figures): k outer folds; in each,
+  the penalty chosen by an inner k-fold CV on the outer training part, refit there, scored on the
   held-out fold; ``accuracy`` and ``f1`` are the means over the outer folds.
 
 k = ``kfold`` (default 10, SimCSE's full SentEval setting). Accuracy and F1
-are fractions (SentEval prints percentages). Cost: the train protocol fits
+are fractions (SentEval prints percentages). Cost (sklearn): the train protocol fits
 k·(6k + 1) = 610 regressions at k = 10 (the test protocol 7k + 1 = 71); the
 fits of one C search can run on ``n_jobs`` threads (default 1: BLAS is
-already multi-threaded; the result does not depend on it).
+already multi-threaded; the result does not depend on it). SentEval's classifier fits 4k + 1 = 41 (test)
+or k·(4k + 1) = 410 (train) early-stopped models, one after another.
 """
 
 from __future__ import annotations
@@ -52,6 +66,12 @@ INNER_KFOLD_REGS = [2.0 ** t for t in range(-2, 4)]  # SentEval InnerKFoldClassi
 SEED = 1111
 MAX_REPORTED_LINES = 10
 MAX_ITER = 1000
+CLASSIFIERS = ("senteval", "sklearn")
+TASK_CLASSIFIER = "senteval"  # the task's default (CLI, report, API): the papers' classifier
+CLASSIFIER_NAMES = {
+    "senteval": "SentEval's classifier (nn.Linear + Adam, batch 64, early stopping; L2 in 1e-5..1e-2 by k-fold CV)",
+    "sklearn": "scikit-learn LogisticRegression (C by k-fold CV; not SentEval's classifier)",
+}
 
 
 @dataclass
@@ -120,7 +140,9 @@ def check_mrpc_data(data: str | Path | None, split: str = "train", **_) -> None:
         if not (folder / name).is_file():
             present = [n for n in SPLIT_FILES.values() if (folder / n).is_file()]
             raise FileNotFoundError(f"{folder}: {name} is missing (split {split} needs it); "
-                                    f"files present: {', '.join(present) if present else 'none'}")
+                                    f"files present: {', '.join(present) if present else 'none'}"
+                                    + ("; --split train cross-validates on the train file (not MRPC's train -> "
+                                       "test protocol)" if split == "test" and present else ""))
 
 
 def parse_mrpc_row(fields: list[str]) -> tuple[str, str, int] | str:
@@ -164,18 +186,29 @@ def read_mrpc(path: str | Path, limit: int | None = None) -> MrpcPairs:
     return pairs
 
 
-def pair_features(model, files: list[MrpcPairs], batch_size: int = 64) -> list[np.ndarray]:
-    """[|u − v|, u ∗ v] per file; every distinct sentence of all files encoded once."""
+def pair_features(model, files: list[MrpcPairs], batch_size: int = 64, dtype=np.float64) -> list[np.ndarray]:
+    """[|u − v|, u ∗ v] per file, in ``dtype``; every distinct sentence of all files encoded once."""
     from eval.models import as_trained
 
     unique = list(dict.fromkeys(s for p in files for s in p.sentences1 + p.sentences2))
     index = {s: i for i, s in enumerate(unique)}
-    emb = np.asarray(as_trained(model).encode(unique, batch_size=batch_size), dtype=np.float64)
+    emb = np.asarray(as_trained(model).encode(unique, batch_size=batch_size), dtype=dtype)
     out = []
     for p in files:
         u, v = emb[[index[s] for s in p.sentences1]], emb[[index[s] for s in p.sentences2]]
         out.append(np.c_[np.abs(u - v), u * v])
     return out
+
+
+def senteval_order(pairs: MrpcPairs) -> MrpcPairs:
+    """The pairs as SentEval's MRPC task feeds them to its classifier: each sentence's whitespace tokens joined
+    by one space (SimCSE's batcher), the rows sorted by (tokens of sentence 1, tokens of sentence 2, label),
+    stably (``senteval/mrpc.py``: "Sort to reduce padding"; the order fixes the folds)."""
+    first = [" ".join(s.split()) for s in pairs.sentences1]
+    second = [" ".join(s.split()) for s in pairs.sentences2]
+    order = sorted(range(len(pairs)), key=lambda i: (len(first[i].split()), len(second[i].split()), pairs.labels[i]))
+    return MrpcPairs([first[i] for i in order], [second[i] for i in order], [pairs.labels[i] for i in order],
+                     pairs.path, pairs.skipped_rows, list(pairs.skipped_lines))
 
 
 def _logreg(c: float, seed: int):
@@ -240,8 +273,12 @@ def nested_cv(x, y, kfold: int = 10, seed: int = SEED, n_jobs: int | None = None
 
 
 def evaluate_mrpc(model, data: str | Path, split: str = "train", *, batch_size: int = 64, limit: int | None = None,
-                  kfold: int = 10, seed: int = SEED, n_jobs: int | None = None, **_) -> dict:
-    """MRPC accuracy and F1 of a logistic regression on [|u − v|, u ∗ v] (protocol: see the module docstring)."""
+                  kfold: int = 10, seed: int = SEED, n_jobs: int | None = None, classifier: str = "sklearn",
+                  **_) -> dict:
+    """MRPC accuracy and F1 of a logistic regression on [|u − v|, u ∗ v] (protocol and ``classifier``: see the
+    module docstring; the task passes ``senteval``)."""
+    if classifier not in CLASSIFIERS:
+        raise ValueError(f"unknown MRPC classifier {classifier!r}; choose from {', '.join(CLASSIFIERS)}")
     started = time.perf_counter()
     check_mrpc_data(data, split)
     names = ["train"] + (["test"] if split == "test" else [])
@@ -257,16 +294,29 @@ def evaluate_mrpc(model, data: str | Path, split: str = "train", *, batch_size: 
     _check_classes(np.asarray(files[0].labels, dtype=np.int64), kfold, split == "train", files[0].path)
     if split == "test" and not len(files[1]):
         raise ValueError(f"{files[1].path}: no readable pair")
-    features = pair_features(model, files, batch_size)
-    labels = [np.asarray(p.labels, dtype=np.int64) for p in files]
-    if split == "test":
-        scores = {"protocol": "train -> test (SentEval KFoldClassifier)",
-                  **kfold_test(features[0], labels[0], features[1], labels[1], kfold, seed, n_jobs)}
+    if classifier == "senteval":
+        from eval import senteval_classifier
+
+        ordered = [senteval_order(p) for p in files]
+        features = pair_features(model, ordered, batch_size, dtype=np.float32)
+        labels = [np.asarray(p.labels, dtype=np.int64) for p in ordered]
+        if split == "test":
+            scores = senteval_classifier.kfold_test(features[0], labels[0], features[1], labels[1], kfold, seed)
+        else:
+            scores = senteval_classifier.inner_kfold(features[0], labels[0], kfold, seed)
     else:
-        scores = {"protocol": f"{kfold}-fold CV on train, inner CV for C (SentEval InnerKFoldClassifier)",
-                  **nested_cv(features[0], labels[0], kfold, seed, n_jobs)}
+        features = pair_features(model, files, batch_size)
+        labels = [np.asarray(p.labels, dtype=np.int64) for p in files]
+        if split == "test":
+            scores = kfold_test(features[0], labels[0], features[1], labels[1], kfold, seed, n_jobs)
+        else:
+            scores = nested_cv(features[0], labels[0], kfold, seed, n_jobs)
+    protocol = ("train -> test (SentEval KFoldClassifier)" if split == "test" else
+                f"{kfold}-fold CV on train, inner CV for the penalty (SentEval InnerKFoldClassifier; not MRPC's "
+                "train -> test protocol)")
     return {
-        "task": "mrpc", "split": split, "data": str(folder), **scores, "kfold": kfold, "seed": seed,
+        "task": "mrpc", "split": split, "data": str(folder), "protocol": protocol, **scores,
+        "classifier": classifier, "classifier_name": CLASSIFIER_NAMES[classifier], "kfold": kfold, "seed": seed,
         "n_train": len(files[0]), "n_test": len(files[1]) if split == "test" else 0,
         "n_pairs": sum(len(p) for p in files),
         "skipped_rows": sum(p.skipped_rows for p in files),

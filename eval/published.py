@@ -1,7 +1,9 @@
 """The papers' published figures, as reference rows of ``python -m eval report`` (never measured here).
 
-Spearman ×100 → fractions; STS sets in the SimCSE "all" protocol, STS-B and
-SICK-R test (methods.md §1e). Sources: RSE paper Table 2 (STS) and Table 4
+Spearman ×100 → fractions; STS sets in the SimCSE "all" protocol, STS-B test and
+SICK-R's SemEval test part (4,927 pairs), MRPC train → test with SentEval's classifier
+(docs/methods.md, evaluation protocols; ``eval.scoreboard`` shows a figure only beside
+one measured by the same protocol). Sources: RSE paper Table 2 (STS) and Table 4
 (transfer: MRPC accuracy); EASE paper Table 1 (STS avg), Table 8 (STS per
 set) and Table 9 (short-text clustering accuracy, mean over 8 sets).
 """

@@ -6,8 +6,11 @@ model, labelled by run name, linked to its folder and config), a model folder
 The data flags say which tasks run; a task whose flag is absent is left out:
 
 * ``--sts DIR`` → ``sts_all`` (the papers' seven sets and their mean, each
-  model scored with its own similarity, ``--split``, default test);
-* ``--mrpc DIR`` → ``mrpc`` (SentEval; ``test`` when the folder has the test
+  model scored with its own similarity, ``--split``, default test; SICK-R is
+  its SemEval test part, 4,927 pairs, as SentEval, unless ``--sick-protocol
+  mteb``: all of SICK, as MTEB);
+* ``--mrpc DIR`` → ``mrpc`` (SentEval's protocol and classifier, unless
+  ``--mrpc-classifier sklearn``; ``test`` when the folder has the test
   file or is GLUE's MRPC from the hub, else cross-validation on train);
 
 ``--sts``, ``--mrpc`` and ``--nli`` take hub names or copies too (``infra.hub_data``), and alone (as the last
@@ -30,10 +33,13 @@ run ends with one line naming them.
 
 Written to ``--out`` (default ``report``): ``report.md`` (the main table:
 models as rows, STS sets, STS avg, MRPC, STC as columns, and the similarity
-each model was scored with; the method tables; each table says its split and
-similarity on the line under its heading; the papers' published figures as
-reference rows marked *published*, test splits, never mixed with measured
-ones; the runs scored, with links), ``report.json`` (every task's full result
+each model was scored with; the method tables; each table says its split,
+protocol and similarity on the line under its heading; the papers' published
+figures as reference rows marked *published*, test splits, never mixed with
+measured ones, and only in the columns measured by the papers' protocol (a
+SICK-R over all of SICK, an MRPC by cross-validation on train or by
+scikit-learn's classifier: their published figures are left out, and the
+report says so); the runs scored, with links), ``report.json`` (every task's full result
 per model) and ``report_<column>.png`` (a bar chart per column; no STS avg
 chart when the average is over one set: it would be that set's chart again).
 ``--limit N`` scores the first N items of every set (a smoke run).
@@ -68,9 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sts_all's data: SentEval data/downstream tree or any STS/SICK folder of it, hub names or "
                         "copies (docs/data.md); --sts alone: MTEB's seven STS sets from the Hugging Face Hub")
     p.add_argument("--split", default="test", choices=("test", "dev", "train"), help="STS split (default test)")
+    p.add_argument("--sick-protocol", default="senteval", choices=("senteval", "mteb"),
+                   help="SICK-R's pairs: senteval (default) the SemEval-2014 test part, 4,927 pairs, the papers'; "
+                        "mteb: all of SICK (9,927 pairs), MTEB's, whose published rows are then left out")
     p.add_argument("--mrpc", nargs="?", const=DEFAULT_DATA["mrpc"],
                    help="folder with msr_paraphrase_train.txt (and _test.txt), or a hub source; --mrpc alone: "
                         "nyu-mll/glue's mrpc (train -> test)")
+    p.add_argument("--mrpc-classifier", default="senteval", choices=("senteval", "sklearn"),
+                   help="MRPC's classifier: senteval (default) SentEval's (nn.Linear + Adam, early stopping, L2 by "
+                        "10-fold CV), the papers'; sklearn: scikit-learn's logistic regression, whose published "
+                        "rows are then left out")
     p.add_argument("--stc", help="folder of short-text clustering files")
     p.add_argument("--nli", nargs="?", const=DEFAULT_DATA["nli"],
                    help="SentEval NLI folder or a hub source (GaussCSE nli/direction, RSE link prediction); --nli "
@@ -122,7 +135,7 @@ def check_inputs(args) -> list[dict]:
     if not any(_task_data(args).values()):
         raise ValueError("give at least one data folder (--sts, --mrpc, --stc, --nli, --aspects, --srsd)")
     if args.sts:
-        get_task("sts_all").check_data(args.sts, args.split)
+        get_task("sts_all").check_data(args.sts, args.split, sick_protocol=_sick_protocol(args))
     if args.mrpc:
         get_task("mrpc").check_data(args.mrpc, _mrpc_split(args.mrpc))
     if args.stc:
@@ -166,6 +179,14 @@ def _same_model(a: str, b: str) -> bool:
     return a == b
 
 
+def _sick_protocol(args) -> str:
+    return getattr(args, "sick_protocol", None) or "senteval"
+
+
+def _mrpc_classifier(args) -> str:
+    return getattr(args, "mrpc_classifier", None) or "senteval"
+
+
 def _mrpc_split(folder: str) -> str:
     from eval.mrpc import SPLIT_FILES, hub_mrpc_source
 
@@ -185,19 +206,19 @@ def score_model(entry: dict, args, log=print) -> tuple[dict, dict]:
     results: dict = {}
     limit = {"limit": args.limit} if args.limit else {}
 
-    def run(task: str, data: str, split: str) -> dict:
+    def run(task: str, data: str, split: str, **options) -> dict:
         started = time.perf_counter()
         t = get_task(task)
         target = model if t.model_kind == "trained" else model.encoder
-        results[task] = t.run(target, data, split, batch_size=args.batch_size, **limit)
+        results[task] = t.run(target, data, split, batch_size=args.batch_size, **limit, **options)
         log(f"[report] {entry['label']}: {task} in {time.perf_counter() - started:.1f} s")
         return results[task]
 
     if args.sts:
-        sts = run("sts_all", args.sts, args.split)
+        sts = run("sts_all", args.sts, args.split, sick_protocol=_sick_protocol(args))
         row.update({k: sts.get(k) for k in STS_KEYS}, sts_avg=sts["mean"], similarity=sts["similarity"])
     if args.mrpc:
-        mrpc = run("mrpc", args.mrpc, _mrpc_split(args.mrpc))
+        mrpc = run("mrpc", args.mrpc, _mrpc_split(args.mrpc), mrpc_classifier=_mrpc_classifier(args))
         row.update(mrpc_accuracy=mrpc["accuracy"], mrpc_f1=mrpc["f1"])
     if args.stc:
         row["stc_accuracy"] = run("stc", args.stc, "test")["accuracy"]
@@ -359,6 +380,57 @@ def _primary(columns: list[tuple[str, str]]) -> tuple[str, str] | None:
     return next(((k, keys[k]) for k in ("sts_avg", "mrpc_accuracy", "stc_accuracy") if k in keys), None)
 
 
+def protocol_line(args, scored_sets: list[str], all_results: list[dict], json_name: str) -> str:
+    """The main table's line under its heading: each task's split and protocol as scored, and the similarity."""
+    from eval.mrpc import CLASSIFIER_NAMES
+    from eval.sts_all import sick_protocol_name
+
+    parts, notes = [], []
+    if args.sts:
+        details = []
+        years = [k for k in scored_sets if k.startswith("STS1")]
+        if years:
+            details.append(f"{', '.join(years)}: test, each year's subsets pooled into one Spearman (SentEval "
+                           "'all', as SimCSE)")
+        if "STSBenchmark" in scored_sets:
+            details.append(f"STS-B {args.split}")
+        if "SICK-R" in scored_sets:
+            details.append(sick_protocol_name(_sick_protocol(args), args.split))
+        parts.append(f"STS {args.split} split" + (f" ({'; '.join(details)})" if details else ""))
+        sick = [(r.get("sts_all") or {}).get("sets", {}).get("SICK-R") or {} for r in all_results]
+        notes += sorted({"read from " + ", ".join(f"`{f}`" for f in e["files"]) for e in sick if e.get("files")})
+        notes += sorted({e["note"] for e in sick if e.get("note")})
+    if args.mrpc:
+        how = ("train → test, the papers' protocol" if _mrpc_split(args.mrpc) == "test" else
+               "10-fold cross-validation on train (no test file; not the papers' train → test)")
+        parts.append(f"MRPC {how}, {CLASSIFIER_NAMES[_mrpc_classifier(args)]}")
+    if args.stc:
+        parts.append("STC: the whole sets")
+    similarity = ("; similarity: each model's own (column STS similarity; the field `similarity` of each row in "
+                  f"{json_name}): cosine, GaussCSE's symmetric KL, RSE's relational score" if args.sts else
+                  "; similarity: cosine features") if parts else ""
+    return (f"Split: {', '.join(parts)}{similarity}."
+            + "".join(f" SICK-R: {note}." for note in notes))
+
+
+def published_columns(args, columns: list[tuple[str, str]], all_results: list[dict]) -> tuple[list, list[str]]:
+    """(the main table's columns the papers' figures can be set beside, what is left out and why): SICK-R and
+    STS avg only when SICK-R is its SemEval test part; MRPC only when it is train → test with SentEval's
+    classifier."""
+    drop, left_out = set(), []
+    if args.sts and _sick_protocol(args) != "senteval" and any(key == "SICK-R" for key, _ in columns):
+        drop |= {"SICK-R", "sts_avg"}
+        left_out.append("SICK-R and STS avg (SICK-R measured over all of SICK, 9,927 pairs, as MTEB: "
+                        "--sick-protocol mteb; the papers score its 4,927-pair test part)")
+    if args.mrpc and (_mrpc_split(args.mrpc) != "test" or _mrpc_classifier(args) != "senteval"):
+        why = (["by cross-validation on train (no test file)"] if _mrpc_split(args.mrpc) != "test" else []) + \
+              (["with scikit-learn's logistic regression"] if _mrpc_classifier(args) != "senteval" else [])
+        drop |= {"mrpc_accuracy", "mrpc_f1"}
+        left_out.append(f"MRPC (measured {' and '.join(why)}; the papers train on train and score test with "
+                        "SentEval's classifier)")
+    return [c for c in columns if c[0] not in drop], left_out
+
+
 def write(args, entries: list[dict], rows: list[dict], all_results: list[dict],
           base_results: dict | None = None) -> tuple[Path, Path, list[Path], list[dict]]:
     """``report.md``, ``report.json`` and the charts; returns them and the models not above the base
@@ -388,18 +460,7 @@ def write(args, entries: list[dict], rows: list[dict], all_results: list[dict],
         shown, delta_columns, below = compare_with_base(rows, base_label, [primary], base_label=base_label)
         main_columns += delta_columns
         below = [b for b in below if b["model"] not in own_tasks]
-    split_parts = []
-    if args.sts:
-        split_parts.append(f"STS {args.split} split (SentEval 'all' protocol)")
-    if args.mrpc:
-        split_parts.append("MRPC " + ("train → test" if _mrpc_split(args.mrpc) == "test"
-                                      else "10-fold cross-validation on train (no test file)"))
-    if args.stc:
-        split_parts.append("STC: the whole sets")
-    similarity = ("; similarity: each model's own (column STS similarity; the field `similarity` of each row in "
-                  f"{json_path.name}): cosine, GaussCSE's symmetric KL, RSE's relational score" if args.sts else
-                  "; similarity: cosine features") if split_parts else ""
-    table_line = f"Split: {', '.join(split_parts)}{similarity}."
+    table_line = protocol_line(args, scored_sets, all_results, json_path.name)
     sts_note = (f"STS avg is the mean over the {len(scored_sets)} of 7 sets scored"
                 + (f" (not found: {', '.join(k for k in STS_KEYS if k not in scored_sets)}; the published "
                    "averages are over all 7)" if len(scored_sets) < 7 else "") + ". " if args.sts else "")
@@ -411,14 +472,21 @@ def write(args, entries: list[dict], rows: list[dict], all_results: list[dict],
     lines = ["# Evaluation report", "", table_line, "",
              f"{sts_note}{base_note}Spearman, MRPC and STC accuracy as fractions. Models: {len(rows)}.", "",
              format_markdown(shown, main_columns), ""]
-    published = [] if args.no_published else [r for r in PUBLISHED if any(r.get(c[0]) is not None for c in columns)]
+    comparable, left_out = published_columns(args, columns, all_results)
+    published = [] if args.no_published else [r for r in PUBLISHED
+                                               if any(r.get(c[0]) is not None for c in comparable)]
     if published:
         lines += ["## Published figures (reference rows: the papers' numbers, not measured here)", "",
                   "Split: the papers' test splits (STS sets and MRPC test; EASE's STC: the whole sets); "
-                  "similarity: cosine (RSE: its relational score)"
+                  "similarity: cosine (RSE: its relational score); protocol: SentEval's, as SimCSE ran it "
+                  "(STS12–16 'all', STS-B test, SICK-R's SemEval test part of 4,927 pairs, MRPC train → test "
+                  "with SentEval's classifier)"
                   + (f". **The measured rows above are on the {args.split} split: not comparable with these.**"
-                     if args.sts and args.split != "test" else ".") + "", "",
-                  format_markdown(published, [("model", "model"), *columns]), ""]
+                     if args.sts and args.split != "test" else "."), ""]
+        if left_out:
+            lines += ["Left out of this table (measured above by another protocol, so the papers' figures do not "
+                      "compare): " + "; ".join(left_out) + ".", ""]
+        lines += [format_markdown(published, [("model", "model"), *comparable]), ""]
     for title, method_rows, method_columns, notes, method_below in method_tables(rows, all_results, base_label,
                                                                                  base_results):
         lines += [f"## {title}", "", " ".join(notes) or "Split: test.", "",

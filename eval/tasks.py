@@ -76,13 +76,14 @@ register(EvalTask(
     name="sts_all",
     description="the papers' STS table (MTEB's mteb/sts12-sts ... mteb/sickr-sts, or SentEval's data/downstream "
                 "tree or any folder of it): STS12-16 'all' "
-                "(one Spearman over a year's subsets), STS-B, SICK-R and their mean, with the model's own "
+                "(one Spearman over a year's subsets), STS-B, SICK-R (its SemEval test part, 4,927 pairs, as "
+                "SentEval; --sick-protocol mteb: all of SICK) and their mean, with the model's own "
                 "similarity (cosine; GaussCSE symmetric KL; RSE relational score)",
     splits=("test", "dev", "train"),
     check_data=sts_all.check_sts_all_data,
     run=sts_all.evaluate_sts_all,
     model_kind="trained",
-    options=("limit", "actors"),
+    options=("limit", "actors", "sick_protocol"),
     default_split="test",  # the papers' table; every MTEB set has it
 ))
 
@@ -153,14 +154,22 @@ register(EvalTask(
     options=("limit", "representation"),
 ))
 
+def run_mrpc(model, data, split, mrpc_classifier: str | None = None, **options) -> dict:
+    """MRPC with SentEval's classifier unless ``mrpc_classifier`` says otherwise (``mrpc.TASK_CLASSIFIER``)."""
+    return mrpc.evaluate_mrpc(model, data, split, classifier=mrpc_classifier or mrpc.TASK_CLASSIFIER, **options)
+
+
 register(EvalTask(
     name="mrpc",
-    description="MRPC paraphrase detection (nyu-mll/glue mrpc, or SentEval's files): logistic regression on [|u-v|, u*v], C by inner CV; "
-                "train: 10-fold CV accuracy/F1, test: train -> test accuracy/F1",
+    description="MRPC paraphrase detection (nyu-mll/glue mrpc, or SentEval's files): SentEval's classifier on "
+                "[|u-v|, u*v] (nn.Linear + Adam, early stopping, L2 by 10-fold CV; --mrpc-classifier sklearn: "
+                "scikit-learn's logistic regression); test: train -> test accuracy/F1 (the papers' protocol), "
+                "train: nested 10-fold CV accuracy/F1",
     splits=("train", "test"),  # train: CV on the train file (our sample has no test file)
     check_data=mrpc.check_mrpc_data,
-    run=mrpc.evaluate_mrpc,
-    options=("limit",),
+    run=run_mrpc,
+    options=("limit", "mrpc_classifier"),
+    default_split="test",  # the papers' protocol: train -> test (GLUE's MRPC, the default data, has both)
 ))
 
 register(EvalTask(

