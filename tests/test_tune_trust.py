@@ -314,27 +314,40 @@ def test_a_resumed_search_over_changed_dev_or_training_data_is_refused(demo_worl
 # ---------------------------------------------------------------- 6. the trials at once, on a resume
 
 
-def test_a_continued_search_runs_the_trials_at_once_this_run_asks_for(ray_session, tmp_path):
-    """Tune restores a search's generator from its first run (``tuner.pkl``, then the searcher's saved state):
-    the continued search runs at most this run's ``max_concurrent_trials``, not the first run's."""
+def _search_alg_of(tuner):
+    """The search algorithm a ``Tuner`` will run (for a restored one, read back from its ``tuner.pkl``), and the
+    way Tune's controller holds it (a ``Searcher`` inside a ``SearchGenerator``), which saves and restores it."""
+    from ray.tune.search import SearchGenerator, Searcher
+
+    search_alg = tuner._local_tuner._tune_config.search_alg
+    return search_alg, (SearchGenerator(search_alg) if isinstance(search_alg, Searcher) else search_alg)
+
+
+@pytest.mark.parametrize("searcher", ["random", "optuna"])
+def test_a_continued_search_runs_the_trials_at_once_this_run_asks_for(searcher, ray_session, tmp_path):
+    """Tune reads a continued search's algorithm back from its first run (``tuner.pkl``, then the state Tune saved
+    as it ran): the continued search runs at most this run's ``max_concurrent_trials``, not the first run's."""
     from ray import tune
 
     from tune.search import build_tuner, restore_tuner
-    from tune.searchers import search_alg_of
+
+    if searcher == "optuna":
+        pytest.importorskip("optuna")
 
     def trainable(config):
         tune.report({"dev_spearman": config["lr"]})
 
     base = _base("m", "x", _dev(tmp_path), lr=3e-4)
-    first = _settings(tmp_path, searcher="random", num_samples=2, max_concurrent_trials=2, name="resumed")
-    tuner = build_tuner(trainable, {"lr": tune.choice([3e-4, 1e-3])}, first, str(tmp_path), base, 1024,
-                        "dev_spearman")
-    search_alg_of(tuner).save_to_dir(str(tmp_path / "resumed"), session_str="first")  # what Tune saves as it runs
-    again = _settings(tmp_path, searcher="random", num_samples=2, max_concurrent_trials=1, name="resumed")
-    restored = restore_tuner(str(tmp_path / "resumed"), trainable, again)
-    search_alg = search_alg_of(restored)
-    search_alg.restore_from_dir(str(tmp_path / "resumed"))  # what Tune's controller does as the search resumes
-    assert search_alg.max_concurrent == 1
+    space = {"lr": tune.choice([3e-4, 1e-3])}
+    first = _settings(tmp_path, searcher=searcher, num_samples=2, max_concurrent_trials=2, name="resumed")
+    tuner = build_tuner(trainable, space, first, str(tmp_path), base, 1024, "dev_spearman")
+    search_alg, held = _search_alg_of(tuner)
+    assert search_alg.max_concurrent == 2
+    held.save_to_dir(str(tmp_path / "resumed"), session_str="first")  # what Tune saves as the first run goes
+    again = _settings(tmp_path, searcher=searcher, num_samples=2, max_concurrent_trials=1, name="resumed")
+    restored, held = _search_alg_of(restore_tuner(str(tmp_path / "resumed"), trainable, again))
+    held.restore_from_dir(str(tmp_path / "resumed"))  # what Tune's controller does as the search resumes
+    assert restored.max_concurrent == 1
 
 
 def _dev(tmp_path) -> Path:

@@ -45,7 +45,7 @@ from train.config import ConfigError, TrainConfig
 from train.ray_env import ray_for_training
 from train.run import build_trainer
 from tune.report import SearchOutcome, write_search_report
-from tune.searchers import build_scheduler, build_search_alg, check_optuna, honour_max_concurrent
+from tune.searchers import build_scheduler, build_search_alg, check_optuna, trials_at_once
 from tune.settings import (  # noqa: F401 - read from here by callers and tests
     RESOURCE_KEYS,
     SAMPLERS,
@@ -155,9 +155,9 @@ def build_tuner(trainable, param_space: dict, settings: TuneSettings, storage: s
 def restore_tuner(folder: str, trainable, settings: TuneSettings):
     """The interrupted search in ``folder``, continued with this run's ``max_concurrent_trials``."""
     fs, path = arrow_filesystem(folder)  # the experiment through this project's storage client
-    tuner = tune.Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=True, storage_filesystem=fs)
-    honour_max_concurrent(tuner, settings.max_concurrent_trials)
-    return tuner
+    with trials_at_once(settings.max_concurrent_trials):  # Tune reads the first run's search algorithm back here
+        return tune.Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=True,
+                                  storage_filesystem=fs)
 
 
 # Ray Tune copies these from the driver's environment into every trial actor's runtime env

@@ -13,6 +13,7 @@ training reports.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
@@ -23,8 +24,33 @@ from ray.tune.search.optuna import OptunaSearch
 from train.config import ConfigError
 
 
-class RunVariantGenerator(BasicVariantGenerator):
-    """``BasicVariantGenerator`` whose ``max_concurrent`` is the running command's: its restored state keeps it."""
+class _ThisRun:
+    """The running command's ``max_concurrent_trials``, while a search algorithm saved by an earlier run of the
+    search is read back (:func:`trials_at_once`)."""
+
+    max_concurrent: int | None = None
+
+
+@contextlib.contextmanager
+def trials_at_once(max_concurrent: int):
+    """Within the block, a :class:`RunVariantGenerator` or :class:`RunConcurrencyLimiter` read back from a
+    search's first run (Tune's ``tuner.pkl``, then its saved searcher state) runs ``max_concurrent`` trials at
+    once, this run's value, not the first run's."""
+    _ThisRun.max_concurrent = max_concurrent
+    try:
+        yield
+    finally:
+        _ThisRun.max_concurrent = None
+
+
+class _RunsOwnConcurrency:
+    """``max_concurrent`` is the running command's: kept when a saved state is set, taken from
+    :func:`trials_at_once` when the object itself is read back."""
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if _ThisRun.max_concurrent is not None:
+            self.max_concurrent = _ThisRun.max_concurrent
 
     def set_state(self, state):
         run_value = self.max_concurrent
@@ -32,13 +58,12 @@ class RunVariantGenerator(BasicVariantGenerator):
         self.max_concurrent = run_value
 
 
-class RunConcurrencyLimiter(ConcurrencyLimiter):
-    """``ConcurrencyLimiter`` whose ``max_concurrent`` is the running command's: its restored state keeps it."""
+class RunVariantGenerator(_RunsOwnConcurrency, BasicVariantGenerator):
+    """``BasicVariantGenerator`` whose ``max_concurrent`` is the running command's."""
 
-    def set_state(self, state):
-        run_value = self.max_concurrent
-        super().set_state(state)
-        self.max_concurrent = run_value
+
+class RunConcurrencyLimiter(_RunsOwnConcurrency, ConcurrencyLimiter):
+    """``ConcurrencyLimiter`` whose ``max_concurrent`` is the running command's."""
 
 
 class BestScoreOptunaSearch(OptunaSearch):
@@ -125,20 +150,3 @@ def build_scheduler(settings, max_t: int, base_point: dict | None):
     grace = settings.grace_period or max(1, max_t // settings.reduction_factor**2)
     return BaseConfigExemptASHA(base_point, time_attr="examples_seen", max_t=max_t, grace_period=grace,
                                 reduction_factor=settings.reduction_factor)
-
-
-def search_alg_of(tuner):
-    """The search algorithm a ``Tuner`` will run (for a restored one: unpickled from its ``tuner.pkl``)."""
-    try:
-        return tuner._local_tuner._tune_config.search_alg
-    except AttributeError as e:  # a Ray whose Tuner keeps it elsewhere: said, never a silent old value
-        raise RuntimeError(f"this Ray's Tuner does not expose its search algorithm ({e}); tune.searchers "
-                           "needs updating for it") from None
-
-
-def honour_max_concurrent(tuner, max_concurrent: int) -> None:
-    """A continued search runs at most ``max_concurrent`` trials at once: this run's value, not the first's."""
-    search_alg = search_alg_of(tuner)
-    if not hasattr(search_alg, "max_concurrent"):
-        raise RuntimeError(f"cannot set the trials at once on the restored {type(search_alg).__name__}")
-    search_alg.max_concurrent = max_concurrent
