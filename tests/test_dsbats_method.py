@@ -350,7 +350,7 @@ def test_mrpc_cross_validated_on_the_shared_sample(st_model):
     folder = shared_data("mrpc")
     full = read_mrpc(folder / "msr_paraphrase_train.txt")
     assert len(full) + full.skipped_rows == 4076 and full.skipped_rows == 0
-    result = evaluate_mrpc(load_encoder(str(st_model)), folder, "train", limit=80, kfold=3)
+    result = evaluate_mrpc(load_encoder(str(st_model)), folder, "train", limit=80, kfold=3, classifier="sklearn")
     want = nested_cv(SentenceTransformer(str(st_model), device="cpu"), folder / "msr_paraphrase_train.txt",
                      limit=80, kfold=3)
     assert (result["n_train"], result["n_test"], result["skipped_rows"], result["skipped_lines"]) == (80, 0, 0, {})
@@ -375,7 +375,7 @@ def test_mrpc_malformed_rows_are_counted_and_test_protocol(st_model, tmp_path):
     (tmp_path / "msr_paraphrase_test.txt").write_text(header + "".join(good[:12]), encoding="utf-8")
     pairs = read_mrpc(tmp_path / "msr_paraphrase_train.txt")
     assert len(pairs) == 30 and pairs.skipped_rows == 3 and pairs.skipped_lines == [12, 24, 35]
-    result = evaluate_mrpc(load_encoder(str(st_model)), tmp_path, "test", kfold=3)
+    result = evaluate_mrpc(load_encoder(str(st_model)), tmp_path, "test", kfold=3, classifier="sklearn")
     assert (result["n_train"], result["n_test"], result["skipped_rows"]) == (30, 12, 3)
     assert result["skipped_lines"] == {"msr_paraphrase_train.txt": [12, 24, 35]}
     assert result["C"] in [2.0 ** t for t in range(-1, 6)] and 0 <= result["accuracy"] <= 1
