@@ -1,7 +1,8 @@
 """What a batch holds when a fixed-size run streams a page-ordered set: pairs of rows from one page and the
-same sentence twice, per batch, for the run's feed before (Ray Data's local shuffle buffer alone) and now
-(``train.feeds.drawn_from_whole_set``: a seeded ``random_shuffle`` of the whole set, then the local buffer),
-beside a global permutation drawn with numpy (what SimCSE's and EASE's random samplers give).
+same sentence twice, per batch, for the run's feed before (Ray Data's local shuffle buffer alone) and now: a
+streamed set (``feed: stream``, ``train.feeds.drawn_from_whole_set``: a seeded ``random_shuffle`` of the whole
+set, then the local buffer) and a held one (``feed: memory``: ``train.global_order``'s permutation), beside a
+global permutation drawn with numpy (what SimCSE's and EASE's random samplers give).
 
     python bench/batches.py [--rows 1000000] [--batch 64] [--buffer 10000]
 
@@ -82,6 +83,12 @@ def main(argv=None) -> int:
         ds = make(ray.data.from_arrow([table.slice(i, size) for i in range(0, args.rows, size)]))
         out[name] = {**batch_figures(stream(ds)), "seconds": round(time.perf_counter() - t0, 1)}
         print(f"[batches] {name}: {out[name]}", file=sys.stderr, flush=True)
+    from train.global_order import GlobalOrder
+
+    memory = GlobalOrder(args.rows, args.batch, args.seed)  # feed: memory (train.feeds.GlobalFeed), epoch 0
+    out["now_memory_feed"] = batch_figures({k: v[memory.batch(i)] for k, v in rows.items()}
+                                           for i in range(memory.steps_per_epoch))
+    print(f"[batches] now_memory_feed: {out['now_memory_feed']}", file=sys.stderr, flush=True)
     order = np.random.default_rng(args.seed).permutation(args.rows)
     steps = args.rows // args.batch
     out["global_permutation"] = batch_figures({k: v[order[i * args.batch:(i + 1) * args.batch]] for k, v in rows.items()}

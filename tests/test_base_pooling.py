@@ -75,7 +75,7 @@ def test_the_plan_records_the_pooling_it_chose_and_why_without_secrets(world, tm
     assert cfg.to_dict() == before
     assert plan.pooling == plan.config.pooling == plan.worker_config.pooling == "mean"
     assert "st_base's own" in plan.pooling_reason and "--set pooling=cls" in plan.pooling_reason
-    assert plan.config.to_dict() == {**before, "pooling": "mean"}
+    assert plan.config.to_dict() == {**before, "pooling": "mean", "feed": "memory"}
     assert plan.run_folder == f"{work}/runs/planned" and plan.checkpoint_metric == "dev_spearman"
     assert plan.set_paths == {"sentences": f"{world['data'].resolve()}/sentences"} and plan.num_rows == 320
     said = []

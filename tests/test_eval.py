@@ -164,6 +164,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=240)
 
 
+@pytest.mark.end_to_end
 def test_cli_sts_last_line_is_json(tmp_path):
     data = write_small_sts(tmp_path / "sts", n_pairs=60)
     output = tmp_path / "out" / "result.json"

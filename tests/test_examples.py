@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.end_to_end  # bench/end_to_end.py runs it; the default run leaves it out
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 TRAINED = {"simcse_unsup": "sets", "gausscse": "pairs", "rse": "pairs"}  # method -> the demo folder it trains on

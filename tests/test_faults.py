@@ -204,6 +204,7 @@ def test_ingest_of_a_dump_with_a_corrupt_block_quarantines_it_and_exits_1(demo_w
     assert written > demo_world.num_pages // 2  # the blocks after the damage were read
 
 
+@pytest.mark.end_to_end
 def test_the_same_pages_in_two_inputs_are_written_once_and_counted(demo_world, demo_sets, ray_session, tmp_path):
     from ingest.pipeline import IngestConfig, run_ingest
     from ingest.sets import read_table

@@ -24,6 +24,7 @@ def gs(gcs_server):
     return gcs_server, filesystem(gcs_server)[0]
 
 
+@pytest.mark.end_to_end
 def test_ingest_train_eval_through_gs(ray_session, gs, demo_world, demo_sets, demo_tiny_bert, tmp_path, monkeypatch,
                                       capsys):
     from eval.cli import main as eval_main

@@ -295,6 +295,7 @@ def test_a_rerun_with_other_shard_sizes_keeps_no_rows_of_the_first(demo_world, d
         assert rerun[name] == clean[name], name
 
 
+@pytest.mark.end_to_end
 def test_wikidata_in_each_compression_gives_the_same_sets(demo_world, demo_sets, ray_session, tmp_path):
     import gzip
 

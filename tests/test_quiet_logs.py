@@ -51,6 +51,7 @@ def assert_quiet(said: str) -> None:
     assert loud == [], "\n".join(loud[:10])
 
 
+@pytest.mark.end_to_end
 def test_ingest_to_a_pipe_prints_its_own_lines_only(demo_world, ray_session, tmp_path):
     from structcse.demo import ENTITY_LINK_THRESHOLD
 
@@ -66,6 +67,7 @@ def test_ingest_to_a_pipe_prints_its_own_lines_only(demo_world, ray_session, tmp
     # --verbose bringing Ray's lines back: test_setup_logging_quiet_outside_a_terminal_and_loud_when_asked
 
 
+@pytest.mark.end_to_end
 def test_train_to_a_pipe_prints_its_own_lines_only(demo_sets, demo_tiny_bert, ray_session, tmp_path):
     """The demo's kind of run (a Ray Train run joining a Ray started elsewhere): no ANSI, no traceback, no
     ERROR line (Ray Train's preemption watcher is off through the job's runtime env), no INFO lines."""

@@ -63,6 +63,7 @@ def mrpc_train_test(tmp_path_factory):
     return folder
 
 
+@pytest.mark.end_to_end
 def test_report_scores_every_model_and_marks_published_rows(downstream, minilm, mrpc_train_test, tmp_path,  # noqa: F811
                                                             capsys):
     """Two entries of one model (its folder, and a run folder naming it): the figures of each equal those

@@ -41,6 +41,7 @@ def _srsd_accuracy(model_folder, items: list[dict]) -> dict[str, float]:
     return {kind: sum(v) / len(v) for kind, v in right.items()}
 
 
+@pytest.mark.end_to_end
 def test_one_command_from_bats_and_wordnet_to_the_table(demo_world, demo_tiny_bert, ray_session, tmp_path, capsys):
     """The sets it built are on disk as its JSON counts them, it trained the model it names, and each row's
     SRSD and STS figures equal those computed here from the written srsd set and the two model folders."""

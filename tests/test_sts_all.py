@@ -134,6 +134,7 @@ def test_shared_samples_dev_split(minilm):
     assert result["STSBenchmark"] == pytest.approx(score_pairs(minilm, third)["spearman"], abs=1e-4)
 
 
+@pytest.mark.end_to_end
 def test_encoding_on_a_pool_of_ray_actors_gives_the_same_scores(ray_session, downstream):
     from eval.actor_encode import pool_resources
     from eval.models import load_trained

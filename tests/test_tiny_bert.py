@@ -3,16 +3,21 @@
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 BUILD = """
 import sys
+
+import pytest
 from train.tiny_bert import build_tiny_bert
 texts = ["Acme Corp is a software company in Ostravia.", "It was founded in 1987 by Mira Kessenbach."] * 20
 build_tiny_bert(texts, sys.argv[1], vocab_size=200)
 """
 
 
+@pytest.mark.end_to_end
 def test_same_texts_give_byte_identical_model_in_another_process(tmp_path):
     builds = [subprocess.Popen([sys.executable, "-c", BUILD, str(tmp_path / name)], cwd=REPO,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for name in ("a", "b")]

@@ -23,6 +23,8 @@ from train.methods import register
 from train.methods.base import Method
 from train.methods.contrastive import cos_logits
 
+pytestmark = pytest.mark.end_to_end  # bench/end_to_end.py runs it; the default run leaves it out
+
 CITATION = "Toy pairs (this test, 2026)"
 
 

@@ -60,6 +60,7 @@ def test_a_finished_search_and_another_search_in_its_folder_are_refused(demo_wor
         run_search(base.with_overrides(["seed=7"]), settings, log=lambda *a: None)
 
 
+@pytest.mark.end_to_end
 def test_a_gausscse_checkpoint_is_scored_by_snli_dev_auprc(demo_world, demo_tiny_bert, ray_session, tmp_path):
     """What a GaussCSE trial's checkpoints are scored by: the pool reads the SNLI-dev folder once and
     scores the asymmetric-similarity AUPRC (methods.md §4), not cosine; the search ranks on it. The

@@ -49,6 +49,7 @@ def model_short_name(model: str) -> str:
 
 POOLINGS = ("cls", "cls_mlp", "cls_raw", "mean")
 MIXED_PRECISION = ("auto", "none", "bf16", "bf16_weights", "fp16")
+FEEDS = ("auto", "memory", "stream")
 
 
 @dataclass
@@ -79,9 +80,14 @@ class TrainConfig:
     temperature: float = 0.05
     seed: int = 42
     max_steps: int | None = None  # cap on optimizer steps (across epochs)
-    # 0 = no shuffle (the set's order); else a seeded permutation of the whole set (train.feeds.drawn_from_whole_set),
-    # reshuffled each epoch in a local buffer of this many rows
+    # 0 = no shuffle (the set's order); else each epoch a seeded permutation of the whole set (train.feeds); a
+    # streamed set is then reshuffled each epoch in a local buffer of this many rows
     shuffle_buffer: int = 10_000
+    # where the batches come from (train.feeds): memory (each worker holds the training set's columns; the rows of
+    # global step s are train.global_order's at any number of workers) | stream (Ray Data, for sets too big to
+    # hold) | auto (memory up to train.feeds.MEMORY_FEED_MAX_BYTES of parquet, stream beyond, or with
+    # pretokenize / length_bucketing, which work on the stream)
+    feed: str = "auto"
     # hardware
     # Ray Train workers; 0 = local mode (runs in the driver); [min, max]: elastic (train.global_order): it starts
     # with what the cluster has between min and max, goes on with fewer when a node is lost, grows when
@@ -209,6 +215,9 @@ class TrainConfig:
         if self.max_failures == 0:
             raise bad(f"num_workers {self.num_workers}: an elastic run restarts on the workers left when one is "
                       "lost, which Ray Train counts as a failure: set max_failures (e.g. 10; -1: no limit)")
+        if self.feed == "stream":
+            raise bad("feed=stream: an elastic run takes every global batch as train.global_order names it, from "
+                      "the set each worker holds: set feed=auto or feed=memory")
         if self.length_bucketing:
             raise bad("length_bucketing regroups each worker's own stream; an elastic run takes every global batch "
                       "as train.global_order names it: set length_bucketing=0")
@@ -323,6 +332,11 @@ class TrainConfig:
         for key in ("lr", "temperature"):
             if not getattr(self, key) > 0:
                 raise bad(f"{key} must be > 0, got {getattr(self, key)}")
+        if self.feed not in FEEDS:
+            raise bad(f"feed must be one of {', '.join(FEEDS)}, got {self.feed!r}")
+        if self.feed == "memory" and (self.pretokenize or self.length_bucketing):
+            raise bad("feed=memory: pretokenize and length_bucketing work on Ray Data's stream; set feed=stream "
+                      "(or auto) or turn them off")
         if self.elastic:
             self._validate_elastic(bad)
         elif self.num_workers < 0:
@@ -374,6 +388,20 @@ def metric_for(cfg: TrainConfig):
     return DEV_METRICS[name]
 
 
+def read_yaml_mapping(path: str | Path, what: str) -> dict:
+    """The mapping a YAML file (local or at a URI) holds; a ``ConfigError`` naming the file when it is missing,
+    not YAML, or not a mapping at its top level. An empty file is an empty mapping."""
+    try:
+        data = yaml.safe_load(read_text(str(path), what)) or {}
+    except FileNotFoundError as e:
+        raise ConfigError(str(e)) from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
 def load_config(yaml_path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Read a YAML config and apply ``key=value`` / ``section.key=value`` overrides.
 
@@ -384,17 +412,7 @@ def load_config(yaml_path: str | Path | None, overrides: list[str] | tuple[str, 
     overrides later.
     """
     source = str(yaml_path) if yaml_path else "<defaults>"
-    data: dict = {}
-    if yaml_path:
-        path = str(yaml_path)
-        try:
-            data = yaml.safe_load(read_text(path, "config file")) or {}
-        except FileNotFoundError as e:
-            raise ConfigError(str(e)) from None
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from e
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    data = read_yaml_mapping(yaml_path, "config file") if yaml_path else {}
     TrainConfig.from_dict(copy.deepcopy(data), source=source)  # report file errors against the file
     if overrides:
         apply_overrides(data, overrides)

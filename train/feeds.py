@@ -1,12 +1,16 @@
 """Where a worker's batches come from, epoch by epoch: ``feed.epoch(epoch, skip)`` yields the numpy batches
 of an epoch from its batch ``skip`` on (a resumed run starts mid-epoch), at most ``feed.steps_per_epoch``.
 
-* :class:`StreamFeed` (a fixed number of workers): the worker's shard of the Ray dataset, streamed in
-  batches of ``batch_size // world`` (``drop_last`` so every all-gather has one shape), shuffled in a local
+* :class:`GlobalFeed` (``feed: memory``; every elastic run): each worker holds the training set's columns
+  (Arrow, in memory) and takes its share of the global batch ``train.global_order`` names for step s: each
+  epoch a seeded permutation of the whole set, the same rows at step s whatever the number of workers. A
+  resumed epoch starts at its batch ``skip`` without reading the ones before.
+* :class:`StreamFeed` (``feed: stream``, for sets too big to hold): the worker's shard of the Ray dataset
+  (the whole set in one seeded permutation, :func:`drawn_from_whole_set`), streamed in batches of
+  ``batch_size // world`` (``drop_last`` so every all-gather has one shape), reshuffled each epoch in a local
   buffer, optionally regrouped by length; a resumed epoch reads and drops its first ``skip`` batches.
-* :class:`GlobalFeed` (``num_workers: [min, max]``, elastic): the rows of global step s are
-  ``train.global_order``'s, whatever the number of workers; this worker's share of them, from the set held
-  in memory. A resumed epoch starts at its batch ``skip`` without reading the ones before.
+
+``feed: auto`` (:func:`resolve_feed`) holds sets up to :data:`MEMORY_FEED_MAX_BYTES` of parquet.
 """
 
 from __future__ import annotations
@@ -15,6 +19,25 @@ import itertools
 
 from train.batch import length_buckets
 from train.global_order import GlobalOrder, SampleLog, SetRows
+
+
+MEMORY_FEED_MAX_BYTES = 512 * 2**20  # of parquet: a few times that in Arrow, in every worker
+
+
+def resolve_feed(cfg, train_set) -> tuple[str, str]:
+    """``(memory | stream, why)`` for ``cfg.feed`` and the training set as the driver pinned it
+    (``ingest.sets.PinnedSet``)."""
+    if cfg.feed != "auto":
+        return cfg.feed, "the config's"
+    if cfg.elastic:
+        return "memory", "an elastic run's"
+    if cfg.pretokenize or cfg.length_bucketing:
+        return "stream", "pretokenize / length_bucketing work on Ray Data's stream"
+    size = sum(f.size or 0 for f in train_set.files)
+    if size <= MEMORY_FEED_MAX_BYTES:
+        return "memory", f"the set's {size / 2**20:.1f} MiB of parquet held by each worker"
+    return "stream", (f"the set's {size / 2**20:.0f} MiB of parquet are over the {MEMORY_FEED_MAX_BYTES >> 20} MiB "
+                      "a worker holds")
 
 
 def drawn_from_whole_set(ds, cfg):

@@ -344,13 +344,13 @@ def train_loop_per_worker(config: dict) -> dict:
 
 
 def make_feed(cfg: TrainConfig, inputs: LoopInputs, rank: int, world: int, trainee: Trainee):
-    """The worker's batches (``train.feeds``): its Ray Data shard, or for an elastic run its share of each
-    global batch, from the set it reads itself."""
+    """The worker's batches (``train.feeds``): its Ray Data shard (``feed: stream``), or its share of each global
+    batch from the set it holds itself (``feed: memory``, every elastic run)."""
     import ray.train
 
     from train.feeds import GlobalFeed, StreamFeed
 
-    if not cfg.elastic:
+    if cfg.feed == "stream":
         columns = trainee.method.tokenized_columns(cfg.options)
         return StreamFeed(cfg, ray.train.get_dataset_shard("train"), inputs.num_rows, rank, world,
                           columns[0] if columns else None)

@@ -30,6 +30,7 @@ from infra.storage import arrow_filesystem, filesystem
 from infra.uris import as_local, is_uri, local_path
 from ingest.sets import pin_set, write_json
 from train.config import ConfigError, TrainConfig, metric_for
+from train.feeds import resolve_feed
 from train.methods import get_method
 
 PLAN_FILE = "run_plan.json"
@@ -44,6 +45,7 @@ class RunPlan:
     num_rows: int  # rows of the training set
     data_info: dict  # Method.data_info: small facts the workers need
     pooling_reason: str  # why the run trains with config.pooling
+    feed_reason: str  # why its batches come from config.feed (train.feeds.resolve_feed)
     dev_metric: Any  # the DevMetric checkpoints are scored with (score.dev_metrics); None without dev data
     checkpoint_metric: str | None  # what the final checkpoint is selected by (max); None: the latest
     num_workers: int  # 0: Ray Train's local mode, in the driver; an elastic run's most
@@ -88,6 +90,7 @@ class RunPlan:
             f"[train] plan: {self.config.method} {where}; {self.num_rows} rows of {self.train_set}",
             f"[train]   sets: {sets}",
             f"[train]   pooling: {self.pooling}, {self.pooling_reason}",
+            f"[train]   feed: {self.config.feed}, {self.feed_reason}",
             f"[train]   selected by: {selection}",
             f"[train]   run folder: {self.run_folder} ({PLAN_FILE})",
         ]
@@ -99,6 +102,7 @@ class RunPlan:
             "method": self.config.method,
             "model": self.worker_config.model,
             "pooling": {"used": self.pooling, "why": self.pooling_reason},
+            "feed": {"used": self.config.feed, "why": self.feed_reason},
             "sets": dict(self.set_paths),
             "train_set": self.train_set,
             "train_rows": self.num_rows,
@@ -153,7 +157,8 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
     except Exception as e:
         raise ConfigError(f"model {cfg.model!r}: cannot load its config ({type(e).__name__}: {e})") from e
     pooling, pooling_reason = decide_pooling(cfg)
-    config = dataclasses.replace(cfg, pooling=pooling)
+    feed, feed_reason = resolve_feed(cfg, set_pins[method.train_set])
+    config = dataclasses.replace(cfg, pooling=pooling, feed=feed)
     num_rows = set_pins[method.train_set].rows  # the checked files' footers
     world = max(cfg.max_workers, 1)
     if (num_rows // world) // (cfg.batch_size // world) < 1:
@@ -171,6 +176,7 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
         num_rows=num_rows,
         data_info=method.data_info(config, set_paths),
         pooling_reason=pooling_reason,
+        feed_reason=feed_reason,
         dev_metric=dev_metric,
         checkpoint_metric=cfg.checkpoint_metric or (dev_metric.key if dev_metric is not None else None),
         num_workers=cfg.max_workers,

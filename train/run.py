@@ -152,7 +152,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
 
     config, method = plan.worker_config, plan.method  # the workers' config: local paths absolute
     datasets = data_config = None
-    if not config.elastic:  # an elastic run's workers read the set themselves (train.feeds.GlobalFeed)
+    if config.feed == "stream":  # else the workers hold the set themselves (train.feeds.GlobalFeed)
         ds = read_train_set(plan.set_pins.get(method.train_set) or plan.set_paths[method.train_set],
                             list(method.sets[method.train_set]))
         ds = drawn_from_whole_set(ds, config)

@@ -42,7 +42,7 @@ RESUME_FREE = frozenset({
     "storage_path", "run_name", "max_steps", "epochs", "num_workers", "use_gpu", "cpus_per_worker",
     "mixed_precision", "chunk_size", "pretokenize", "checkpoint_every_steps", "keep_checkpoints",
     "log_every_steps", "max_failures", "data", "dev_data", "dev_metric", "checkpoint_metric",
-    "validation_timeout_s", "compile", "compile_layers", "unpad", "base_pooling",
+    "validation_timeout_s", "compile", "compile_layers", "unpad", "base_pooling", "feed",
 })
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".msgpack")
 

@@ -10,11 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ray import tune
 
-from infra.uris import read_text
-from train.config import ConfigError, TrainConfig
+from train.config import ConfigError, TrainConfig, read_yaml_mapping
 
 SEARCHERS = ("random", "grid", "optuna")
 SCHEDULERS = ("asha", "fifo")
@@ -61,16 +59,7 @@ class TuneSettings:
 
 
 def load_tune_settings(path: str | Path | None, overrides: dict | None = None) -> TuneSettings:
-    data = {}
-    if path:
-        try:
-            data = yaml.safe_load(read_text(path, "tune config")) or {}
-        except FileNotFoundError as e:
-            raise ConfigError(str(e)) from None
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: top level must be a mapping")
+    data = read_yaml_mapping(path, "tune config") if path else {}
     data = {**data, **(overrides or {})}
     valid = {f.name for f in dataclasses.fields(TuneSettings)}
     unknown = sorted(set(data) - valid)
