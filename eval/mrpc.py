@@ -18,14 +18,14 @@ model's ``encode``, not normalised; every distinct sentence encoded once).
 
 Classifier (``classifier``):
 
-* ``senteval`` (what ``python -m eval --task mrpc``, ``eval report --mrpc``, ``structcse.api`` and
+* ``senteval`` (the default; what ``python -m eval --task mrpc``, ``eval report --mrpc``, ``structcse.api`` and
   ``structcse dsbats`` run; the papers' MRPC figures): SentEval's own classifier as SimCSE ran it
   (``usepytorch=True``): ``nn.Linear`` trained with Adam in batches of 64, early stopping (tenacity 5,
   epoch size 4), the L2 penalty in 1e-5 … 1e-2 chosen by k-fold CV (``eval.senteval_classifier``, which
   says every detail). As SentEval, the rows of each file are first sorted by (tokens of sentence 1,
   tokens of sentence 2, label), which fixes the folds, each sentence is encoded as its whitespace tokens
   joined by one space (SimCSE's batcher), and the features are float32.
-* ``sklearn`` (the function's default, kept for its direct callers): scikit-learn
+* ``sklearn`` (``classifier="sklearn"``, ``--mrpc-classifier sklearn``): scikit-learn
   ``LogisticRegression(C, random_state=seed)`` (SentEval's ``usepytorch=False`` path; lbfgs,
   ``max_iter`` raised so that it converges), C ∈ {2⁻¹ … 2⁵} (test) or {2⁻² … 2³} (train), the rows in
   file order. Not the papers' classifier: its figures are not comparable with theirs.
@@ -257,26 +257,24 @@ def kfold_test(train_x, train_y, test_x, test_y, kfold: int = 10, seed: int = SE
 
 def nested_cv(x, y, kfold: int = 10, seed: int = SEED, n_jobs: int | None = None) -> dict:
     """SentEval InnerKFoldClassifier: k outer folds, C by inner k-fold CV; accuracy / F1 means over outer folds."""
-    from sklearn.metrics import f1_score
     from sklearn.model_selection import StratifiedKFold
 
-    accuracy, f1, regs, inner = [], [], [], []
-    for tr, te in StratifiedKFold(n_splits=kfold, shuffle=True, random_state=seed).split(x, y):
+    from eval.senteval_classifier import outer_folds
+
+    def fit(tr):
         c, inner_accuracy = choose_c(x[tr], y[tr], INNER_KFOLD_REGS, kfold, seed, n_jobs)
-        predicted = _logreg(c, seed).fit(x[tr], y[tr]).predict(x[te])
-        accuracy.append(float(np.mean(predicted == y[te])))
-        f1.append(float(f1_score(y[te], predicted)))
-        regs.append(c)
-        inner.append(inner_accuracy)
-    return {"accuracy": float(np.mean(accuracy)), "f1": float(np.mean(f1)), "cv_accuracy": float(np.mean(inner)),
-            "fold_accuracy": accuracy, "fold_C": regs}
+        return _logreg(c, seed).fit(x[tr], y[tr]).predict, c, inner_accuracy
+
+    scores, regs = outer_folds(x, y, StratifiedKFold(n_splits=kfold, shuffle=True, random_state=seed).split(x, y), fit)
+    return {**scores, "fold_C": regs}
 
 
 def evaluate_mrpc(model, data: str | Path, split: str = "train", *, batch_size: int = 64, limit: int | None = None,
-                  kfold: int = 10, seed: int = SEED, n_jobs: int | None = None, classifier: str = "sklearn",
+                  kfold: int = 10, seed: int = SEED, n_jobs: int | None = None, classifier: str | None = None,
                   **_) -> dict:
     """MRPC accuracy and F1 of a logistic regression on [|u − v|, u ∗ v] (protocol and ``classifier``: see the
-    module docstring; the task passes ``senteval``)."""
+    module docstring; None: ``senteval``, the papers')."""
+    classifier = classifier or TASK_CLASSIFIER
     if classifier not in CLASSIFIERS:
         raise ValueError(f"unknown MRPC classifier {classifier!r}; choose from {', '.join(CLASSIFIERS)}")
     started = time.perf_counter()

@@ -185,23 +185,36 @@ def kfold_test(train_x, train_y, test_x, test_y, kfold: int = 10, seed: int = SE
             "cv_accuracy": cv_accuracy, "l2reg": reg, "cv_accuracy_by_l2reg": dict(zip(map(str, L2_REGS), by_reg))}
 
 
+def outer_folds(x, y, folds, fit) -> tuple[dict, list]:
+    """The outer loop of SentEval's ``InnerKFoldClassifier``, whatever the classifier: for each ``(train, held_out)``
+    of ``folds``, ``fit(train) -> (predict, penalty, inner CV accuracy)``, its predictions scored on ``held_out``.
+    (means over the folds and each fold's accuracy, each fold's penalty)."""
+    from sklearn.metrics import f1_score
+
+    accuracy, f1, penalties, inner = [], [], [], []
+    for train, held_out in folds:
+        predict, penalty, inner_accuracy = fit(train)
+        predicted = predict(x[held_out])
+        accuracy.append(float(np.mean(predicted == y[held_out])))
+        f1.append(float(f1_score(y[held_out], predicted)))
+        penalties.append(penalty)
+        inner.append(inner_accuracy)
+    return ({"accuracy": float(np.mean(accuracy)), "f1": float(np.mean(f1)), "cv_accuracy": float(np.mean(inner)),
+             "fold_accuracy": accuracy}, penalties)
+
+
 def inner_kfold(x, y, kfold: int = 10, seed: int = SEED, device: str = "cpu", nclasses: int = 2) -> dict:
     """SentEval's ``InnerKFoldClassifier`` (train only): k outer folds, the L2 penalty by an inner k-fold CV on
     each outer training part, refit there (5% held out), scored on the outer fold; means over the outer folds.
     SentEval fixes both fold splitters' ``random_state`` at 1111; ``seed`` seeds the classifiers."""
-    from sklearn.metrics import f1_score
-
     x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.int64)
-    accuracy, f1, regs, inner = [], [], [], []
-    for train, held_out in _folds(x, y, kfold, SEED):
+
+    def fit(train):
         reg, inner_accuracy, _ = choose_l2(x[train], y[train], _folds(x[train], y[train], kfold, SEED), seed, device,
                                            nclasses)
         clf = _classifier(x, nclasses, reg, seed, device)
         clf.fit(x[train], y[train], validation_split=VALIDATION_SPLIT)
-        predicted = clf.predict(x[held_out])
-        accuracy.append(float(np.mean(predicted == y[held_out])))
-        f1.append(float(f1_score(y[held_out], predicted)))
-        regs.append(reg)
-        inner.append(inner_accuracy)
-    return {"accuracy": float(np.mean(accuracy)), "f1": float(np.mean(f1)), "cv_accuracy": float(np.mean(inner)),
-            "fold_accuracy": accuracy, "fold_l2reg": regs}
+        return clf.predict, reg, inner_accuracy
+
+    scores, regs = outer_folds(x, y, _folds(x, y, kfold, SEED), fit)
+    return {**scores, "fold_l2reg": regs}

@@ -122,3 +122,13 @@ def demo_pair_sets(demo_world, ray_session, tmp_path_factory):
         log=lambda *a: None,
     )
     return out, manifest
+
+
+@pytest.fixture(scope="session")
+def mrpc_train_test(tmp_path_factory):
+    """The shared MRPC train file's first 60 pairs as train, the next 40 as test (MRPC's own protocol)."""
+    lines = (shared_data("mrpc") / "msr_paraphrase_train.txt").read_text(encoding="utf-8-sig").splitlines()
+    folder = tmp_path_factory.mktemp("mrpc")
+    (folder / "msr_paraphrase_train.txt").write_text("\n".join(lines[:61]) + "\n", encoding="utf-8")
+    (folder / "msr_paraphrase_test.txt").write_text("\n".join(lines[:1] + lines[61:101]) + "\n", encoding="utf-8")
+    return folder

@@ -68,17 +68,7 @@ def minilm():
     return load_encoder(minilm_folder(), device="cpu")
 
 
-@pytest.fixture(scope="module")
-def mrpc_folder(tmp_path_factory):
-    """The shared MRPC train file's first 60 pairs as train, the next 40 as test."""
-    lines = (shared_data("mrpc") / "msr_paraphrase_train.txt").read_text(encoding="utf-8-sig").splitlines()
-    folder = tmp_path_factory.mktemp("mrpc")
-    (folder / "msr_paraphrase_train.txt").write_text("\n".join(lines[:61]) + "\n", encoding="utf-8")
-    (folder / "msr_paraphrase_test.txt").write_text("\n".join(lines[:1] + lines[61:101]) + "\n", encoding="utf-8")
-    return folder
-
-
-def test_mrpc_task_is_sentevals_protocol_and_classifier_by_default(minilm, mrpc_folder):
+def test_mrpc_task_is_sentevals_protocol_and_classifier_by_default(minilm, mrpc_train_test):
     """``python -m eval --task mrpc`` (the task) trains on train and scores test with SentEval's classifier:
     the figures of SentEval's MRPC task run with the same encoder (tests/mrpc_oracle.py); scikit-learn's
     logistic regression is the option ``mrpc_classifier="sklearn"``."""
@@ -86,16 +76,16 @@ def test_mrpc_task_is_sentevals_protocol_and_classifier_by_default(minilm, mrpc_
     from tests.mrpc_oracle import senteval_mrpc
 
     encoder = minilm
-    result = get_task("mrpc").run(encoder, mrpc_folder, "test", kfold=3)
-    want = senteval_mrpc(encoder, mrpc_folder, kfold=3)
+    result = get_task("mrpc").run(encoder, mrpc_train_test, "test", kfold=3)
+    want = senteval_mrpc(encoder, mrpc_train_test, kfold=3)
     assert result["classifier"] == "senteval" and "SentEval's classifier" in result["classifier_name"]
     assert (result["n_train"], result["n_test"], result["l2reg"]) == (60, 40, want["l2reg"])
     assert result["cv_accuracy"] == pytest.approx(want["cv_accuracy"], abs=1e-12)
     assert (result["accuracy"], result["f1"]) == pytest.approx((want["accuracy"], want["f1"]), abs=1e-12)
-    sklearn = get_task("mrpc").run(encoder, mrpc_folder, "test", kfold=3, limit=24, mrpc_classifier="sklearn")
+    sklearn = get_task("mrpc").run(encoder, mrpc_train_test, "test", kfold=3, limit=24, mrpc_classifier="sklearn")
     assert sklearn["classifier"] == "sklearn" and sklearn["C"] in [2.0 ** t for t in range(-1, 6)]
     with pytest.raises(ValueError, match="unknown MRPC classifier"):
-        get_task("mrpc").run(encoder, mrpc_folder, "test", mrpc_classifier="adam")
+        get_task("mrpc").run(encoder, mrpc_train_test, "test", mrpc_classifier="adam")
 
 
 def test_mrpc_is_train_then_test_by_default(tmp_path, capsys):

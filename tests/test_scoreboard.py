@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from tests.conftest import SHARED_DATA, shared_data
+from tests.conftest import SHARED_DATA
 from tests.test_eval import minilm_folder
 from tests.test_sts_all import PAIRS, downstream, minilm  # noqa: F401 - the SentEval tree and MiniLM fixtures
 
@@ -51,16 +51,6 @@ def test_each_published_row_is_quoted_from_its_paper():
         text = " ".join((papers / paper).read_text(encoding="utf-8").split())
         for row in filter(None, (sts_row, mrpc_row)):
             assert row in text, f"{name}: {row!r} is not in {paper}"
-
-
-@pytest.fixture(scope="module")
-def mrpc_train_test(tmp_path_factory):
-    """The shared MRPC train file's first 60 pairs as train, the next 40 as test (MRPC's own protocol)."""
-    lines = (shared_data("mrpc") / "msr_paraphrase_train.txt").read_text(encoding="utf-8-sig").splitlines()
-    folder = tmp_path_factory.mktemp("mrpc")
-    (folder / "msr_paraphrase_train.txt").write_text("\n".join(lines[:61]) + "\n", encoding="utf-8")
-    (folder / "msr_paraphrase_test.txt").write_text("\n".join(lines[:1] + lines[61:101]) + "\n", encoding="utf-8")
-    return folder
 
 
 @pytest.mark.end_to_end
