@@ -37,10 +37,11 @@ DEMO_TRAINING = [
 ]
 # The base config (trial 0, the methods' lr) and 1 sampled trial at the higher learning rates a tiny randomly initialised
 # BERT needs to pass its untrained encoder within a short trial (measured on the demo world's STS dev: lr 5e-4 passes it
-# after ~75 steps, 2e-3 after ~45). ASHA's rungs at 640 and 1,280 examples of 2,560.
+# after ~75 steps, 2e-3 after ~45). ASHA's rungs at 640 and 1,280 examples of 2,560. The two trials run at once (0.5 CPU
+# each; the sets are held by the workers, so no Ray Data task needs a CPU): 76 s instead of 92 s, the same scores.
 DEMO_TUNE = {
     "search_space": {"lr": {"loguniform": [1.5e-3, 4e-3]}, "temperature": {"loguniform": [0.03, 0.1]}},
-    "searcher": "random", "num_samples": 1, "max_concurrent_trials": 1, "reduction_factor": 2, "eval_actors": 1,
+    "searcher": "random", "num_samples": 1, "max_concurrent_trials": 2, "reduction_factor": 2, "eval_actors": 1,
 }
 DEMO_TUNE_TRAINING = ["max_steps=80", "checkpoint_every_steps=20", "epochs=2"]
 # the pair methods' own settings, with the demo's mean pooling (the paper poolings need a trained CLS)
