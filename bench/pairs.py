@@ -125,6 +125,7 @@ def train(name: str, args, data: Path, model: str, storage: Path) -> tuple[str, 
     from train.run import run
 
     method, pooling, options = RUNS[name]
+    run_name = name.replace("+", "_")  # a run name names a folder: letters, digits, '.', '_', '-'
     pooling = args.pooling or pooling
     if method == "gausscse":
         options = {**options, "head_lr": args.head_lr}
@@ -132,9 +133,9 @@ def train(name: str, args, data: Path, model: str, storage: Path) -> tuple[str, 
         "method": method, "model": model, "data": str(data), "pooling": pooling, "max_len": args.max_len,
         "batch_size": args.batch_size, "max_steps": args.steps, "lr": args.lr, "seed": args.seed,
         "num_workers": 1, "cpus_per_worker": 1, "checkpoint_every_steps": 0, "log_every_steps": 0,
-        "storage_path": str(storage), "run_name": name, method: options,
+        "storage_path": str(storage), "run_name": run_name, method: options,
     }, f"bench run {name}")
-    shutil.rmtree(storage / name, ignore_errors=True)  # same name + storage would resume
+    shutil.rmtree(storage / run_name, ignore_errors=True)  # same name + storage would resume
     started = time.time()
     outcome = run(cfg)
     seconds = time.time() - started
