@@ -44,9 +44,9 @@ from typing import Any
 
 from score.aspects import embed_aspects, has_seeds, read_aspect_docs, retrieval_by_aspect
 from score.metrics import auprc_trapezoid, spearman
-from score.nli_data import NliPairs, read_nli
+from score.nli_data import NliPairs, hub_nli_source, read_nli
 from score.srsd import HEADLINE_KIND, is_correct, read_srsd, score_srsd_items
-from score.sts_data import StsPairs, read_dev_file
+from score.sts_data import StsPairs, hub_sts_source, read_dev_file
 
 SCORE_BATCH = 128
 
@@ -60,6 +60,23 @@ class DevMetric:
     read: Callable[[str], Any]
     score: Callable[[Any, Any], float]  # (score.model.TrainedModel, read(...)) -> float
     mode: str = "max"
+    # the Hugging Face Hub source a name (or a folder of a hub dataset's files) gives, None when it names none;
+    # None for a metric that reads no hub dataset (infra.hub_data)
+    hub_source: Callable[[str], Any] | None = None
+
+    def named_on_the_hub(self, data: str) -> bool:
+        """``data`` is a hub dataset name this metric reads (``mteb/stsbenchmark-sts``, ``stanfordnlp/snli``)."""
+        from infra.hub_data import looks_like_hub_name
+
+        return self.hub_source is not None and looks_like_hub_name(data) and self.hub_source(data) is not None
+
+    def check_available(self, data: str) -> None:
+        """Before Ray starts: a hub name can be read now (the Hugging Face cache, ``STRUCTCSE_HUB_COPIES``, or the
+        hub reachable), else ``infra.hub_data.HubDataUnavailable`` in one line. Anything else: nothing to do."""
+        if self.named_on_the_hub(data):
+            from infra.hub_data import check_available
+
+            check_available([self.hub_source(data)], flag="dev_data=FOLDER (--dev-data)")
 
 
 # ---------------------------------------------------------------- readers
@@ -127,15 +144,17 @@ def _srsd_accuracy(model, items) -> float:
     return sum(is_correct(s, item.answer) for s, item in zip(scores, items)) / len(items)
 
 
+STS_DEV = "a folder with sts-dev.csv (or the file), or a hub dataset name (mteb/stsbenchmark-sts: its validation split)"
 DEV_METRICS = {
     m.name: m
     for m in (
-        DevMetric("sts_spearman", "dev_spearman", "a folder with sts-dev.csv (or the file)", "sts", read_sts_dev,
-                  _sts_cosine),
-        DevMetric("relational_spearman", "dev_relational_spearman", "a folder with sts-dev.csv (or the file)", "sts",
-                  read_sts_dev, _sts_relational),
-        DevMetric("nli_auprc", "dev_auprc", "a SentEval NLI folder (s1.dev, s2.dev, labels.dev)", "nli",
-                  read_nli_dev, _nli_auprc),
+        DevMetric("sts_spearman", "dev_spearman", STS_DEV, "sts", read_sts_dev, _sts_cosine,
+                  hub_source=hub_sts_source),
+        DevMetric("relational_spearman", "dev_relational_spearman", STS_DEV, "sts", read_sts_dev, _sts_relational,
+                  hub_source=hub_sts_source),
+        DevMetric("nli_auprc", "dev_auprc", "a SentEval NLI folder (s1.dev, s2.dev, labels.dev), or a hub dataset "
+                  "name (stanfordnlp/snli: its validation split)", "nli", read_nli_dev, _nli_auprc,
+                  hub_source=hub_nli_source),
         DevMetric("aspect_p10", "dev_p10", "an aspect_docs set folder", "aspect_docs", read_aspect_dev, _aspect_p10),
         DevMetric("srsd", "dev_srsd", "an srsd set folder", "srsd", read_srsd_dev, _srsd_accuracy),
     )

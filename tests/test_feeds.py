@@ -57,7 +57,7 @@ def test_the_plan_says_the_feed_and_why(demo_sets, demo_tiny_bert, tmp_path):
     plan = make_plan(cfg)
     assert plan.config.feed == plan.worker_config.feed == "memory"
     line = next(line for line in plan.lines() if "feed:" in line)
-    assert line.startswith("[train]   feed: memory, the set's ") and "MiB of parquet held by each worker" in line
+    assert line.startswith("[train]   feed: memory, the set's ") and " KiB of parquet held by each worker" in line
     assert plan.record()["feed"]["used"] == "memory"
     streamed = make_plan(_config(data=str(demo_sets[0]), model=str(demo_tiny_bert), storage_path=str(tmp_path),
                                 run_name="feed", feed="stream"))

@@ -369,7 +369,8 @@ class TrainConfig:
             raise bad("validation_timeout_s must be > 0")
         if self.dev_data is not None or self.dev_metric is not None:
             metric = metric_for(self)
-            if self.dev_data is not None and not is_uri(self.dev_data) and not Path(local_path(self.dev_data)).exists():
+            if (self.dev_data is not None and not is_uri(self.dev_data) and not Path(local_path(self.dev_data)).exists()
+                    and not metric.named_on_the_hub(self.dev_data)):
                 raise bad(f"dev_data {self.dev_data!r} does not exist (the {metric.name} metric reads {metric.data})")
         self._validate_checkpoint_metric(bad)
         METHODS[self.method].validate_options(self.options, self)

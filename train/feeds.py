@@ -35,7 +35,8 @@ def resolve_feed(cfg, train_set) -> tuple[str, str]:
         return "stream", "pretokenize / length_bucketing work on Ray Data's stream"
     size = sum(f.size or 0 for f in train_set.files)
     if size <= MEMORY_FEED_MAX_BYTES:
-        return "memory", f"the set's {size / 2**20:.1f} MiB of parquet held by each worker"
+        shown = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.0f} KiB"
+        return "memory", f"the set's {shown} of parquet held by each worker"
     return "stream", (f"the set's {size / 2**20:.0f} MiB of parquet are over the {MEMORY_FEED_MAX_BYTES >> 20} MiB "
                       "a worker holds")
 

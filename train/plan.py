@@ -167,6 +167,13 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
             f"not one full global batch of {cfg.batch_size}"
         )
     dev_metric = metric_for(cfg) if cfg.dev_data else None
+    if dev_metric is not None:  # a hub name: readable now (cache, STRUCTCSE_HUB_COPIES, the hub), before Ray starts
+        from infra.hub_data import HubDataUnavailable
+
+        try:
+            dev_metric.check_available(cfg.dev_data)
+        except HubDataUnavailable as e:
+            raise ConfigError(f"dev_data {cfg.dev_data!r}: {e}") from None
     storage = cfg.storage_path if is_uri(cfg.storage_path) else str(Path(local_path(cfg.storage_path)).expanduser().resolve())
     return RunPlan(
         config=config,

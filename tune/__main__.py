@@ -19,8 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="training YAML (configs/simcse_unsup.yaml, configs/gausscse.yaml)")
     p.add_argument("--tune-config", default=None,
                    help="search YAML (configs/tune/<method>.yaml: the paper's grid); defaults built in")
-    p.add_argument("--dev-data", help="what the method's dev metric reads (STS: folder with sts-dev.csv; "
-                   "GaussCSE: a SentEval NLI folder); default: the training config's dev_data")
+    p.add_argument("--dev-data", help="what the method's dev metric reads (STS: a folder with sts-dev.csv or "
+                   "mteb/stsbenchmark-sts; GaussCSE: a SentEval NLI folder or stanfordnlp/snli); default: the "
+                   "training config's dev_data")
     p.add_argument("--data", help="ingest output folder")
     p.add_argument("--model", help="Hugging Face model path or name")
     p.add_argument("--storage", help="where the search, its trials and checkpoints go (local path or URI)")
