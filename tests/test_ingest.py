@@ -243,6 +243,7 @@ def parquet_files(root):
             if "_work" not in p.parts}
 
 
+@pytest.mark.end_to_end
 def test_killed_job_reruns_to_byte_identical_sets(demo_world, demo_sets, ray_session, tmp_path):
     import os
     import signal

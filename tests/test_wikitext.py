@@ -593,6 +593,7 @@ def _agreement(parts, language, articles_only=True):
     return link_agreement([page.wikitext for page in pages if page.redirect is None], language)
 
 
+@pytest.mark.end_to_end
 def test_links_agree_with_mwparserfromhell_on_enwiki():
     """Precision and recall of (target, anchor) pairs against the oracle, article
     text outside templates, refs, tables and captions; 1.000 / 1.000 when written."""
