@@ -130,6 +130,13 @@ def describe(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from infra.storage import retries_reported
+
+    with retries_reported("eval"):  # its line when it returns (infra.storage)
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     from infra.logs import setup_logging_from_argv
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
@@ -158,9 +165,6 @@ def main(argv: list[str] | None = None) -> int:
     from infra.publish import IncompleteError
     from infra.storage import StorageError, check_storage
 
-    from infra.storage import report_retries_at_exit
-
-    report_retries_at_exit("eval")
     try:  # a bucket that does not exist, an endpoint that does not answer: one line, in seconds
         check_storage(args.data, "--data")
         check_storage(args.model, "--model")

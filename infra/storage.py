@@ -32,6 +32,7 @@ chain's: nothing here reads or writes a key.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -389,20 +390,25 @@ def _check(protocol: str, rest: str, uri: str, what: str) -> None:
         raise StorageError(f"{what} {redact_text(uri)}: {endpoint} answered {redact_text(str(e))[:200]}") from None
 
 
-def report_retries_at_exit(prog: str) -> None:
-    """At this process's exit, one line on stderr saying how many storage requests were retried (when any):
-    a store that throttled is survived, and said."""
-    import atexit
+@contextlib.contextmanager
+def retries_reported(prog: str):
+    """Around a command (its ``main``): when it ends, one line on stderr saying how many storage requests it
+    retried (when any): a store that throttled is survived, and said. A command run inside another (the demo's
+    ingest) is said once, by the outermost; a command whose storage failure was already said
+    (``check_storage``) adds no second line. Said when the command returns, not at the process's exit: a
+    process that runs commands in turn (a test session, a notebook) prints each one's line with its output."""
     import sys
 
-    global _reporting
-    if _reporting:  # one line per process, however many entry points ran in it
+    global _reporting, _said
+    if _reporting:
+        yield
         return
-    _reporting = True
-
-    def line() -> None:
-        if _retries and not _said:
-            print(f"{prog}: storage: {_retries} request(s) retried after a throttled, failed or reset attempt "
+    _reporting, _said, start = True, False, _retries
+    try:
+        yield
+    finally:
+        _reporting = False
+        retried = _retries - start
+        if retried and not _said:
+            print(f"{prog}: storage: {retried} request(s) retried after a throttled, failed or reset attempt "
                   f"(bounded: {_attempts()} attempts each; {ATTEMPTS_ENV})", file=sys.stderr, flush=True)
-
-    atexit.register(line)

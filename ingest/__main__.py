@@ -106,13 +106,17 @@ def _missing_inputs(cfg: IngestConfig) -> list[str]:
 
 
 def main(argv=None) -> int:
+    from infra.storage import retries_reported
+
+    with retries_reported("ingest"):  # its line when it returns (infra.storage)
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     from infra.logs import setup_logging_from_argv
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     cfg, args = parse_args(argv)
-    from infra.storage import report_retries_at_exit
-
-    report_retries_at_exit("ingest")
     missing = _missing_inputs(cfg)
     if missing:  # before Ray starts
         print(f"ingest: error: no such file or folder: {', '.join(missing)}", file=sys.stderr)

@@ -122,3 +122,22 @@ def test_resets_after_a_put_was_applied_and_truncated_gets_give_back_the_bytes(f
     with pytest.raises(Exception):
         plain.cat_file(next(iter(data)))
     faulty.rate = 0.0
+
+
+def test_a_command_says_its_retries_when_it_returns_once_however_nested(capsys):
+    """A command's retry line comes when its ``main`` returns, not at the process's exit: a process that runs
+    commands in turn (this test session, a notebook) shows each command's line with its own output, and the
+    last line of ``pytest`` stays pytest's. A command inside another (the demo's ingest) is said once, by the
+    outermost, with both commands' retries; a command that retried nothing says nothing."""
+    from infra import storage
+
+    with storage.retries_reported("demo"):
+        storage._count(2)  # what botocore's needs-retry hook and gcsfs's retry count per retried attempt
+        with storage.retries_reported("ingest"):
+            storage._count(1)
+        assert capsys.readouterr().err == ""  # the inner command said nothing of its own
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("demo: storage: 3 request(s) retried after a throttled"), err
+    with storage.retries_reported("eval"):
+        pass
+    assert capsys.readouterr().err == ""

@@ -71,6 +71,13 @@ def _workers(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from infra.storage import retries_reported
+
+    with retries_reported("train"):  # its line when it returns (infra.storage)
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     from infra.logs import setup_logging_from_argv
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
@@ -93,9 +100,6 @@ def main(argv: list[str] | None = None) -> int:
     from infra.publish import IncompleteError
     from infra.storage import StorageError
 
-    from infra.storage import report_retries_at_exit
-
-    report_retries_at_exit("train")
     try:
         cfg = load_config(args.config, overrides)
         from train.run import run

@@ -40,6 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    from infra.storage import retries_reported
+
+    with retries_reported("tune"):  # its line when it returns (infra.storage)
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     from infra.logs import setup_logging_from_argv
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
@@ -63,9 +70,6 @@ def main(argv=None) -> int:
     from infra.publish import IncompleteError
     from infra.storage import StorageError
 
-    from infra.storage import report_retries_at_exit
-
-    report_retries_at_exit("tune")
     try:
         base = load_config(args.config, overrides)
         base.validate()
