@@ -79,4 +79,8 @@ def test_every_pod_runs_the_dockerfiles_image_which_installs_the_project_with_it
         assert not _targets(args)[1] & (NO_DEPS | HAND_KEPT_LISTS), args
     assert "_structcse_wikitext" in dockerfile  # the C loops built
     ignored = (REPO / ".dockerignore").read_text().split()
-    assert {"demo_out/", "runs/", "sets/", ".git/"} <= set(ignored)
+    assert {"demo_out/", "runs/", "sets/", ".git/", "dumps/", "data/", "hub/"} <= set(ignored)
+    # Ray's job upload (--working-dir .) and the cluster's rsync (rsync_filter) leave out what .gitignore lists:
+    # the dumps, data and hub copies a user keeps in the clone are never shipped to the cluster
+    kept_out = (REPO / ".gitignore").read_text().split()
+    assert {"/dumps/", "/data/", "/hub/", "/sets/", "/runs/", "/demo_out/"} <= set(kept_out)
