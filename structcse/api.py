@@ -101,9 +101,11 @@ def evaluate(model, task: str = "sts", data: str | os.PathLike | None = None, sp
     ``aspect_retrieval``, ``srsd``, ``mrpc``, ``stc``; ``-`` reads as ``_``). ``data``: what
     ``python -m eval --data`` takes (a SentEval-layout folder, a folder of a hub dataset's files, a hub name,
     a URI); None reads the task's public datasets by name (``docs/data.md``; ``aspect_retrieval``, ``srsd``
-    and ``stc`` have none). ``split``: the CLI's default (``dev``; ``sts_all``: ``test``; else the task's
-    only split). ``options``: the task's own options, named as the flags without ``--`` (``plots``,
-    ``limit``, ``weights``, ``tune_data``, ``tune_split``, ``representation``, ``actors``).
+    and ``stc`` have none). ``split``: the CLI's default, the task's ``default_split`` in ``eval/tasks.py``
+    (``test`` for ``sts_all`` and ``mrpc``), else ``dev`` where the task has it, else its only split
+    (``test`` for ``aspect_retrieval``, ``srsd``, ``stc``). ``options``: the task's own options, named as the
+    flags without ``--`` (``plots``, ``limit``, ``weights``, ``tune_data``, ``tune_split``, ``representation``,
+    ``actors``, ``sick_protocol``, ``mrpc_classifier``).
 
     Returns the dict ``python -m eval`` prints as its last line: ``task``, ``split``, ``data`` and the
     task's figures (``sts``: ``spearman``, ``pearson``, ``n_pairs``; ``nli``: ``accuracy``, ``auprc``;
