@@ -39,7 +39,7 @@ false negative for the others. With ``mask_duplicate_entities`` (default on)
 a column j is removed from anchor i's denominator when its entity id equals
 i's positive entity (positive block, j ≠ i; hard-negative block, any j).
 
-Entity table init: ``entity_vectors`` is a Wikipedia2Vec text file (``title
+Entity table init: ``entity_vectors`` is a Wikipedia2Vec text file, a path or a URI (``title
 v1 … vd`` per line, optional ``count dim`` header, ``ENTITY/Title_with_underscores``
 names as written by ``wikipedia2vec save_text``). Matched rows get the vector,
 missing entities U(-0.05, 0.05), the padding row 0 zero. Loaded by rank 0 on a
@@ -52,6 +52,7 @@ Sibling: ``simcse_unsup.py`` (L_SimCSE is reused unchanged).
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -141,8 +142,10 @@ class EASE(Method):
             raise ConfigError(f"ease.ease_loss_ratio must be >= 0, got {options.ease_loss_ratio}")
         if options.entity_dim is not None and options.entity_dim < 1:
             raise ConfigError(f"ease.entity_dim must be >= 1, got {options.entity_dim}")
-        if options.entity_vectors and not Path(options.entity_vectors).is_file():
-            raise ConfigError(f"ease.entity_vectors: file {options.entity_vectors!r} does not exist")
+        if options.entity_vectors and not _is_file(options.entity_vectors):
+            from infra.secrets import redact_text
+
+            raise ConfigError(f"ease.entity_vectors: file {redact_text(options.entity_vectors)!r} does not exist")
 
     @classmethod
     def data_info(cls, cfg, set_paths):
@@ -219,10 +222,24 @@ class EASE(Method):
         return self.entities(ids)
 
 
+def _is_file(path: str | Path) -> bool:
+    """A local file, or an object at a URI (``s3://``, ``gs://``, ``file://``: infra.storage's filesystems)."""
+    from infra.storage import filesystem, is_uri
+
+    if not is_uri(path):
+        return Path(path).expanduser().is_file()
+    fs, inner = filesystem(path)
+    return fs.isfile(inner)
+
+
 def load_entity_vectors(
     path: str | Path, title_to_row: dict[str, int], dim: int
 ) -> tuple[list[int], list[list[float]]]:
     """Rows and vectors of the entities of ``title_to_row`` found in a Wikipedia2Vec text file.
+
+    ``path`` is a local path or a URI (read through infra.storage, streamed: never copied whole), plain or
+    compressed as its name says (``.bz2``, ``.gz``, ``.xz``: Wikipedia2Vec's pretrained
+    ``enwiki_20180420_300d.txt.bz2`` as downloaded).
 
     Lines are ``name v1 … v_dim`` (the name may contain spaces: the last
     ``dim`` fields are the vector). A ``count dim`` header is checked against
@@ -236,7 +253,9 @@ def load_entity_vectors(
     plain: dict[int, list[float]] = {}
     prefixed: dict[int, list[float]] = {}
     seen_prefix = False
-    with open(path, encoding="utf-8") as f:
+    from infra.storage import open_file
+
+    with open_file(os.fspath(path), "rt", encoding="utf-8", compression="infer") as f:
         for lineno, line in enumerate(f, 1):
             parts = line.rstrip("\n").rstrip().split(" ")
             if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
