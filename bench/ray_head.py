@@ -1,11 +1,17 @@
 """A Ray head of the bench's own on this machine, as ``ray start --head`` makes one, that never meets
 another Ray running here: its own GCS and dashboard ports, its own temp dir, its own auth token (0600, in
 the temp dir; every process that talks to it reads ``RAY_AUTH_TOKEN_PATH``), stopped by its processes
-(those whose command line names its temp dir), never by ``ray stop``.
+(those whose command line names its temp dir or its GCS address), never by ``ray stop``.
+
+``LocalHead(..., worker_nodes=[1, 1])`` makes it a multi-node cluster on this machine: each further node
+is ``ray start --address=HEAD`` with its own ports (node manager, object manager, agents, metrics), as
+``ray start`` on another machine would join, so tasks, actors and placement groups spread over separate
+raylets (each with its own object store and its own copy of a job's working_dir).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -42,9 +48,20 @@ def ray_cli() -> str:
     return str(beside) if beside.exists() else (shutil.which("ray") or "ray")
 
 
+def _psutil():
+    """psutil: installed, or the copy Ray ships (``import ray`` puts ray/thirdparty_files on sys.path)."""
+    import importlib
+
+    try:
+        return importlib.import_module("psutil")
+    except ImportError:
+        importlib.import_module("ray")
+        return importlib.import_module("psutil")
+
+
 def processes_naming(*marks: str) -> list:
     """This machine's processes (not this one) whose command line holds one of ``marks``."""
-    import psutil
+    psutil = _psutil()
 
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
@@ -60,7 +77,7 @@ def processes_naming(*marks: str) -> list:
 def stop_processes(*marks: str, grace_s: float = 10.0) -> int:
     """SIGTERM the processes naming ``marks`` (and their children), SIGKILL what is left after ``grace_s``;
     how many there were."""
-    import psutil
+    psutil = _psutil()
 
     found = {}
     for _ in range(3):  # raylets start workers while dying: look again
@@ -90,31 +107,143 @@ def stop_processes(*marks: str, grace_s: float = 10.0) -> int:
 class LocalHead:
     """``ray start --head`` with ``num_cpus`` and the extra environment ``env`` (what its processes, and so
     every job's driver and workers, inherit: a bucket's endpoint and keys, as an instance profile gives them).
-    ``env_for_clients`` is what ``ray job submit`` and a driver need to reach it."""
+    ``env_for_clients`` is what ``ray job submit`` and a driver need to reach it.
 
-    def __init__(self, num_cpus: int, env: dict | None = None):
-        self.temp_dir = tempfile.mkdtemp(prefix="rayh-", dir="/tmp")  # short: Ray's socket paths live under it
-        self.port, self.dashboard_port = free_port(), free_port()
+    ``own_token=False``: no token of its own; the head authenticates as ``ray start --head`` does in ``env``
+    (Ray 2.60: with token auth when ``RAY_AUTH_MODE=token`` or a token file such as ``$HOME/.ray/auth_token``
+    exists, without it otherwise), so a docs block's own token step is what is checked.
+    ``worker_nodes``: the CPUs of each further node on this machine (a multi-node cluster);
+    ``resources``: the head's custom resources (``{"TRAIN_DRIVER": 1}``, as cluster.yaml's head)."""
+
+    def __init__(self, num_cpus: int, env: dict | None = None, worker_nodes: list[int] | tuple = (),
+                 resources: dict | None = None, own_token: bool = True, temp_dir: str | None = None,
+                 port: int | None = None, dashboard_port: int | None = None):
+        if temp_dir:
+            Path(temp_dir).mkdir(parents=True, exist_ok=True)
+        self.temp_dir = temp_dir or tempfile.mkdtemp(prefix="rayh-", dir="/tmp")  # short: Ray's socket paths live under it
+        self.port, self.dashboard_port = port or free_port(), dashboard_port or free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.dashboard_url = f"http://127.0.0.1:{self.dashboard_port}"
-        token_path = Path(self.temp_dir) / "auth_token"
-        token_path.touch(mode=0o600)
-        token_path.write_text(secrets.token_hex(32))
-        self.env_for_clients = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path)}
+        self.env_for_clients = {}
+        if own_token:
+            token_path = Path(self.temp_dir) / "auth_token"
+            token_path.touch(mode=0o600)
+            token_path.write_text(secrets.token_hex(32))
+            self.env_for_clients = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path)}
         env = {**os.environ, **(env or {}), **self.env_for_clients}
         env.pop("RAY_ADDRESS", None)
-        cmd = [ray_cli(), "start", "--head", f"--num-cpus={num_cpus}", "--num-gpus=0", f"--port={self.port}",
+        self.nodes, self.cpus = 1, [num_cpus]
+        extra = [f"--resources={json.dumps(resources)}"] if resources else []
+        cmd = [ray_cli(), "start", "--head", f"--num-cpus={num_cpus}", "--num-gpus=0", f"--port={self.port}", *extra,
                "--node-ip-address=127.0.0.1", f"--temp-dir={self.temp_dir}", "--include-dashboard=true",
                "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}",
                f"--dashboard-agent-listen-port={free_port()}", f"--ray-client-server-port={free_port()}",
                f"--runtime-env-agent-port={free_port()}", "--disable-usage-stats"]
         started = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  timeout=180, check=False)
+        self.auth = "token" if "Token authentication is enabled" in started.stdout or env.get("RAY_AUTH_MODE") == "token" \
+            else "none"
         if started.returncode != 0:
             self.stop()
             raise RuntimeError(f"ray start --head exited {started.returncode}: {started.stdout[-1500:]}")
+        for cpus in worker_nodes:
+            self.add_node(cpus, env)
+
+    def add_node(self, num_cpus: int, env: dict) -> None:
+        """One more node: ``ray start --address=HEAD`` on this machine, with ports of its own."""
+        cmd = [ray_cli(), "start", f"--address={self.address}", f"--num-cpus={num_cpus}", "--num-gpus=0",
+               "--node-ip-address=127.0.0.1", f"--temp-dir={self.temp_dir}", f"--node-manager-port={free_port()}",
+               f"--object-manager-port={free_port()}", f"--metrics-export-port={free_port()}",
+               f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+               f"--runtime-env-agent-port={free_port()}", "--disable-usage-stats"]
+        started = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 timeout=180, check=False)
+        if started.returncode != 0:
+            self.stop()
+            raise RuntimeError(f"ray start --address (node {self.nodes + 1}) exited {started.returncode}: "
+                               f"{started.stdout[-1500:]}")
+        self.nodes += 1
+        self.cpus.append(num_cpus)
 
     def stop(self) -> int:
         stopped = stop_processes(self.temp_dir, f"--gcs-address={self.address}", f"--gcs-address {self.address}")
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         return stopped
+
+
+def cluster_usage(dashboard_url: str, temp_dir: str) -> dict:
+    """What ran where on a running cluster (Ray's state API, through its dashboard, with the caller's token
+    settings): its nodes, the nodes its tasks and actors ran on, its jobs and their status; and what each
+    job's working_dir upload held (the unpacked packages under ``temp_dir``): files, bytes, and which of the
+    folders a job must never receive (dumps/, data/, hub/, sets/, runs/, demo_out/) it held."""
+    from ray.util.state import list_actors, list_jobs, list_nodes, list_tasks
+
+    kw = {"address": dashboard_url, "limit": 10000, "raise_on_missing_output": False}
+    nodes = list_nodes(**kw)
+    ran: dict[str, int] = {}
+    for item in [*list_tasks(**kw), *list_actors(**kw)]:
+        node = getattr(item, "node_id", None)
+        if node:
+            ran[node] = ran.get(node, 0) + 1
+    head = next((n.node_id for n in nodes if n.is_head_node), None)
+    uploads = []
+    for unpacked in sorted(Path(temp_dir).glob("session_*/runtime_resources/working_dir_files/*")):
+        if unpacked.is_dir():
+            files = [f for f in unpacked.rglob("*") if f.is_file()]
+            uploads.append({"files": len(files), "bytes": sum(f.stat().st_size for f in files),
+                            "kept_out_present": sorted(d for d in KEPT_OUT if (unpacked / d).exists())})
+    return {"nodes": len(nodes), "nodes_used": len(ran), "head_used": bool(head and head in ran),
+            "tasks_and_actors_per_node": sorted(ran.values(), reverse=True),
+            "jobs": [f"{j.submission_id or j.job_id}: {j.status}" for j in list_jobs(address=dashboard_url)
+                     if j.submission_id],
+            "uploads": uploads}
+
+
+KEPT_OUT = ("dumps", "data", "hub", "sets", "runs", "demo_out")
+
+
+def main(argv=None) -> int:
+    """``start``: a head (and ``--worker-nodes``) on this machine, as ``ray start --head`` would in this
+    environment, with no token of its own (the caller's ``RAY_AUTH_MODE`` / ``~/.ray/auth_token`` decide);
+    ``stop``: one line ``[cluster] {...}`` (``cluster_usage``), then its processes stopped by pid."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("action", choices=["start", "stop"])
+    p.add_argument("--temp-dir", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--dashboard-port", type=int, required=True)
+    p.add_argument("--num-cpus", type=int, default=2)
+    p.add_argument("--worker-nodes", type=int, nargs="*", default=[])
+    p.add_argument("--resources", default=None, help="the head's custom resources, JSON")
+    a = p.parse_args(argv)
+    if a.action == "start":
+        for attempt in (1, 2):  # a loaded machine: Ray's GCS may time out once
+            try:
+                head = LocalHead(a.num_cpus, worker_nodes=a.worker_nodes, own_token=False, temp_dir=a.temp_dir,
+                                 resources=json.loads(a.resources) if a.resources else None, port=a.port,
+                                 dashboard_port=a.dashboard_port)
+                break
+            except RuntimeError as e:
+                if attempt == 2:
+                    print(f"[cluster] did not start: {e}", file=sys.stderr)
+                    return 1
+                time.sleep(10)
+        print(f"[cluster] started: a head ({a.num_cpus} CPUs) and {len(a.worker_nodes)} more node(s) "
+              f"({', '.join(f'{c} CPU' for c in a.worker_nodes) or 'none'}) on this machine, "
+              f"GCS {head.address}, dashboard {head.dashboard_url}, token auth: {head.auth}", flush=True)
+        return 0
+    address = f"127.0.0.1:{a.port}"
+    try:
+        usage = cluster_usage(f"http://127.0.0.1:{a.dashboard_port}", a.temp_dir)
+    except Exception as e:  # noqa: BLE001 - a cluster that is gone already: nothing to count, still stopped
+        usage = {"error": repr(e)[:300]}
+    print(f"[cluster] {json.dumps(usage)}", flush=True)
+    stopped = stop_processes(a.temp_dir, f"--gcs-address={address}", f"--gcs-address {address}")
+    shutil.rmtree(a.temp_dir, ignore_errors=True)
+    print(f"[cluster] stopped: {stopped} processes", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
