@@ -34,9 +34,9 @@ class EncodingActor:
         self.model = load_trained(model_path, device=device)
 
     def __call__(self, batch: dict) -> dict:
-        """``{"index", "text"}`` -> ``{"index", "embedding"}`` (the model's ``encode``)."""
+        """``{"index", "text"}`` -> ``{"index", "embedding"}`` (the model's pooled vectors: its cache's contents)."""
         texts = [str(t) for t in batch["text"]]
-        return {"index": batch["index"], "embedding": self.model.encode(texts, self.batch_size)}
+        return {"index": batch["index"], "embedding": self.model.pooled(texts, self.batch_size)}
 
 
 def pool_resources(actors: int, gpus_per_actor: float | None = None) -> dict:

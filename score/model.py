@@ -4,7 +4,10 @@
 ``python -m train`` (a SentenceTransformer folder + ``structcse_method.json`` +
 ``structcse_heads.pt``) or any plain SentenceTransformer folder (no heads:
 cosine only); ``TrainedModel(encoder)`` wraps any SentenceTransformer. The
-encoder's ``encode`` gives the inference pooled vector that the heads take.
+encoder's ``encode`` gives the pooled vector that the heads take
+(:meth:`TrainedModel.pooled`); :meth:`TrainedModel.encode` gives the method's
+sentence embedding (GaussCSE: μ), which is what ``SentenceTransformer(path).encode``
+gives for the saved folder.
 
 Nothing here is keyed by a method's name: what a method adds is what its
 ``Method`` object (``train/methods/``) has, asked for by capability —
@@ -122,8 +125,9 @@ class TrainedModel:
         self.cache = {} if self.cache is None else self.cache
         return self
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        """(N, d) float32 inference embeddings (what the heads take), not normalised."""
+    def pooled(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """(N, d) float32 pooled vectors, what the method's heads take (the encoder's output), not normalised;
+        the same as :meth:`encode` for every method but GaussCSE."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         if self.cache is None:
             return self._encode(texts, batch_size)
@@ -142,7 +146,7 @@ class TrainedModel:
 
     def _pooled(self, texts: list[str], batch_size: int = 64) -> torch.Tensor:
         param = next(self.method.parameters(), None) if self.method is not None else None
-        h = torch.from_numpy(self.encode(texts, batch_size))
+        h = torch.from_numpy(self.pooled(texts, batch_size))
         return h if param is None else h.to(device=param.device, dtype=param.dtype)
 
     def _pair_vectors(self, a, b, batch_size: int):
@@ -156,8 +160,18 @@ class TrainedModel:
         return float(arr[0]) if single else arr
 
     # ------------------------------------------------------------ every model
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """(N, d) float32 sentence embeddings, not normalised: what ``SentenceTransformer(path).encode`` gives for
+        the saved folder (GaussCSE: μ; every other method: the :meth:`pooled` vector itself)."""
+        if self.method is None:
+            return self.pooled(texts, batch_size)
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        with torch.no_grad():
+            return self.method.sentence_embedding(self._pooled(texts, batch_size)).float().cpu().numpy()
+
     def cosine(self, a, b, batch_size: int = 64):
-        """cos(h_a, h_b) of the inference embeddings, in float64 (the one cosine of every STS figure)."""
+        """cos(e_a, e_b) of the sentence embeddings (:meth:`encode`), in float64 (the one cosine of every STS
+        figure)."""
         unique, rows_a, rows_b, single = _distinct_texts(a, b)
         h = self.encode(unique, batch_size).astype(np.float64)
         h /= np.maximum(np.linalg.norm(h, axis=1, keepdims=True), 1e-12)

@@ -56,15 +56,17 @@ def build_model(tiny, folder: Path, method: str | None, pooling: str = "cls", se
     """A structcse model folder: the tiny BERT as a SentenceTransformer (+ the method's random heads)."""
     from train.encoder import Encoder
 
+    from train.saved_models import save_model
+
     torch.manual_seed(seed)
     enc = Encoder(str(tiny), pooling=pooling, max_len=32).eval()
-    enc.save_sentence_transformer(folder)
-    m = None
-    if method is not None:
-        m = _method(method, **options)
-        if method == "rse":
-            torch.nn.init.normal_(m.relations.embedding.weight, std=0.5)  # scores that differ per relation
-        m.save_heads(folder)
+    enc.save_sentence_transformer(folder)  # before the heads: its Dense module's init draws from the seeded RNG
+    if method is None:
+        return folder, enc, None
+    m = _method(method, **options)
+    if method == "rse":
+        torch.nn.init.normal_(m.relations.embedding.weight, std=0.5)  # scores that differ per relation
+    save_model(enc, m, folder)  # as training saves: the method's embedding modules (GaussCSE's μ) too
     return folder, enc, m
 
 
@@ -117,7 +119,7 @@ def test_load_gausscse_round_trip(gauss):
     assert model.method_name == "gausscse" and not model.method.training
     a, b = SENTS[:4], SENTS[4:]
     pooled = enc.encode(a)
-    assert np.allclose(model.encode(a), pooled.numpy(), atol=1e-5)
+    assert np.allclose(model.pooled(a), pooled.numpy(), atol=1e-5)
     mu, var = model.gaussian(a)
     g = method.gaussian(pooled)
     assert np.allclose(mu, g.mu.detach().numpy(), atol=1e-5) and np.allclose(var, g.var.detach().numpy(), rtol=1e-4)
@@ -139,6 +141,26 @@ def test_load_gausscse_round_trip(gauss):
     assert isinstance(one, float) and one == pytest.approx(float(want[0]), rel=1e-4)
     assert model.asymmetric_similarity(a[0], a[0]) == pytest.approx(1.0)  # KL(N‖N) = 0
     assert np.allclose(structcse.load(folder).asymmetric_similarity(a, b), want, rtol=1e-4)
+
+
+def test_gausscse_folder_encodes_mu(gauss):
+    """``SentenceTransformer(path).encode`` is GaussCSE's μ (a Dense module after the pooling) and its similarity
+    function is cosine; ``structcse.load`` does not apply μ twice, and its ``cosine`` is the cosine of μ."""
+    from sentence_transformers import SentenceTransformer
+
+    import structcse
+
+    folder, enc, method = gauss
+    a, b = SENTS[:4], SENTS[4:]
+    plain = SentenceTransformer(str(folder), device="cpu")
+    assert type(plain[len(plain) - 1]).__name__ == "Dense" and plain.similarity_fn_name == "cosine"
+    mu_a = method.gaussian(enc.encode(a)).mu.detach().numpy()
+    assert np.abs(plain.encode(a) - mu_a).max() < 1e-5
+    model = structcse.load(folder)
+    assert len(model.encoder) == len(plain) - 1  # the pooled vector, which the heads take
+    assert np.abs(model.gaussian(a)[0] - mu_a).max() < 1e-5 and np.abs(model.encode(a) - mu_a).max() < 1e-5
+    st_cos = plain.similarity(plain.encode(a), plain.encode(b)).diagonal().numpy()
+    assert np.abs(model.cosine(a, b) - st_cos).max() < 1e-5
 
 
 def test_load_rse_round_trip(rse):

@@ -149,6 +149,6 @@ def test_encoding_on_a_pool_of_ray_actors_gives_the_same_scores(ray_session, dow
         assert pooled[name] == pytest.approx(local[name], abs=1e-6)
     texts = [p[0] for p in PAIRS]
     assert set(texts) <= set(pooled_model.cache)
-    assert np.allclose(np.stack([pooled_model.cache[t] for t in texts]), local_model.encode(texts), atol=1e-5)
+    assert np.allclose(np.stack([pooled_model.cache[t] for t in texts]), local_model.pooled(texts), atol=1e-5)
     with pytest.raises(ValueError, match="do not fit beside Ray Data's read tasks"):
         pool_resources(2)

@@ -151,9 +151,11 @@ class Encoder(nn.Module):
         finally:
             self.train(was_training)
 
-    def save_sentence_transformer(self, path: str | Path) -> Path:
+    def save_sentence_transformer(self, path: str | Path, embedding_modules=()) -> Path:
         """Write a SentenceTransformer folder that reproduces ``encode``: it reads up to ``read_len`` tokens (the
-        base's own limit), not the ``max_len`` training cut at."""
+        base's own limit), not the ``max_len`` training cut at. ``embedding_modules`` (a method's
+        ``embedding_modules()``) follow, so the folder's ``encode`` is the method's sentence embedding; its
+        similarity function is cosine."""
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
 
@@ -179,7 +181,9 @@ class Encoder(nn.Module):
                 )
             if self.normalize:
                 modules.append(Normalize())
-            SentenceTransformer(modules=modules, device="cpu").save(str(path))
+            model = SentenceTransformer(modules=[*modules, *embedding_modules], device="cpu")
+            model.similarity_fn_name = "cosine"
+            model.save(str(path))
         return path
 
 

@@ -72,6 +72,7 @@ from train.methods import get_method
 from train.methods.tiled import DEFAULT_LOSS_TILE, default_loss_tile
 from train.precision import Bf16Weights, resolve_precision
 from train.progress import ProgressWriter
+from train.saved_models import save_model
 from train.step import forward_backward
 
 MODEL_DIR = "model"
@@ -588,8 +589,7 @@ class Reporter:
                     Path(tmp) / STATE_FILE,
                 )
                 model_dir = Path(tmp) / MODEL_DIR
-                self.trainee.encoder.save_sentence_transformer(model_dir)
-                self.trainee.method.save_heads(model_dir)
+                save_model(self.trainee.encoder, self.trainee.method, model_dir)
                 if self.dev is not None:
                     from train.saved_models import score_model_dir
 

@@ -1,10 +1,12 @@
-"""Reading back a model folder that ``python -m train`` saved: ``load(model_dir)`` -> ``score.model.TrainedModel``.
+"""A model folder that ``python -m train`` saves (:func:`save_model`) and reads back (:func:`load` ->
+``score.model.TrainedModel``).
 
-The folder is a SentenceTransformer folder, with ``structcse_method.json`` and
-``structcse_heads.pt`` beside it when the method has heads; the heads are
-rebuilt by the method's own class (``train.methods.load_method_heads``), in eval
-mode. Also :func:`score_model_dir`: a dev metric of a model folder (checkpoint
-selection and Tune's evaluation actors).
+The folder is a SentenceTransformer folder whose ``encode`` is the method's sentence embedding (the
+encoder's pooled vector, then the method's ``embedding_modules()``: GaussCSE's μ), with
+``structcse_method.json`` and ``structcse_heads.pt`` beside it when the method has heads. :func:`load`
+drops those trailing modules again (the heads take the pooled vector) and rebuilds the heads with the
+method's own class (``train.methods.load_method_heads``), in eval mode. Also :func:`score_model_dir`: a
+dev metric of a model folder (checkpoint selection and Tune's evaluation actors).
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ from score.model import (
     HEADS_FILE, METHOD_FILE, ST_MARKER, ModelLoadError, TrainedModel, embedding_dimension,
 )
 from train.methods import get_method, load_method_heads
+
+
+def save_model(encoder, method, model_dir: str | Path) -> Path:
+    """Write ``encoder`` (a ``train.encoder.Encoder``) and ``method``'s heads as one model folder."""
+    modules = method.embedding_modules()
+    encoder.save_sentence_transformer(model_dir, modules)
+    method.save_heads(model_dir, embedding_modules=len(modules))
+    return Path(model_dir)
 
 
 def _read_method_file(folder: Path) -> dict:
@@ -69,9 +79,10 @@ def _load(model_dir: str, device: str | None) -> TrainedModel:
         raise ModelLoadError(f"model folder does not exist: {folder}")
     if not (folder / ST_MARKER).is_file():
         raise ModelLoadError(f"{folder} is not a SentenceTransformer folder: {ST_MARKER} is missing")
-    method = None
+    method, embedding_modules = None, 0
     if (folder / METHOD_FILE).is_file():
         info = _read_method_file(folder)
+        embedding_modules = info.get("embedding_modules", 0)
         try:
             get_method(info["method"])
         except KeyError as e:
@@ -84,6 +95,11 @@ def _load(model_dir: str, device: str | None) -> TrainedModel:
     elif (folder / HEADS_FILE).is_file():
         raise ModelLoadError(f"{folder}: {HEADS_FILE} is there but {METHOD_FILE} is missing")
     encoder = SentenceTransformer(str(folder), device=device, local_files_only=True)
+    if not isinstance(embedding_modules, int) or not 0 <= embedding_modules < len(encoder):
+        raise ModelLoadError(f"{folder / METHOD_FILE}: embedding_modules {embedding_modules!r} is not a count of "
+                             f"the {len(encoder)} modules in {ST_MARKER}")
+    for _ in range(embedding_modules):  # the method's embedding (GaussCSE's μ): the heads compute it from the pooled vector
+        del encoder[len(encoder) - 1]
     if method is not None:
         dim = embedding_dimension(encoder)
         if dim is not None and method.hidden_size != dim:

@@ -67,6 +67,7 @@ def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key:
     from infra.publish import resolve, write_text_atomic
     from infra.uris import upload_folder
     from train.loop import build_trainee
+    from train.saved_models import save_model
 
     where = where or f"{folder.rstrip('/')}/{UNTRAINED_DIR}"
     try:
@@ -84,8 +85,7 @@ def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key:
         torch.manual_seed(cfg.seed)
         trainee = build_trainee(cfg, data_info)
         with tempfile.TemporaryDirectory(prefix="structcse-untrained-") as staging:
-            trainee.encoder.save_sentence_transformer(Path(staging) / "model")
-            trainee.method.save_heads(Path(staging) / "model")
+            save_model(trainee.encoder, trainee.method, Path(staging) / "model")
             upload_folder(staging, where)
         published = resolve(where)  # a bucket folder published again lives under a version prefix
         if is_uri(published):

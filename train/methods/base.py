@@ -25,9 +25,11 @@ Life cycle:
     the cross-worker gathers (``train.distributed``) and the loss. It may use
     parameters of the method (heads) but not the encoder.
 
-* saving: ``save_heads(model_dir)`` writes the extra parameters
-  (``structcse_heads.pt``) and ``structcse_method.json`` beside the
-  SentenceTransformer files; ``train.methods.load_method_heads(model_dir)``
+* saving (``train.saved_models.save_model``): the SentenceTransformer folder ends in
+  ``embedding_modules()`` (the method's sentence embedding as standard modules, so
+  ``SentenceTransformer(path).encode`` is the embedding the paper evaluates: GaussCSE's μ);
+  ``save_heads(model_dir)`` writes the extra parameters (``structcse_heads.pt``) and
+  ``structcse_method.json`` beside them; ``train.methods.load_method_heads(model_dir)``
   rebuilds the module.
 """
 
@@ -139,7 +141,17 @@ class Method(nn.Module):
         ``offset`` = e(second) − e(first) unless the method trains a pair head (DSBATS's ``concat_mlp``)."""
         return "offset"
 
+    def sentence_embedding(self, pooled: torch.Tensor) -> torch.Tensor:
+        """The method's sentence embedding of pooled vectors (what ``SentenceTransformer(path).encode`` gives and
+        cosines are taken of): the pooled vector itself unless the method maps it (GaussCSE: μ)."""
+        return pooled
+
     # ---------------------------------------------------------- saving
+    def embedding_modules(self) -> list[nn.Module]:
+        """Standard sentence-transformers modules that compute :meth:`sentence_embedding` from the pooled vector,
+        appended to the saved folder's modules (none unless the method maps the pooled vector)."""
+        return []
+
     def describe(self) -> dict:
         return {
             "method": self.name,
@@ -149,10 +161,14 @@ class Method(nn.Module):
             "data_info": self.data_info,
         }
 
-    def save_heads(self, model_dir: str | Path) -> None:
+    def save_heads(self, model_dir: str | Path, embedding_modules: int = 0) -> None:
+        """``embedding_modules``: how many of the folder's last modules are this method's ``embedding_modules()``
+        (``train.saved_models.save_model`` wrote them; ``load`` drops them, as the heads take the pooled vector)."""
         model_dir = Path(model_dir)
         model_dir.mkdir(parents=True, exist_ok=True)
         info = self.describe()
+        if embedding_modules:
+            info["embedding_modules"] = embedding_modules
         if any(True for _ in self.parameters()):
             torch.save({k: v.detach().cpu() for k, v in self.state_dict().items()}, model_dir / HEADS_FILE)
             info["heads_file"] = HEADS_FILE

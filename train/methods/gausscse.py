@@ -16,6 +16,9 @@ the row of premise s_i: positives sim(s_j⁺‖s_i), contradictions sim(s_j⁻�
 ent+rev | ent+con+rev (default, the reference code's ``pos+rev+neg``).
 μ and σ² of every row are all-gathered with gradient across workers.
 
+Saved model: ``SentenceTransformer(path).encode`` gives μ (a Dense module after the
+pooling; its similarity function is cosine), the embedding whose cosine the STS table
+reports beside the KL score; σ needs ``structcse.load``.
 After training (``train.saved_models.load``): ``gaussian(texts)`` gives μ/σ²,
 ``asymmetric_similarity(a, b)`` = sim(a‖b); for NLI the entailment score is
 sim(hypothesis‖premise); the premise gets the broader Gaussian.
@@ -130,6 +133,20 @@ class GaussCSE(Method):
     def gaussian(self, pooled: torch.Tensor) -> Gaussian:
         """μ and σ² (float32) of inference embeddings (the SentenceTransformer's output)."""
         return self.head(pooled.to(self.head.mean.weight.dtype))
+
+    def sentence_embedding(self, pooled: torch.Tensor) -> torch.Tensor:
+        """μ: the point a Gaussian sentence is at."""
+        return self.gaussian(pooled).mu
+
+    def embedding_modules(self):
+        """μ = W_μ v + b (tanh of it for ``mean_mode: tanh``) as a sentence-transformers Dense module."""
+        from sentence_transformers.sentence_transformer.modules import Dense
+
+        mean = self.head.mean
+        return [Dense(mean.in_features, mean.out_features,
+                      activation_function=torch.nn.Tanh() if self.options.mean_mode == "tanh" else torch.nn.Identity(),
+                      init_weight=mean.weight.detach().float().cpu().clone(),
+                      init_bias=mean.bias.detach().float().cpu().clone())]
 
     def asymmetric_similarity(self, a: Gaussian, b: Gaussian) -> torch.Tensor:
         """sim(a‖b) with this model's similarity form."""
