@@ -570,6 +570,7 @@ def main(argv=None) -> int:
         del r[key]
     r["total_seconds"] = round(time.time() - run.started, 1)
     r["skipped_count"] = len(r["skipped"]) + len(r["skipped_commands"])
+    r["skipped_marked_in_docs"] = sum("(marked in the docs)" in x["why"] for x in r["skipped"])
     r["outside_repo"] = sorted(set(r["outside_repo"]))
     if run.rows:
         log("\n| block | result | exit | seconds | stand-ins / skip reason |\n|---|---|---|---|---|")
