@@ -234,8 +234,8 @@ class StandIns:
                 new = re.sub(r"--entity-link-threshold[= ]\d+", "--entity-link-threshold 2", part)
                 new = new if new != part else f"{part} --entity-link-threshold 2"
                 if new != part:
-                    part, used = new, [*used, "EASE's entity link threshold 2 (the demo world's dumps are small; "
-                                              "the docs' 10 is the paper's)"]
+                    why = "EASE's entity link threshold 2 (the demo world's dumps are small; the docs' 10 is the paper's)"
+                    part, used = new, [*used, why]
             if TRAINERS.search(part) and "--help" not in part:
                 if "python -m train " in part and "--model" not in part and "model=" not in part:
                     part, used = f"{part} --model {self.models}/bert-base-uncased", [
