@@ -4,6 +4,7 @@ user reads (report, plots, best config, best model)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -171,4 +172,12 @@ def test_search_space_and_settings_errors(tmp_path):
                                "dev_metric": "p_at_10"}).validate()
     with pytest.raises(ConfigError, match="'dev_sts' is now 'dev_data'"):
         TrainConfig.from_dict({"dev_sts": "x"})
+    from tune.search import TuneSettings, run_search
+
+    local = TrainConfig.from_dict({"method": "simcse_unsup", "data": "x", "num_workers": 0})
+    with pytest.raises(ConfigError, match=r"num_workers=0 \(local mode\) cannot run in a Tune trial"):
+        run_search(local, TuneSettings(search_space={"lr": {"choice": [1e-5]}}))
+    with pytest.raises(ConfigError, match=r"num_workers=0 \(local mode\) cannot run in a Tune trial"):
+        run_search(dataclasses.replace(local, num_workers=1),
+                   TuneSettings(search_space={"num_workers": {"choice": [0, 1]}}))
 

@@ -210,6 +210,14 @@ def _scores_arrive_apart_from_training_reports():
     return tune_metric_checking_off()
 
 
+def _searched_values(settings: TuneSettings, key: str) -> list:
+    """The values ``search_space[key]`` names (its choices, grid or bounds); [] when it is not searched."""
+    spec = settings.search_space.get(key)
+    if not isinstance(spec, dict):
+        return []
+    return [v for args in spec.values() for v in (args if isinstance(args, list) else [args])]
+
+
 def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOutcome:
     """Run (or continue) the search; write its report; return the best trial's config and metrics."""
     from infra.secrets import SecretInConfigError, check_no_secrets
@@ -221,6 +229,9 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     except SecretInConfigError as e:
         raise ConfigError(str(e)) from None
     validate_settings(settings)
+    if base.num_workers == 0 or 0 in _searched_values(settings, "num_workers"):
+        raise ConfigError("num_workers=0 (local mode) cannot run in a Tune trial: Ray Train's local mode is not "
+                          "available inside Tune's trials; set num_workers to 1 or more")
     if not base.dev_data:
         raise ConfigError("a search needs dev data to score trials: set dev_data (--dev-data PATH)")
     plan = make_plan(base)
