@@ -31,8 +31,10 @@ from structcse.configs import training_config
 # The papers' configs, shrunk to a tiny randomly initialised BERT and a few
 # minutes on 2 CPU cores: a higher learning rate, a few epochs, frequent reports,
 # and mean pooling (the CLS vector of an untrained model carries nothing yet).
+# Ray Train's local mode (num_workers=0: the loop in this process): a worker group's start (~25 s on 2 cores)
+# would cost more than each of these runs' training (10-15 s); the demo took 372-390 s with one worker per run.
 DEMO_TRAINING = [
-    "pooling=mean", "epochs=3", "batch_size=32", "lr=5e-4", "warmup_steps=0", "num_workers=1", "cpus_per_worker=0.5",
+    "pooling=mean", "epochs=3", "batch_size=32", "lr=5e-4", "warmup_steps=0", "num_workers=0",
     "checkpoint_every_steps=40", "log_every_steps=20", "keep_checkpoints=1",
 ]
 # The base config (trial 0, the methods' lr) and 1 sampled trial at the higher learning rates a tiny randomly initialised
@@ -43,7 +45,8 @@ DEMO_TUNE = {
     "search_space": {"lr": {"loguniform": [1.5e-3, 4e-3]}, "temperature": {"loguniform": [0.03, 0.1]}},
     "searcher": "random", "num_samples": 1, "max_concurrent_trials": 2, "reduction_factor": 2, "eval_actors": 1,
 }
-DEMO_TUNE_TRAINING = ["max_steps=80", "checkpoint_every_steps=20", "epochs=2"]
+# a Tune trial runs a worker group of its own (Ray Train's local mode is not available inside Tune's trials)
+DEMO_TUNE_TRAINING = ["max_steps=80", "checkpoint_every_steps=20", "epochs=2", "num_workers=1", "cpus_per_worker=0.5"]
 # the pair methods' own settings, with the demo's mean pooling (the paper poolings need a trained CLS)
 DEMO_PAIR_METHODS = {
     "simcse_sup": ["max_len=32", "chunk_size=null", "epochs=2"],
@@ -126,7 +129,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     models = {BASE_NAME: str(base_model)}
     own = {}  # each trained model's own metric(s) in the demo's table: what "not above the base" is judged on
     for i, method in enumerate(("simcse_unsup", "ease")):
-        log(f"[{time.time() - started:4.0f} s] [{4 + i}/{steps}] train {method} with Ray Train -> {out / 'runs' / method}")
+        log(f"[{time.time() - started:4.0f} s] [{4 + i}/{steps}] train {method} with Ray Train (local mode) -> {out / 'runs' / method}")
         outcome = train_run(training_config(method, [*DEMO_TRAINING, *common, f"run_name={method}"]))
         models[method] = outcome.model_path
         own[method] = ["sts_dev"]
@@ -183,6 +186,8 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
         settings = TuneSettings(**DEMO_TUNE, name="tune", storage_path=str(out / "runs"), seed=seed)
         search = run_search(base, settings, log=log)
         # the best trial's own model (its short schedule: the demo's time goes to the methods, not a retrain)
+        if "best_model" not in search.files:
+            raise SystemExit(f"demo: the Tune search kept no best model; its report says why: {search.files['report']}")
         best_metrics = search.best_metrics
         log(f"the best trial's model ({best_metrics.get('step')} steps): {search.files.get('best_model')}; "
             f"its config: {search.files.get('best_config')}")
