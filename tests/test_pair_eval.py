@@ -55,7 +55,6 @@ def _method(name: str, **kwargs):
 def build_model(tiny, folder: Path, method: str | None, pooling: str = "cls", seed: int = 0, **options):
     """A structcse model folder: the tiny BERT as a SentenceTransformer (+ the method's random heads)."""
     from train.encoder import Encoder
-
     from train.saved_models import save_model
 
     torch.manual_seed(seed)
