@@ -83,12 +83,6 @@ TUNE_MEANINGS = {
     "storage_path": "where the search's folder is written: a local folder or a bucket URI",
     "eval_actor_cpus": "CPUs per evaluation actor (default from the cluster)",
 }
-# where a field's comment in the code no longer says all it does (the comment is older than the feature)
-TRAIN_OVERRIDES = {
-    "dev_data": "what the dev metric reads: a folder with sts-dev.csv or the Hub name `mteb/stsbenchmark-sts` "
-                "(STS); GaussCSE: a SentEval NLI folder or `stanfordnlp/snli`; AspectCSE: an aspect_docs set "
-                "folder; DSBATS: an srsd set folder; readable by every node on a cluster",
-}
 # keys of the dataclass that are not keys of a config file (the method sections are listed apart)
 TRAIN_HIDDEN = {"method_options"}
 # TrainConfig's section headings in its source: a comment block that starts with one is a section, not a field
@@ -252,7 +246,7 @@ def _type(node: ast.expr, text: str) -> str:
 
 
 def dataclass_keys(cls: ast.ClassDef, text: str, meanings: dict[str, str], prefix: str = "",
-                   sections: tuple[str, ...] = (), overrides: dict[str, str] | None = None) -> list[Key]:
+                   sections: tuple[str, ...] = ()) -> list[Key]:
     """The fields of a dataclass body, each with the comment on its line or the comment block above it."""
     comments = _comments(text)
     keys, section = [], ""
@@ -272,7 +266,7 @@ def dataclass_keys(cls: ast.ClassDef, text: str, meanings: dict[str, str], prefi
                 break
         above = [re.sub(rf"^{re.escape(name)}: ", "", line) for line in above]
         meaning = " ".join(p for p in (" ".join(above), meaning) if p)
-        meaning = (overrides or {}).get(name) or meaning or meanings.get(f"{prefix}{name}", "")
+        meaning = meaning or meanings.get(f"{prefix}{name}", "")
         if not meaning:
             raise Undocumented(f"{prefix}{name}: no comment in the code and none in docs/gen_reference.py")
         keys.append(Key(name, _type(stmt.annotation, text), _default(stmt.value, text), meaning, section))
@@ -288,8 +282,7 @@ def _class(tree: ast.Module, name: str) -> ast.ClassDef:
 
 def train_config_keys() -> list[Key]:
     tree, text = _module_tree("train/config.py")
-    keys = dataclass_keys(_class(tree, "TrainConfig"), text, TRAIN_MEANINGS, sections=TRAIN_SECTIONS,
-                          overrides=TRAIN_OVERRIDES)
+    keys = dataclass_keys(_class(tree, "TrainConfig"), text, TRAIN_MEANINGS, sections=TRAIN_SECTIONS)
     return [k for k in keys if k.name not in TRAIN_HIDDEN]
 
 

@@ -127,8 +127,9 @@ class TrainConfig:
     max_failures: int = 0  # Ray Train restarts from the last checkpoint after a worker is lost; -1: no limit
     log_every_steps: int = 50  # rank-0 progress line between reports; 0 = reports only
     # model selection (score.dev_metrics): scored at every checkpoint, in the loop or by Tune's evaluation pool
-    # dev_data: what the dev metric reads: sts-dev.csv's folder; GaussCSE: a SentEval NLI folder;
-    # AspectCSE: an aspect_docs set folder; DSBATS: an srsd set folder
+    # dev_data: what the dev metric reads: a folder with sts-dev.csv or the Hub name `mteb/stsbenchmark-sts`
+    # (STS); GaussCSE: a SentEval NLI folder or `stanfordnlp/snli`; AspectCSE: an aspect_docs set folder;
+    # DSBATS: an srsd set folder; readable by every node on a cluster
     dev_data: str | None = None
     # dev_metric: default: the method's (sts_spearman, relational_spearman, nli_auprc, aspect_p10, srsd)
     dev_metric: str | None = None
