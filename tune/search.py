@@ -57,6 +57,7 @@ from tune.settings import (  # noqa: F401 - read from here by callers and tests
     check_settings_against_base,
     grid_size,
     load_tune_settings,
+    searched_values,
     validate_settings,
 )
 from tune.state import (  # noqa: F401 - read from here by callers and tests
@@ -210,14 +211,6 @@ def _scores_arrive_apart_from_training_reports():
     return tune_metric_checking_off()
 
 
-def _searched_values(settings: TuneSettings, key: str) -> list:
-    """The values ``search_space[key]`` names (its choices, grid or bounds); [] when it is not searched."""
-    spec = settings.search_space.get(key)
-    if not isinstance(spec, dict):
-        return []
-    return [v for args in spec.values() for v in (args if isinstance(args, list) else [args])]
-
-
 def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOutcome:
     """Run (or continue) the search; write its report; return the best trial's config and metrics."""
     from infra.secrets import SecretInConfigError, check_no_secrets
@@ -229,7 +222,7 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     except SecretInConfigError as e:
         raise ConfigError(str(e)) from None
     validate_settings(settings)
-    if base.num_workers == 0 or 0 in _searched_values(settings, "num_workers"):
+    if base.num_workers == 0 or 0 in searched_values(settings, "num_workers"):
         raise ConfigError("num_workers=0 (local mode) cannot run in a Tune trial: Ray Train's local mode is not "
                           "available inside Tune's trials; set num_workers to 1 or more")
     if not base.dev_data:

@@ -160,6 +160,14 @@ def check_settings_against_base(settings: TuneSettings, base: TrainConfig, max_t
 RESOURCE_KEYS = ("num_workers", "cpus_per_worker", "use_gpu")
 
 
+def searched_values(settings: TuneSettings, key: str) -> list:
+    """The values ``search_space[key]`` names (its choices, grid or bounds); [] when it is not searched."""
+    spec = settings.search_space.get(key)
+    if not isinstance(spec, dict):
+        return []
+    return [v for args in spec.values() for v in (args if isinstance(args, list) else [args])]
+
+
 def check_searched_resources(base: TrainConfig, settings: TuneSettings) -> None:
     """A searched value of ``num_workers``, ``cpus_per_worker`` or ``use_gpu`` that a local Ray could never
     place (``train.ray_env``'s check, made with the largest value each sampler can draw) is refused before
@@ -169,11 +177,7 @@ def check_searched_resources(base: TrainConfig, settings: TuneSettings) -> None:
     from train.ray_env import check_cluster_resources, check_resources_before_ray
 
     for key in RESOURCE_KEYS:
-        spec = settings.search_space.get(key)
-        if not isinstance(spec, dict):
-            continue
-        values = [v for sampler, args in spec.items()
-                  for v in (args if isinstance(args, list) else [args]) if isinstance(v, (bool, int, float))]
+        values = [v for v in searched_values(settings, key) if isinstance(v, (bool, int, float))]
         if not values:
             continue
         largest = max(values, key=lambda v: float(v))
