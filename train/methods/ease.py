@@ -224,11 +224,9 @@ class EASE(Method):
 
 def _is_file(path: str | Path) -> bool:
     """A local file, or an object at a URI (``s3://``, ``gs://``, ``file://``: infra.storage's filesystems)."""
-    from infra.storage import filesystem, is_uri
+    from infra.storage import filesystem
 
-    if not is_uri(path):
-        return Path(path).expanduser().is_file()
-    fs, inner = filesystem(path)
+    fs, inner = filesystem(path)  # a local path too (``~`` expanded), as load_entity_vectors reads it
     return fs.isfile(inner)
 
 
