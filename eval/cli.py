@@ -27,8 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-from infra.uris import as_local
 from eval.tasks import TASKS, default_data, get_task
+from infra.storage import retries_reported
+from infra.uris import as_local
 
 USAGE_ERROR = 2
 
@@ -129,14 +130,8 @@ def describe(result: dict) -> str:
     return "\n".join(lines)
 
 
+@retries_reported("eval")  # its line when the command returns (infra.storage)
 def main(argv: list[str] | None = None) -> int:
-    from infra.storage import retries_reported
-
-    with retries_reported("eval"):  # its line when it returns (infra.storage)
-        return _main(argv)
-
-
-def _main(argv: list[str] | None = None) -> int:
     from infra.logs import setup_logging_from_argv
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from infra.storage import retries_reported
 from ingest import wikidata
 from ingest.lost_input import lost_input
 from ingest.multistream import DumpFormatError
@@ -105,14 +106,8 @@ def _missing_inputs(cfg: IngestConfig) -> list[str]:
     return [p for p in paths if not is_uri(p) and not os.path.exists(local_path(p))]
 
 
+@retries_reported("ingest")  # its line when the command returns (infra.storage)
 def main(argv=None) -> int:
-    from infra.storage import retries_reported
-
-    with retries_reported("ingest"):  # its line when it returns (infra.storage)
-        return _main(argv)
-
-
-def _main(argv=None) -> int:
     from infra.logs import setup_logging_from_argv
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from infra.storage import retries_reported
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -70,14 +72,8 @@ def _workers(text: str) -> str:
     return f"[{low},{high}]" if dash else low
 
 
+@retries_reported("train")  # its line when the command returns (infra.storage)
 def main(argv: list[str] | None = None) -> int:
-    from infra.storage import retries_reported
-
-    with retries_reported("train"):  # its line when it returns (infra.storage)
-        return _main(argv)
-
-
-def _main(argv: list[str] | None = None) -> int:
     from infra.logs import setup_logging_from_argv
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose

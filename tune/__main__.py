@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from infra.storage import retries_reported
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -39,14 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@retries_reported("tune")  # its line when the command returns (infra.storage)
 def main(argv=None) -> int:
-    from infra.storage import retries_reported
-
-    with retries_reported("tune"):  # its line when it returns (infra.storage)
-        return _main(argv)
-
-
-def _main(argv=None) -> int:
     from infra.logs import setup_logging_from_argv
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
