@@ -75,7 +75,7 @@ def main() -> None:
     st_a, st_b = plain.encode(a), plain.encode(b)
     mu_a, mu_b = model.gaussian(a)[0], model.gaussian(b)[0]
     cos_st, cos_mu = cosines(st_a, st_b), cosines(mu_a, mu_b)
-    cos_pooled = cosines(model.encode(a), model.encode(b))
+    cos_pooled = cosines(model.pooled(a), model.pooled(b))
     result = {
         "pairs": len(a), "steps": args.steps, "model": str(path),
         "modules": [type(m).__name__ for m in plain], "similarity_fn_name": plain.similarity_fn_name,
