@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--wikidata-prefilter", action="store_true",
                         help="count item lines that name none of the --wikis as no_sitelink without parsing them "
                         "(several times faster on the full dump; broken JSON in such a line goes unnoticed)")
+    parser.add_argument("--memory-per-cpu", type=_size, default="2G",
+                        help="memory one CPU's task may use (default 2G): pass 2's shuffle buckets hold 1/16 of it "
+                        "each and Ray Data's blocks in flight a quarter of it per CPU, at any dump size")
     parser.add_argument("--entity-link-threshold", type=int, default=10,
                         help="keep entities linked more than N times (default 10, EASE's 'more than ten times')")
     parser.add_argument("--max-pairs-per-entity", type=int, default=1000)
@@ -92,6 +95,7 @@ def parse_args(argv=None) -> tuple[IngestConfig, argparse.Namespace]:
         max_pairs_per_entity=args.max_pairs_per_entity, negative_candidates=args.negative_candidates,
         min_sentence_chars=args.min_sentence_chars, max_sentence_chars=args.max_sentence_chars, seed=args.seed,
         resume=not args.no_resume, wikidata_prefilter=args.wikidata_prefilter, pass1=args.pass1,
+        memory_per_cpu=args.memory_per_cpu,
     )
     return cfg, args
 

@@ -2,15 +2,16 @@
 
 Inputs are pass 1's files: ``_work/mentions`` (one row per sentence and link
 target), ``_work/redirects``, the ``wikidata`` set and the ``sentences`` set.
-Every step is a Ray Data ``groupby(key).map_groups(...)`` over the union of
-the two sides of a join (a reduce-side join on Ray Data's sort shuffle), so no
-table of dump size ever sits on one node:
+Every step is a ``map_buckets`` (hash buckets of a key, one call per bucket) over the union of
+the two sides of a join (a reduce-side join through ``ingest/shuffle.py``'s
+files, buckets sized by the rows they hold), so no table of dump size ever sits
+on one node, nor in Ray's object store:
 
 1. titles: redirects joined to Wikidata sitelinks on (wiki, target) gives
    (wiki, title) -> QID for every title and every redirect, in every
    configured wiki (multilingual EASE: 18 wikis map to one QID space);
 2. mentions joined to titles on (wiki, title) gives each link its QID; link
-   counts per entity are a Ray Data ``groupby("qid").count()``;
+   counts per entity are each block's counts, summed per QID in step 3;
 3. the entity vocabulary: entities linked more than the threshold with a P31
    type, in QID order (its rows are the rows of the trainable entity table;
    it is bounded by the model, not by the dump, and is written by the driver
@@ -41,7 +42,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest import schemas
-from ingest.sets import align, hash_buckets, map_buckets, map_keys, mix64, read_dataset, row_hashes, table_writer, write_table
+from ingest.sets import align, hash_buckets, mix64, read_dataset, row_hashes, table_writer, write_table
+from ingest.shuffle import Shuffle, map_buckets, map_keys
 from ingest.wikitext import normalize_title
 
 _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(pa.string()), pa.list_(pa.int64())
@@ -341,42 +343,47 @@ def write_vocabulary(eligible, out: str, work: str) -> tuple[int, dict[str, int]
     return index, dict(type_sizes)
 
 
-def resolve_mentions(wikidata, redirects, mentions, wikis: list[str], parts: int):
+def _link_counts(batch: pa.Table) -> pa.Table:
+    """One block's link count per QID: partial counts that the vocabulary step adds up per QID."""
+    counts = pc.value_counts(batch["qid"])
+    return align(pa.table({"qid": counts.field("values"), "link_count": counts.field("counts")}), VOCAB_SIDES)
+
+
+def resolve_mentions(wikidata, redirects, mentions, wikis: list[str], shuffle: Shuffle):
     """Steps 1–2: ``mentions`` (wiki, title, page_id, sentence_index) with the
     QID of their target through ``redirects`` (wiki, title, target) and the
     sitelinks of ``wikidata`` (a ``wikidata`` set); QID null when none."""
     title_sides = redirects.map_batches(_redirect_side, batch_format="pyarrow").union(
         wikidata.map_batches(sitelink_side, batch_format="pyarrow", fn_kwargs={"wikis": wikis}))
-    title_qids = map_keys(title_sides, ["wiki", "key"], _resolve_titles, TITLE_QIDS, parts)
+    title_qids = map_keys(title_sides, ["wiki", "key"], _resolve_titles, TITLE_QIDS, shuffle)
     mention_sides = title_qids.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}).union(
         mentions.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}))
-    return map_buckets(mention_sides, ["wiki", "title"], _resolve_mentions, parts)
+    return map_buckets(mention_sides, ["wiki", "title"], _resolve_mentions, shuffle)
 
 
-def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dict:
+def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle, log=print) -> dict:
     """Run steps 1–8 over pass 1's files under ``out`` and the ``wikidata``
-    set at ``wikidata_set``; returns the counts for the manifest."""
+    set at ``wikidata_set``; returns the counts for the manifest. Every shuffle
+    goes through ``shuffle``'s folder (``ingest/shuffle.py``)."""
     work = f"{out}/_work"
-    parts = cfg["shuffle_partitions"]
     wikis = list(cfg["wikis"])
     wikidata = read_dataset(wikidata_set)
     redirects = read_dataset(f"{work}/redirects")
     mentions = read_dataset(f"{work}/mentions")
 
     # 1–2. every mention gets its QID (or null); link counts per entity
-    resolved = resolve_mentions(wikidata, redirects, mentions, wikis, parts).materialize()
+    resolved = resolve_mentions(wikidata, redirects, mentions, wikis, shuffle)
     mentions_total = resolved.count()
     linked = resolved.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "qid", "null": False})
-    link_counts = linked.groupby("qid", num_partitions=parts).count().map_batches(
-        lambda b: align(b.rename_columns(["qid", "link_count"]), VOCAB_SIDES), batch_format="pyarrow")
     dropped: Counter = Counter()
     dropped["link_target_without_wikidata_item"] = mentions_total - linked.count()
 
-    # 3. the vocabulary
+    # 3. the vocabulary: each block's link counts and the items, summed per QID
+    link_counts = linked.map_batches(_link_counts, batch_format="pyarrow", batch_size=None)
     items = wikidata.map_batches(_wikidata_side, batch_format="pyarrow",
                                  fn_kwargs={"wikis": wikis, "type_property": cfg["type_property"]})
-    eligible = map_keys(link_counts.union(items), "qid", _eligible, VOCAB_SIDES, parts,
-                            threshold=cfg["entity_link_threshold"])
+    eligible = map_keys(link_counts.union(items), "qid", _eligible, VOCAB_SIDES, shuffle,
+                        threshold=cfg["entity_link_threshold"])
     n_entities, type_sizes = write_vocabulary(eligible, out, work)
     log(f"[ingest] pass 2: {mentions_total} link mentions, {n_entities} entities in the vocabulary, "
         f"{len(type_sizes)} types")
@@ -385,8 +392,8 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
     vocabulary = read_dataset(f"{out}/entities")
     entity_sides = linked.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}).union(
         vocabulary.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}))
-    pairs = map_buckets(entity_sides, ["qid"], _pairs_for_entities, parts, cap=cfg["max_pairs_per_entity"],
-                            seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"]).materialize()
+    pairs = map_buckets(entity_sides, ["qid"], _pairs_for_entities, shuffle, cap=cfg["max_pairs_per_entity"],
+                        seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"])
     dropped.update(_value_counts(pairs.map_batches(_keep, batch_format="pyarrow",
                                                    fn_kwargs={"column": "dropped", "null": False}), "dropped"))
     kept = pairs.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
@@ -394,13 +401,13 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
     # 5. candidate slots -> members of the type; 6. per page: the first candidate not linked on the page
     members = read_dataset(f"{work}/type_members.parquet")
     slot_sides = kept.map_batches(_slot_side, batch_format="pyarrow").union(members)
-    candidates = map_buckets(slot_sides, ["type", "slot"], _fill_slots, parts)
+    candidates = map_buckets(slot_sides, ["type", "slot"], _fill_slots, shuffle)
     n_pairs_estimate = max(1, kept.count())
     buckets = max(1, math.ceil(n_pairs_estimate * 400 / cfg["pairs_file_bytes"]))
     pick_sides = (linked.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": LINKED_ON_PAGE})
                   .union(kept.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": PAIR}))
                   .union(candidates.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": CANDIDATE})))
-    picked = map_buckets(pick_sides, ["wiki", "page_id"], _pick_negatives, parts, buckets=buckets).materialize()
+    picked = map_buckets(pick_sides, ["wiki", "page_id"], _pick_negatives, shuffle, buckets=buckets)
     dropped.update(_value_counts(picked.map_batches(_keep, batch_format="pyarrow",
                                                     fn_kwargs={"column": "dropped", "null": False}), "dropped"))
     final = picked.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
@@ -409,7 +416,7 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, log=print) -> dic
     sentences = read_dataset(f"{out}/sentences", columns=["wiki", "page_id", "sentence_index", "sentence"])
     write_sides = final.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}).union(
         sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets}))
-    written = map_buckets(write_sides, "bucket", _write_buckets, parts, out=out).take_all()
+    written = map_buckets(write_sides, "bucket", _write_buckets, shuffle, out=out).take_all()
     n_pairs = sum(r["rows"] for r in written)
     return {
         "entities": n_entities,

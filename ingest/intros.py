@@ -5,7 +5,7 @@ section (the wikitext before the first heading, through the same extractor as
 the sentences) of every article, ``qid`` null. Here they are joined to the
 ``wikidata`` set's sitelinks on (wiki, title), the page's own title (a sitelink
 names an article, never a redirect), as a reduce-side join on a hash bucket of
-the key (``ingest.sets.map_buckets``, the same sitelink side as
+the key (``ingest.shuffle.map_buckets``, the same sitelink side as
 ``ingest/entity_pairs.py``); an item linking the title gives its QID, none
 leaves it null (two items linking one title: the smallest QID). Rows then go
 to one of ``files`` hash buckets of (wiki, page_id); each bucket is sorted and
@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 from infra.storage import filesystem
 from ingest import schemas
 from ingest.entity_pairs import sitelink_side
-from ingest.sets import align, hash_buckets, map_buckets, read_dataset, set_files, write_manifest, write_table
+from ingest.sets import align, hash_buckets, read_dataset, set_files, write_manifest, write_table
+from ingest.shuffle import Shuffle, map_buckets
 
 _STR, _INT = pa.string(), pa.int64()
 SIDES = pa.schema([pa.field("wiki", _STR), pa.field("title", _STR), pa.field("page_id", _INT),
@@ -74,23 +75,22 @@ def _files_for(work_files: list[str], file_bytes: int) -> int:
 
 
 def build_intros(out: str, wikidata_set: str | None, cfg: dict, results: list[dict], common: dict,
-                 file_bytes: int = 128 << 20, log=print) -> dict:
+                 shuffle: Shuffle, file_bytes: int = 128 << 20, log=print) -> dict:
     """Write the ``intros`` set under ``out`` from pass 1's ``_work/intros`` (and the
     sitelinks of ``wikidata_set`` in ``cfg["wikis"]``, when given) and its manifest;
     ``results`` are pass 1's Wikipedia shard results (their ``intro_status``
     counts every page), ``common`` the fields every ingest manifest carries."""
     work_files = set_files(f"{out}/_work/intros")
     files = _files_for(work_files, file_bytes)
-    parts = cfg.get("shuffle_partitions") or 2
     intros = read_dataset(work_files)
     if wikidata_set:
         sides = intros.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": SIDES}).union(
             read_dataset(wikidata_set, columns=["qid", "sitelinks"]).map_batches(
                 _sitelinks, batch_format="pyarrow", fn_kwargs={"wikis": list(cfg["wikis"])}))
-        rows = map_buckets(sides, ["wiki", "title"], _join, parts, files=files)
+        rows = map_buckets(sides, ["wiki", "title"], _join, shuffle, files=files)
     else:
         rows = intros.map_batches(_bucketed, batch_format="pyarrow", fn_kwargs={"files": files})
-    written = map_buckets(rows, "bucket", _write, parts, out=out).take_all() if work_files else []
+    written = map_buckets(rows, "bucket", _write, shuffle, out=out).take_all() if work_files else []
     if not written:  # no article at all: still a readable (empty) set
         write_table(schemas.INTROS.empty_table(), f"{out}/intros/part-00000.parquet")
         written = [{"bucket": 0, "rows": 0, "linked": 0, "file": "part-00000.parquet"}]

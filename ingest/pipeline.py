@@ -14,9 +14,12 @@ Data's start-up and scheduling latency; figures in ``docs/performance.md``). Eac
 unit writes its own deterministic files and a done-marker, so a rerun of a
 killed job skips the finished units and writes byte-identical files.
 
-Pass 2 (``ingest/entity_pairs.py``) builds EASE's entity pairs with Ray Data
-joins and aggregations over pass 1's files (redirects, multilingual sitelinks,
-link counts, the frequency threshold, same-type hard negatives).
+Pass 2 (``ingest/entity_pairs.py``) builds EASE's entity pairs with joins and
+aggregations over pass 1's files (redirects, multilingual sitelinks, link
+counts, the frequency threshold, same-type hard negatives), each a shuffle
+through files in ``_work`` whose buckets are sized from the rows they hold
+(``ingest/shuffle.py``): a task's memory is bounded by ``memory_per_cpu``
+whatever the dump's size.
 
 The manifests count every page and every Wikidata line as written or dropped
 under a named reason; ``accounted`` says the counts add up to the input.
@@ -35,6 +38,7 @@ import ray
 from ingest import duplicates, entity_pairs, intros, multistream, schemas, wikidata
 from ingest.set_integrity import finish_job, start_job
 from ingest.sets import check_set, code_version, file_digest, write_json, write_set_manifest
+from ingest.shuffle import Shuffle, limit_ray_data
 from ingest.units import process_unit, remove_stale_unit_files
 from infra.secrets import redact_text
 from infra.storage import filesystem, is_uri, local_path
@@ -59,7 +63,9 @@ class IngestConfig:
     max_pairs_per_entity: int = 1000  # global per-entity cap, a seeded sample
     negative_candidates: int = 8  # same-type draws per pair before giving up on a hard negative
     pairs_file_bytes: int = 128 << 20  # target size of one entity_pairs file
-    shuffle_partitions: int | None = None  # default: one per 64 MiB of compressed input, 2 to 400
+    # memory one CPU's task may use: sizes pass 2's shuffle buckets (1/16 of it each) and Ray Data's
+    # object-store budget (a quarter of it per CPU); the same at any input size (docs/performance.md)
+    memory_per_cpu: int = 2 << 30
     min_sentence_chars: int = 20
     max_sentence_chars: int = 1000
     default_wiki: str = "enwiki"  # for a dump whose header and file name do not say
@@ -272,21 +278,18 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
                 "peak_rss_mb_per_worker": peak_rss, "pass1_seconds": pass1_seconds,
                 "extractor_loops": dict(sorted(loops.items()))}
     wikidata_set = cfg.wikidata_set or (f"{out}/wikidata" if cfg.wikidata else None)
-    input_bytes = sum(d["bytes"] for d in digest_by_path.values())
-    parts = cfg.shuffle_partitions or max(2, min(400, input_bytes // (64 << 20)))
-    if wikidata_set:
-        task_cfg["shuffle_partitions"] = parts
     pass2_started = time.time()
-    # With --pass1 tasks, Ray Data is for pass 2 alone: importing it takes ~0.7 s of the
-    # driver's time, which would otherwise be spent before the first pass-1 task.
-    ctx = ray.data.DataContext.get_current()
-    ctx.shuffle_strategy = ray.data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
-    # the lead sections, with the QID of the item linking each page (null without Wikidata)
-    intro_stats = intros.build_intros(out, wikidata_set, {**task_cfg, "shuffle_partitions": parts},
-                                       wikipedia_results, common, log=log)
+    limit_ray_data(cfg.memory_per_cpu)
+    shuffle = Shuffle.in_work(work, cfg.memory_per_cpu)
+    try:
+        intro_stats = intros.build_intros(out, wikidata_set, task_cfg, wikipedia_results, common, shuffle, log=log)
+        pair_stats = entity_pairs.build_entity_pairs(out, wikidata_set, task_cfg, shuffle, log=log) \
+            if wikidata_set else None
+    finally:
+        shuffle.remove()
+    manifest["shuffles"] = shuffle.steps  # per shuffle: rows, bytes, buckets and the largest bucket
     sets["intros"] = {"path": intro_stats["path"], "rows": intro_stats["rows"]}
-    if wikidata_set:
-        pair_stats = entity_pairs.build_entity_pairs(out, wikidata_set, task_cfg, log=log)
+    if pair_stats:
         manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
         entity_manifest = {**common, "set": "entities", "rows": pair_stats["entities"],
                            "files": ["entities.parquet"],

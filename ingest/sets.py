@@ -537,58 +537,6 @@ def hash_buckets(table: pa.Table, key: list[str], buckets: int) -> pa.Array:
     return pa.array((row_hashes(table, key) % np.uint64(buckets)).astype(np.int64), pa.int64())
 
 
-# ---------------------------------------------------------------- grouped Ray Data work
-
-_BUCKET = "_bucket"
-
-
-def _with_bucket(batch: pa.Table, key: list[str], buckets: int) -> pa.Table:
-    return batch.append_column(_BUCKET, hash_buckets(batch, key, buckets))
-
-
-def _call_bucket(bucket: pa.Table, fn, kwargs: dict) -> pa.Table:
-    return fn(bucket.drop_columns([_BUCKET]), **kwargs)
-
-
-def map_buckets(ds, key: str | list[str], fn, partitions: int, /, **kwargs):
-    """``fn(bucket_table, **kwargs) -> pa.Table`` once per hash bucket of ``key``.
-
-    Rows are shuffled on a hash bucket of the key (``hash_buckets``; Ray Data's
-    ``groupby`` on one int column, then ``map_groups``), and ``fn`` sees a
-    whole bucket, every row of each of its keys, as one pyarrow Table: one call
-    per bucket, not per key, because a Ray Data call per tiny group (one per
-    page or per premise) costs milliseconds and there are millions of them."""
-    key = [key] if isinstance(key, str) else list(key)
-    return (
-        ds.map_batches(_with_bucket, batch_format="pyarrow", fn_kwargs={"key": key, "buckets": partitions})
-        .groupby(_BUCKET, num_partitions=partitions)
-        .map_groups(_call_bucket, batch_format="pyarrow", fn_kwargs={"fn": fn, "kwargs": kwargs})
-    )
-
-
-def key_groups(table: pa.Table, key: list[str]) -> list[tuple[tuple, list[dict]]]:
-    """The rows of ``table`` as ``[(key values, rows)]`` sorted by key: a bucket split by key."""
-    groups: dict[tuple, list[dict]] = {}
-    for row in table.to_pylist():
-        groups.setdefault(tuple(row[k] for k in key), []).append(row)
-    return sorted(groups.items(), key=lambda kv: kv[0])
-
-
-def _per_key(bucket: pa.Table, key: list[str], fn, schema: pa.Schema, kwargs: dict) -> pa.Table:
-    out: list[dict] = []
-    for _, rows in key_groups(bucket, key):
-        out.extend(fn(rows, **kwargs))
-    return pa.Table.from_pylist(out, schema=schema)
-
-
-def map_keys(ds, key: str | list[str], fn, schema: pa.Schema, partitions: int, /, **kwargs):
-    """``fn(rows_of_one_key, **kwargs) -> rows`` (lists of dicts) for every value of
-    ``key``, in key order within each bucket; the rows out have ``schema``.
-    (``map_buckets`` with the keys split in Python inside each bucket.)"""
-    key = [key] if isinstance(key, str) else list(key)
-    return map_buckets(ds, key, _per_key, partitions, key=key, fn=fn, schema=schema, kwargs=kwargs)
-
-
 # ---------------------------------------------------------------- writing
 
 

@@ -320,10 +320,11 @@ def test_wikidata_in_each_compression_gives_the_same_sets(demo_world, demo_sets,
         assert rows == sorted(read_set(demo_sets[0] / "wikidata"), key=lambda r: r["qid"])
 
 
-def test_redirects_and_sitelinks_of_two_wikis_resolve_to_one_qid(ray_session):
+def test_redirects_and_sitelinks_of_two_wikis_resolve_to_one_qid(ray_session, tmp_path):
     import ray
 
     from ingest.entity_pairs import resolve_mentions
+    from ingest.shuffle import Shuffle
 
     wikidata = ray.data.from_items([
         {"qid": "Q1726", "labels": [], "claims": [],
@@ -341,7 +342,9 @@ def test_redirects_and_sitelinks_of_two_wikis_resolve_to_one_qid(ray_session):
                                     ("enwiki", "Munchen"), ("dewiki", "Munich"), ("enwiki", "Nowhere"),
                                     ("enwiki", "Berlin"), ("dewiki", "Berlin")])
     ])
-    rows = resolve_mentions(wikidata, redirects, mentions, ["enwiki", "dewiki"], parts=2).take_all()
+    shuffle = Shuffle.in_work(str(tmp_path / "_work"))
+    rows = resolve_mentions(wikidata, redirects, mentions, ["enwiki", "dewiki"], shuffle).take_all()
+    shuffle.remove()
     qid_of = {r["page_id"]: r["qid"] for r in rows}
     assert qid_of == {0: "Q1726", 1: "Q1726", 2: "Q1726", 3: "Q1726", 4: None, 5: None, 6: "Q64", 7: None}
 

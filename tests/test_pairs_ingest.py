@@ -176,7 +176,7 @@ def test_same_input_and_seed_same_bytes(main_run, main_config, tmp_path):
     field that changed)."""
     out, _ = main_run
     cfg = main_config(tmp_path)
-    cfg.shuffle_partitions = 5
+    cfg.memory_per_cpu = 1 << 20  # 64 KiB shuffle buckets: several, where the first run had one each
     run_pair_ingest(cfg, log=lambda *a: None)
     for kind in ("nli_triplets", "relation_triples"):
         first = {p.name: p.read_bytes() for p in sorted((out / kind).glob("*.parquet"))}
@@ -186,7 +186,7 @@ def test_same_input_and_seed_same_bytes(main_run, main_config, tmp_path):
         configs = [m.pop("config") for m in manifests]
         assert all(m.pop("job_id") for m in manifests)  # each run's own: which job wrote the set
         assert manifests[0] == manifests[1]
-        assert {k for k in configs[0] if configs[0][k] != configs[1][k]} == {"shuffle_partitions"}
+        assert {k for k in configs[0] if configs[0][k] != configs[1][k]} == {"memory_per_cpu"}
 
 
 def test_missing_column_or_file_is_a_clear_error_before_ray(tmp_path, nli_paths):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -122,28 +121,6 @@ def test_row_hashes_are_the_same_in_another_process():
             "['title', 'page']).tolist())")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert there.stdout.strip() == str(here)  # not Python's per-process salted hash()
-
-
-def test_map_keys_and_map_buckets_see_every_row_of_a_key_together(ray_session):
-    rows = [{"key": f"k{i % 13}", "n": i} for i in range(300)]
-    ds = ray_session.data.from_items(rows, override_num_blocks=6)
-    out_schema = pa.schema([pa.field("key", pa.string()), pa.field("count", pa.int64()), pa.field("total", pa.int64())])
-
-    def per_key(key_rows):
-        return [{"key": key_rows[0]["key"], "count": len(key_rows), "total": sum(r["n"] for r in key_rows)}]
-
-    got = sorted(sets.map_keys(ds, "key", per_key, out_schema, 4).take_all(), key=lambda r: r["key"])
-    want = defaultdict(list)
-    for r in rows:
-        want[r["key"]].append(r["n"])
-    assert got == [{"key": k, "count": len(v), "total": sum(v)} for k, v in sorted(want.items())]
-
-    def keys_in_bucket(bucket: pa.Table) -> pa.Table:
-        return pa.table({"keys": [sorted(set(bucket["key"].to_pylist()))]})
-
-    buckets = [r["keys"] for r in sets.map_buckets(ds, ["key"], keys_in_bucket, 4).take_all()]
-    seen = [k for b in buckets for k in b]
-    assert sorted(seen) == sorted(want) and len(seen) == len(set(seen))  # each key in exactly one bucket
 
 
 def test_read_dataset_one_block_per_file(ray_session, sentence_set):

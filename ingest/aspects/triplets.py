@@ -42,8 +42,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest import schemas
-from ingest.sets import align, key_groups, map_buckets, map_keys, read_dataset, row_hashes, stable_hash, write_json, write_manifest, \
+from ingest.sets import align, read_dataset, row_hashes, stable_hash, write_json, write_manifest, \
     write_table
+from ingest.shuffle import Shuffle, key_groups, map_buckets, map_keys
 
 _STR, _INT = pa.string(), pa.int64()
 _SEP = "\x1f"  # list columns cannot ride through an Arrow join: labels travel joined
@@ -64,7 +65,7 @@ class AspectSetConfig:
     triplets_per_anchor: int = 1
     negative_candidates: int = 32  # seeded draws per anchor before falling back to a random negative
     wiki: str = "enwiki"
-    partitions: int = 4  # shuffle partitions
+    memory_per_cpu: int = 2 << 30  # memory one CPU's task may use: a shuffle bucket holds 1/16 of it
     file_rows: int = 200_000  # rows per output file
 
     def variant_specs(self) -> list[tuple[str, str, list[str]]]:
@@ -101,7 +102,7 @@ class AspectSetConfig:
                                ("random_negative_share", 0 <= self.random_negative_share <= 1, "in [0, 1]")):
             if not ok:
                 raise ValueError(f"--{name.replace('_', '-')}: must be {rule}, got {getattr(self, name)}")
-        for name in ("min_label_count", "triplets_per_anchor", "partitions", "file_rows"):
+        for name in ("min_label_count", "triplets_per_anchor", "memory_per_cpu", "file_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(self, name)}")
         for name in ("random_negatives", "negative_candidates"):
@@ -143,7 +144,7 @@ def _texts_of_qid(rows: list[dict]) -> list[dict]:
             for r in intros]
 
 
-def _texts(labels: pa.Table, intros_path: str, cfg: AspectSetConfig):
+def _texts(labels: pa.Table, intros_path: str, cfg: AspectSetConfig, shuffle: Shuffle):
     import ray.data
 
     qids = pa.table({"qid": pc.unique(labels["qid"])})
@@ -152,8 +153,7 @@ def _texts(labels: pa.Table, intros_path: str, cfg: AspectSetConfig):
                        "draw": pa.nulls(len(qids), pa.uint64())}, schema=TEXT_SIDES)
     intros = read_dataset(intros_path, columns=["wiki", "page_id", "title", "qid", "text"]).map_batches(
         _intro_side, batch_format="pyarrow", fn_kwargs={"wiki": cfg.wiki, "seed": cfg.seed})
-    return map_keys(ray.data.from_arrow(marker).union(intros), "qid", _texts_of_qid, TEXTS,
-                    cfg.partitions).materialize()
+    return map_keys(ray.data.from_arrow(marker).union(intros), "qid", _texts_of_qid, TEXTS, shuffle)
 
 
 def _keep(batch: pa.Table, random: bool) -> pa.Table:
@@ -328,11 +328,19 @@ def _write_files(bucket: pa.Table, out: str, specs: dict) -> pa.Table:
 def build_aspect_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConfig, log=print) -> dict:
     """Write ``OUT/<variant>/aspect_triplets/`` and ``OUT/aspect_docs/`` (with manifests) from the
     label table and the ``intros`` set; returns the overall manifest (also ``OUT/manifest.json``)."""
-    import ray.data
-
     cfg.validate()
     out = out.rstrip("/")
-    texts = _texts(labels, intros_path, cfg)
+    shuffle = Shuffle.in_work(f"{out}/_work", cfg.memory_per_cpu)
+    try:
+        return _write_sets(labels, intros_path, out, cfg, shuffle, log)
+    finally:
+        shuffle.remove()
+
+
+def _write_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConfig, shuffle: Shuffle, log) -> dict:
+    import ray.data
+
+    texts = _texts(labels, intros_path, cfg, shuffle)
     with_intro = {r["qid"] for r in texts.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"random": False})
                   .select_columns(["qid"]).take_all()}
     randoms = texts.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"random": True})
@@ -364,8 +372,8 @@ def build_aspect_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectS
         tid += 1
     sides = ray.data.from_arrow(pa.Table.from_pylist(needs, schema=NEEDS)).union(
         texts.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": NEEDS}))
-    attached = map_buckets(sides, "qid", _attach, cfg.partitions)
-    written = map_buckets(attached, ["group", "file"], _write_files, cfg.partitions, out=out,
+    attached = map_buckets(sides, "qid", _attach, shuffle)
+    written = map_buckets(attached, ["group", "file"], _write_files, shuffle, out=out,
                           specs={n: (k, a) for n, k, a in specs}).take_all()
     rows_by_group, files_by_group = Counter(), defaultdict(list)
     for w in written:

@@ -115,17 +115,17 @@ class _Rows:
     caps_applied: dict = field(default_factory=dict)
 
 
-def _build_rows(cfg: PairIngestConfig, read: _Read, caps: dict[str, int], partitions: int) -> _Rows:
+def _build_rows(cfg: PairIngestConfig, read: _Read, caps: dict[str, int], shuffle) -> _Rows:
     rows = _Rows()
     if not sum(e["valid"] for e in read.per_source.values()):
         return rows
     selected = sorted(cfg.relations) if cfg.relations is not None else None
     pair_units = read_dataset(read.files, columns=UNITS.names)
-    triplets, relations = per_premise(pair_units, partitions, cfg.seed, cfg.max_triplets_per_premise, selected,
+    triplets, relations = per_premise(pair_units, shuffle, cfg.seed, cfg.max_triplets_per_premise, selected,
                                       rows.fates)
     n_triplets = triplets.count()
     relations, rows.caps_applied = cap_relations(relations, caps, rows.relation_counts, rows.fates)
-    resolved = random_negatives(relations, rows.relation_counts, cfg.pool_bucket_rows, cfg.seed, partitions)
+    resolved = random_negatives(relations, rows.relation_counts, cfg.pool_bucket_rows, cfg.seed, shuffle)
 
     n_relations = sum(n for (_, sel), n in rows.relation_counts.items() if sel)
     rows.relation_files = files_for(n_relations, cfg)
@@ -168,11 +168,16 @@ def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
     _start_ray()
 
     read = _read_units(sources, units, work, log)
-    partitions = cfg.shuffle_partitions or max(2, min(200, read.input_bytes // (32 << 20) + 1))
-    rows = _build_rows(cfg, read, caps, partitions)
-    triplets = write_set(rows.triplets, "nli_triplets", rows.triplet_files, out, tags, partitions, cfg.relations)
-    relations = write_set(rows.relations, "relation_triples", rows.relation_files, out, tags, partitions,
-                          cfg.relations)
+    from ingest.shuffle import Shuffle
+
+    shuffle = Shuffle.in_work(work, cfg.memory_per_cpu)  # every shuffle's buckets sized from its rows
+    try:
+        rows = _build_rows(cfg, read, caps, shuffle)
+        triplets = write_set(rows.triplets, "nli_triplets", rows.triplet_files, out, tags, shuffle, cfg.relations)
+        relations = write_set(rows.relations, "relation_triples", rows.relation_files, out, tags, shuffle,
+                              cfg.relations)
+    finally:
+        shuffle.remove()
     manifest = write_manifests(cfg, out, sources, read.per_source, read.unit_labels, rows.fates, triplets,
                                relations, rows.relation_counts, rows.caps_applied)
     _clear(out, f"{work}/pair_units")

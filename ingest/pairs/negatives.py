@@ -1,7 +1,7 @@
 """Stages 2–4 of the pair ingest: grouping by premise, the per-relation caps,
 and the hard negatives (RSE, ``docs/methods.md`` section 2).
 
-2. per premise (``sentence1``; ``ingest.sets.map_buckets`` over premise hash
+2. per premise (``sentence1``; ``ingest.shuffle.map_buckets`` over premise hash
    buckets): duplicates are dropped; each premise with both an entailment and
    a contradiction hypothesis gives one ``nli_triplets`` row per (entailment,
    contradiction) pair (a SimCSE row gives its own triplet), at most
@@ -40,7 +40,8 @@ import pyarrow.compute as pc
 
 from ingest.pairs.labels import NLI_RELATIONS
 from ingest.pairs.sources import FIRST_ROWS
-from ingest.sets import key_groups, map_buckets, stable_hash
+from ingest.sets import stable_hash
+from ingest.shuffle import Shuffle, key_groups, map_buckets
 
 _STR, _INT, _I32 = pa.string(), pa.int64(), pa.int32()
 
@@ -190,7 +191,7 @@ def _premise_rows(rows: list[dict], seed: int, max_triplets: int | None, selecte
 
 
 def premise_bucket(bucket: pa.Table, seed: int, max_triplets: int | None, selected: list[str] | None) -> pa.Table:
-    """Stage 2 for every premise of a hash bucket of premises (``ingest.sets.map_buckets``)."""
+    """Stage 2 for every premise of a hash bucket of premises (``ingest.shuffle.map_buckets``)."""
     fates, out = _Fates(), []
     for _, rows in key_groups(bucket, ["sentence1"]):
         out.extend(_premise_rows(rows, seed, max_triplets, selected, fates))
@@ -305,12 +306,12 @@ def add_fates(fates: dict[tuple, list], rows: list[dict]) -> None:
         entry[1].extend(json.loads(f["first"]))
 
 
-def per_premise(pair_units, partitions: int, seed: int, max_triplets: int | None, selected: list[str] | None,
+def per_premise(pair_units, shuffle: Shuffle, seed: int, max_triplets: int | None, selected: list[str] | None,
                 fates: dict):
     """Stage 2 over the pair units (a Ray Dataset of ``readers.UNITS`` rows): returns
     (triplets, relation candidates) as Ray Datasets of ``STAGE`` rows; the fates go into ``fates``."""
-    stage = map_buckets(pair_units, ["sentence1"], premise_bucket, partitions, seed=seed,
-                        max_triplets=max_triplets, selected=selected).materialize()
+    stage = map_buckets(pair_units, ["sentence1"], premise_bucket, shuffle, seed=seed,
+                        max_triplets=max_triplets, selected=selected)
     add_fates(fates, stage.map_batches(_take_kind, batch_format="pyarrow", fn_kwargs={"kind": "fate"}).take_all())
     triplets = stage.map_batches(_take_kind, batch_format="pyarrow", fn_kwargs={"kind": "triplet"})
     relations = stage.map_batches(_take_kind, batch_format="pyarrow", fn_kwargs={"kind": "relation"})
@@ -343,7 +344,7 @@ def cap_relations(relations, caps: dict[str, int], relation_counts: Counter, fat
     return relations, caps_applied
 
 
-def random_negatives(relations, relation_counts: Counter, pool_bucket_rows: int, seed: int, partitions: int):
+def random_negatives(relations, relation_counts: Counter, pool_bucket_rows: int, seed: int, shuffle: Shuffle):
     """Stage 4: the selected candidates still without a hard negative draw one from
     their pool (seeded buckets of about ``pool_bucket_rows`` sentences of a
     relation). Returns a Ray Dataset of ``POOL`` rows, or None when none needs one."""
@@ -356,4 +357,4 @@ def random_negatives(relations, relation_counts: Counter, pool_bucket_rows: int,
     if not needers.count():
         return None
     members = relations.map_batches(_members, batch_format="pyarrow", fn_kwargs={"buckets": buckets})
-    return map_buckets(members.union(needers), ["pool", "pbucket"], pool_bucket, partitions, seed=seed)
+    return map_buckets(members.union(needers), ["pool", "pbucket"], pool_bucket, shuffle, seed=seed)

@@ -19,7 +19,8 @@ import pyarrow.compute as pc
 
 from ingest import schemas
 from ingest.pairs.sources import FIRST_ROWS, PairIngestConfig
-from ingest.sets import code_version, key_groups, map_buckets, write_manifest, write_table
+from ingest.sets import code_version, write_manifest, write_table
+from ingest.shuffle import Shuffle, key_groups, map_buckets
 
 _STR, _INT, _I32 = pa.string(), pa.int64(), pa.int32()
 
@@ -93,14 +94,14 @@ def files_for(n_rows: int, cfg: PairIngestConfig) -> int:
     return max(1, math.ceil(n_rows * 256 / cfg.file_bytes))
 
 
-def write_set(final, set_name: str, files: int, out: str, tags: list[str], partitions: int,
+def write_set(final, set_name: str, files: int, out: str, tags: list[str], shuffle: Shuffle,
               weights: dict | None) -> SetWritten:
     """Write ``final`` (a Ray Dataset of FINAL rows, or None: no rows) as ``files``
     ``part-NNNNN.parquet`` files of ``out/set_name``."""
     totals: dict = {"sources": Counter(), "relations": Counter(), "hard_negatives": Counter()}
     names, rows = [], 0
     if final is not None:
-        written = map_buckets(final, ["file"], _write_files, max(1, min(partitions, files)), set_name=set_name,
+        written = map_buckets(final, ["file"], _write_files, shuffle, set_name=set_name,
                               out=out, tags=tags, weights=weights).take_all()
         for w in written:
             names.append(w["file"])

@@ -1,0 +1,390 @@
+"""Ingest at scale: does pass 2's time grow linearly, its memory stay flat, nothing spill?
+
+    python bench/ingest_scale.py [--scales 1,10,30] [--out DIR] [--baseline-commit REV]
+
+A script, not a test; about 45 minutes on a 2-core machine with the defaults (the dumps
+are built once per --out folder, ~10 minutes, and reused).
+
+**Inputs.** Scale 1 is the largest dump of ``bench/ingest.py`` (the enwiki sample's 206 pages
+repeated 40 times, 8,240 pages, 65 MB of bz2) with its Wikidata dump (one item per distinct link
+target, an enwiki sitelink and one of 40 shared P31 types). Scale k repeats that *world* k times:
+world g >= 1 has its own copies of the pages (new ids and titles) whose links point at world g's
+own entities (``[[Target]]`` becomes ``[[Target (wg)]]``), and its own Wikidata items for them,
+so that link mentions, entities, Wikidata lines and the sets all grow k-fold — Wikidata in
+proportion — while the P31 types stay shared across worlds. Scale 1 is byte for byte the dump
+``bench/ingest.py --repeat 40`` builds.
+
+**Runs.** ``python -m ingest --num-cpus 2`` in a subprocess with its own fresh local Ray
+(``RAY_ADDRESS=local``), on each scale in turn. Every 0.25 s the script reads the RSS of every
+process in the job's tree (the driver, Ray's own processes, every worker): ``peak_rss_gb`` is the
+largest RSS any one process reached (a worker's heap and the object-store pages it touched), and
+``tree_rss_gb`` the largest sum over the tree (shared pages counted once per process that maps
+them, so an upper bound). ``spilled_gb`` is what Ray spilled, read from the raylet's own
+``spilled`` log lines and the spill folder's largest size. Pass 1's and pass 2's seconds come from
+the job's manifest; pass 2's rate is link mentions / pass-2 seconds / 2 cores.
+
+**Checks** (the ``checks`` object of the last line): the 30x job's time at most 31.5x the 1x job's
+(linear, with 5% slack); the largest process's peak RSS at 30x at most 1.1x that at 1x, and at most
+2 GB for every Ray worker; nothing spilled; pass 2 at >= 30,000 link mentions/s per core at the
+largest scale; every page and link mention accounted; and, with ``--baseline-commit``, every set
+written at 1x byte-identical to the sets the code at that commit writes from the same input (run
+from a ``git worktree`` of it).
+
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import importlib.util
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+_spec = importlib.util.spec_from_file_location("bench_ingest", REPO / "bench" / "ingest.py")
+bench_ingest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_ingest)
+
+COPIES_PER_WORLD = 40  # scale 1: bench/ingest.py's largest dump
+TYPES = 40
+_LINK = re.compile(r"\[\[([^\[\]|#\n]+)(?=[|#\]])")
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _world_page(page: str, copy: int) -> tuple[str, int, str]:
+    """Copy ``copy`` of a sample page, its links pointing at the entities of its world."""
+    page, page_id, title = bench_ingest._page_copy(page, copy)
+    world = copy // COPIES_PER_WORLD
+    if world:
+        page = _LINK.sub(lambda m: f"[[{m.group(1).rstrip()} (w{world})", page)
+    return page, page_id, title
+
+
+def _compress_stream(args: tuple[int, int]) -> tuple[bytes, list[tuple[int, str]]]:
+    count, first = args
+    pages = bench_ingest._SAMPLE_PAGES
+    xml, rows = [], []
+    for position in range(first, first + count):
+        copy, index = divmod(position, len(pages))
+        page, page_id, title = _world_page(pages[index], copy)
+        xml.append("  " + page + "\n")
+        rows.append((page_id, title))
+    return bz2_compress("".join(xml).encode("utf-8")), rows
+
+
+def bz2_compress(data: bytes) -> bytes:
+    import bz2
+
+    return bz2.compress(data, 9)
+
+
+def build_dumps(out: Path, scales: list[int]) -> dict[int, dict]:
+    """One multistream dump (+ index) per scale, each a prefix of the largest; reused when built."""
+    import bz2
+
+    header, pages, footer = bench_ingest._sample_parts(bench_ingest.ENWIKI)
+    folders = {k: out / f"dump-x{k}" for k in scales}
+    described = {k: bench_ingest._read_json(folders[k] / "dump.json") for k in scales}
+    if all(d and d.get("worlds") == k and d.get("sample_pages") == len(pages) for k, d in described.items()):
+        log(f"[bench] reusing dumps in {out}")
+        return described
+    per = bench_ingest.PAGES_PER_STREAM
+    totals = {k: k * COPIES_PER_WORLD * len(pages) for k in scales}
+    largest = max(totals.values())
+    chunks = [(min(per, largest - first), first) for first in range(0, largest, per)]
+    tails = {k: (totals[k] % per, totals[k] - totals[k] % per) for k in scales if totals[k] % per}
+    started = time.perf_counter()
+    files, index_lines = {}, {k: [] for k in scales}
+    for k in scales:
+        shutil.rmtree(folders[k], ignore_errors=True)
+        folders[k].mkdir(parents=True)
+        files[k] = open(folders[k] / bench_ingest.DUMP_NAME, "wb")
+        files[k].write(bz2.compress(header.encode("utf-8"), 9))
+
+    def write(k, compressed, rows):
+        offset = files[k].tell()
+        files[k].write(compressed)
+        index_lines[k].extend(f"{offset}:{page_id}:{title}\n" for page_id, title in rows)
+
+    with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1, bench_ingest._init_worker, (pages,)) as pool:
+        for (count, first), (compressed, rows) in zip(chunks, pool.imap(_compress_stream, chunks, chunksize=4)):
+            for k in scales:
+                if first + count <= totals[k]:
+                    write(k, compressed, rows)
+    bench_ingest._init_worker(pages)
+    for k, tail in tails.items():
+        write(k, *_compress_stream(tail))
+    copy_bytes = sum(len(("  " + page + "\n").encode()) for page in pages)
+    for k in scales:
+        files[k].write(bz2.compress(footer.encode("utf-8"), 9))
+        compressed_bytes = files[k].tell()
+        files[k].close()
+        with bz2.open(folders[k] / bench_ingest.INDEX_NAME, "wt", encoding="utf-8") as index:
+            index.writelines(index_lines[k])
+        described[k] = {"path": str(folders[k] / bench_ingest.DUMP_NAME), "worlds": k,
+                        "copies": k * COPIES_PER_WORLD, "sample_pages": len(pages), "pages": len(index_lines[k]),
+                        "compressed_bytes": compressed_bytes, "uncompressed_bytes": k * COPIES_PER_WORLD * copy_bytes}
+        (folders[k] / "dump.json").write_text(json.dumps(described[k], indent=2))
+    log(f"[bench] built {len(scales)} dumps ({len(chunks)} streams) in {time.perf_counter() - started:.0f} s")
+    return described
+
+
+def build_wikidata(out: Path, worlds: int) -> dict:
+    """World 0's items are ``bench/ingest.py``'s (same QIDs, same bytes per line); world g's are
+    the same targets suffixed `` (wg)``, QIDs offset by g million, the same 40 P31 types."""
+    from ingest.wikitext import wikitext_to_text
+
+    path, described_path = out / f"wikidata-x{worlds}.json.gz", out / f"wikidata-x{worlds}.described.json"
+    if path.exists() and described_path.exists():
+        return json.loads(described_path.read_text())
+    articles = [p for p in bench_ingest.load_pages(bench_ingest.ENWIKI) if p.ns == 0 and p.redirect is None]
+    targets = sorted({link.target for page in articles for link in wikitext_to_text(page.wikitext)[1]})
+    lines = []
+    for world in range(worlds):
+        for i, target in enumerate(targets):
+            kind = int(hashlib.sha1(target.encode()).hexdigest(), 16) % TYPES
+            title = f"{target} (w{world})" if world else target
+            lines.append(json.dumps({
+                "type": "item", "id": f"Q{1_000_000 * (world + 1) + i}",
+                "labels": {"en": {"language": "en", "value": title}},
+                "claims": {"P31": [{"mainsnak": {"snaktype": "value", "property": "P31", "datavalue": {
+                    "value": {"entity-type": "item", "id": f"Q{900_000 + kind}"}, "type": "wikibase-entityid"}},
+                    "rank": "normal"}]},
+                "sitelinks": {"enwiki": {"site": "enwiki", "title": title, "badges": []}}}, separators=(",", ":")))
+    members = [b"[\n"] + [(",\n".join(lines[i:i + 2000]) + (",\n" if i + 2000 < len(lines) else "\n")).encode()
+                           for i in range(0, len(lines), 2000)] + [b"]\n"]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(b"".join(gzip.compress(m, 6, mtime=0) for m in members))
+    tmp.replace(path)
+    described = {"path": str(path), "items": len(lines), "bytes": path.stat().st_size}
+    described_path.write_text(json.dumps(described))
+    return described
+
+
+class TreeMemory:
+    """Every ``interval`` s: the RSS of each process under ``root_pid`` (re-listed every second),
+    each one's peak with its title, and the peak of their sum; and the size of Ray's spill folders."""
+
+    def __init__(self, root_pid: int, ray_tmp: Path, interval: float = 0.25):
+        self.root_pid, self.ray_tmp, self.interval = root_pid, ray_tmp, interval
+        self.peaks: dict[int, int] = {}
+        self.titles: dict[int, str] = {}
+        self.tree_peak = 0
+        self.spill_peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _spilled_bytes(self) -> int:
+        total = 0
+        for folder in self.ray_tmp.glob("session_*/**/*spill*"):
+            for f in (folder.rglob("*") if folder.is_dir() else [folder]):
+                try:
+                    total += f.stat().st_size if f.is_file() else 0
+                except OSError:
+                    pass
+        return total
+
+    def _run(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.root_pid)
+        except psutil.NoSuchProcess:
+            return
+        processes, listed_at, spill_at = [], float("-inf"), float("-inf")
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now - listed_at >= 1.0:
+                try:
+                    processes = [root] + root.children(recursive=True)
+                except psutil.NoSuchProcess:
+                    return
+                listed_at = now
+            if now - spill_at >= 5.0:
+                self.spill_peak = max(self.spill_peak, self._spilled_bytes())
+                spill_at = now
+            total = 0
+            for process in processes:
+                try:
+                    rss = process.memory_info().rss
+                    if process.pid not in self.titles or rss > self.peaks.get(process.pid, 0):
+                        self.titles[process.pid] = (" ".join(process.cmdline()) or process.name())[:80]
+                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                    continue
+                total += rss
+                self.peaks[process.pid] = max(self.peaks.get(process.pid, 0), rss)
+            self.tree_peak = max(self.tree_peak, total)
+            self._stop.wait(self.interval)
+
+    def largest(self, ray_workers_only: bool = False) -> tuple[float, str]:
+        pids = [p for p in self.peaks if not ray_workers_only or self.titles.get(p, "").startswith("ray::")]
+        if not pids:
+            return 0.0, ""
+        pid = max(pids, key=lambda p: self.peaks[p])
+        return round(self.peaks[pid] / 2**30, 3), self.titles.get(pid, "")
+
+
+def _spilled_in_logs(ray_tmp: Path) -> float:
+    """MiB that the raylets say they spilled (their ``Spilled N MiB`` lines; the last is the total)."""
+    spilled = 0.0
+    for log_file in ray_tmp.glob("session_*/logs/raylet*.out"):
+        found = re.findall(r"Spilled (\d+) MiB", log_file.read_text(errors="replace"))
+        spilled += float(found[-1]) if found else 0.0
+    return spilled
+
+
+def run_ingest(dump: dict, wikidata: dict, out: Path, repo: Path = REPO, shard_bytes: str = "8M",
+               memory_per_cpu: str | None = "2G") -> dict:
+    """``python -m ingest`` on 2 CPUs in a fresh local Ray whose temp folder is the bench's own."""
+    shutil.rmtree(out, ignore_errors=True)
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ray-", dir=out.parent))
+    command = [sys.executable, "-m", "ingest", "--wikipedia", dump["path"], "--wikidata", wikidata["path"],
+               "--out", str(out), "--num-cpus", "2", "--no-dashboard", "--shard-bytes", shard_bytes,
+               "--wikidata-range-bytes", "32M", "--entity-link-threshold", "10", "--no-resume"]
+    if memory_per_cpu:
+        command += ["--memory-per-cpu", memory_per_cpu]
+    env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONPATH": str(repo), "RAY_TMPDIR": str(ray_tmp)}
+    log(f"[bench] {' '.join(command[1:])}  (code: {repo})")
+    started = time.perf_counter()
+    log_path = out.parent / f"{out.name}.log"
+    with open(log_path, "w") as output:
+        process = subprocess.Popen(command, cwd=repo, env=env, stdout=output, stderr=subprocess.STDOUT)
+        with TreeMemory(process.pid, ray_tmp) as memory:
+            returncode = process.wait()
+    wall = time.perf_counter() - started
+    if returncode != 0:
+        raise RuntimeError(f"ingest failed ({returncode}):\n{log_path.read_text()[-3000:]}")
+    manifest = json.loads((out / "manifest.json").read_text())
+    (out.parent / f"{out.name}.manifest.json").write_text(json.dumps(manifest, indent=2))
+    mentions = manifest["entity_stats"]["link_mentions"]
+    largest_gb, largest_title = memory.largest()
+    worker_gb, worker_title = memory.largest(ray_workers_only=True)
+    spilled_gb = max(memory.spill_peak / 2**30, _spilled_in_logs(ray_tmp) / 1024)
+    shutil.rmtree(ray_tmp, ignore_errors=True)
+    return {
+        "worlds": dump["worlds"], "pages": manifest["pages"]["in_input"], "compressed_mb": round(dump["compressed_bytes"] / 1e6, 1),
+        "wikidata_lines": sum(w["lines"] for w in manifest["wikidata"]),
+        "pass1_s": manifest["pass1_seconds"], "pass2_s": manifest["pass2_seconds"], "job_s": manifest["seconds"],
+        "wall_s": round(wall, 1), "link_mentions": mentions,
+        "mentions_per_s_per_core": round(mentions / manifest["pass2_seconds"] / 2, 1),
+        "entities": manifest["entity_stats"]["entities"], "entity_pairs": manifest["sets"]["entity_pairs"]["rows"],
+        "peak_rss_gb": largest_gb, "peak_rss_process": largest_title,
+        "peak_rss_gb_ray_worker": worker_gb, "peak_rss_ray_worker": worker_title,
+        "tree_rss_gb": round(memory.tree_peak / 2**30, 3), "spilled_gb": round(spilled_gb, 3),
+        "shuffles": manifest.get("shuffles"),
+        "accounted": bool(manifest["pages"]["accounted"] and manifest["links_accounted"]),
+    }
+
+
+def set_bytes(out: Path) -> dict[str, str]:
+    """sha256 of every parquet file of the sets (not the manifests, which name the code and config)."""
+    return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.glob("*/*.parquet")) if not p.parts[len(out.parts)].startswith("_")}
+
+
+def baseline_worktree(out: Path, commit: str) -> Path:
+    """The code at ``commit``, checked out beside the bench (its C extension built in place)."""
+    tree = out / f"baseline-{commit[:12]}"
+    if not (tree / "ingest").exists():
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), commit], check=True,
+                       capture_output=True)
+        subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tree, check=True,
+                       capture_output=True)
+    return tree
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scales", default="1,10,30", help="worlds per dump (1 = bench/ingest.py's 40 copies)")
+    parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "structcse-scale"))
+    parser.add_argument("--build-only", action="store_true", help="only build the dumps")
+    parser.add_argument("--baseline-commit", help="also run the code at this commit at scale 1 and compare the sets")
+    parser.add_argument("--shard-bytes", default="8M", help="python -m ingest --shard-bytes (default 8M)")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    scales = sorted(int(s) for s in args.scales.split(","))
+    started = time.perf_counter()
+    dumps = build_dumps(out, scales)
+    wikidata = {k: build_wikidata(out, k) for k in scales}
+    if args.build_only:
+        print(json.dumps({"dumps": dumps, "wikidata": wikidata}))
+        return 0
+    runs, same_as_baseline = {}, None
+    for k in scales:
+        runs[k] = run_ingest(dumps[k], wikidata[k], out / f"ingest-x{k}", shard_bytes=args.shard_bytes)
+        log(f"[bench] x{k}: " + json.dumps({key: v for key, v in runs[k].items() if key != "shuffles"}))
+        if k == scales[0] and args.baseline_commit:
+            mine = set_bytes(out / f"ingest-x{k}")
+            tree = baseline_worktree(out, args.baseline_commit)
+            base = run_ingest(dumps[k], wikidata[k], out / f"baseline-x{k}", repo=tree, shard_bytes=args.shard_bytes,
+                              memory_per_cpu=None)
+            theirs = set_bytes(out / f"baseline-x{k}")
+            differ = sorted(f for f in set(mine) | set(theirs) if mine.get(f) != theirs.get(f))
+            same_as_baseline = {"commit": args.baseline_commit, "files": len(mine), "differ": differ,
+                                "baseline": {key: v for key, v in base.items() if key != "shuffles"}}
+            shutil.rmtree(out / f"baseline-x{k}", ignore_errors=True)
+        shutil.rmtree(out / f"ingest-x{k}", ignore_errors=True)
+
+    print("\n== Ingest at scale: python -m ingest --num-cpus 2, Wikipedia + Wikidata (world = 8,240 pages) ==")
+    header = ["worlds", "pages", "MB bz2", "wikidata lines", "pass 1 s", "pass 2 s", "job s", "link mentions",
+              "mentions/s/core", "peak RSS GB (process)", "peak RSS GB (Ray worker)", "tree RSS GB", "spilled GB",
+              "accounted"]
+    print(bench_ingest._table([[r["worlds"], r["pages"], r["compressed_mb"], r["wikidata_lines"], r["pass1_s"],
+                                r["pass2_s"], r["job_s"], r["link_mentions"], r["mentions_per_s_per_core"],
+                                r["peak_rss_gb"], r["peak_rss_gb_ray_worker"], r["tree_rss_gb"], r["spilled_gb"],
+                                r["accounted"]] for r in runs.values()], header))
+    for k, r in runs.items():
+        print(f"x{k}: largest process {r['peak_rss_process']!r}; largest Ray worker {r['peak_rss_ray_worker']!r}")
+        for step in r["shuffles"] or []:
+            print(f"  shuffle {step['fn']} on {step['key']}: {step['rows']} rows, {step['bytes'] / 2**20:.0f} MiB "
+                  f"in {step['buckets']} bucket(s), the largest {step['largest_bucket_bytes'] / 2**20:.1f} MiB")
+    small, big = runs[scales[0]], runs[scales[-1]]
+    ratio = big["worlds"] / small["worlds"]
+    checks = {
+        "time_linear": big["job_s"] <= 1.05 * ratio * small["job_s"],
+        "time_ratio": round(big["job_s"] / small["job_s"], 2), "time_ratio_limit": round(1.05 * ratio, 2),
+        "peak_rss_flat": big["peak_rss_gb"] <= 1.1 * small["peak_rss_gb"],
+        "peak_rss_ratio": round(big["peak_rss_gb"] / small["peak_rss_gb"], 3),
+        "worker_rss_le_2gb": all(r["peak_rss_gb_ray_worker"] <= 2.0 for r in runs.values()),
+        "nothing_spilled": all(r["spilled_gb"] == 0 for r in runs.values()),
+        "pass2_ge_30k_per_core": big["mentions_per_s_per_core"] >= 30_000,
+        "accounted": all(r["accounted"] for r in runs.values()),
+    }
+    if same_as_baseline is not None:
+        checks["same_sets_as_baseline"] = not same_as_baseline["differ"]
+        print(f"scale {scales[0]}: {same_as_baseline['files']} parquet files of the sets; differing from "
+              f"{same_as_baseline['commit']}'s: {same_as_baseline['differ'] or 'none'}")
+    checks["ok"] = all(v for k, v in checks.items() if isinstance(v, bool))
+    print(json.dumps({"runs": {f"x{k}": {key: v for key, v in r.items() if key != "shuffles"} for k, r in runs.items()},
+                      "baseline": same_as_baseline, "checks": checks,
+                      "bench_seconds": round(time.perf_counter() - started, 1)}))
+    return 0 if checks["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""Grouped work over a Ray Dataset with bounded memory: a shuffle through files.
+
+``map_buckets(ds, key, fn, shuffle)`` calls ``fn`` on every row of each key together, a hash
+bucket of keys per call. It runs in two rounds of tasks, as MapReduce and datatrove do:
+
+1. **scatter** (a Ray Data ``map_batches`` over ``ds``, one call per block): each block's rows
+   are sorted by a 64-bit hash of their key (``ingest.sets.row_hashes``) and written to one
+   Arrow IPC file in the job's work folder, as ``SLICES`` record batches, one per equal range
+   of hashes. The call returns its file's name, rows and Arrow bytes.
+2. **reduce** (one Ray task per bucket): the bucket count is chosen *now*, from the rows and
+   bytes the scatter measured, so that one bucket holds at most ``Shuffle.bucket_bytes`` of
+   Arrow data (and, for ``map_keys``, whose ``fn`` takes Python dicts, ``Shuffle.key_rows``
+   rows). Bucket ``b`` is the b-th of equal hash ranges; its task reads that range from every
+   scatter file (only the record batches that overlap it, memory-mapped when local), calls
+   ``fn`` and writes the result to one IPC file. The scatter files are then removed.
+
+The result is a Dataset over the reduce files, one block per bucket: reading it again is a
+read of files, not a rerun. Memory per task is bounded by construction — a scatter task holds
+one block, a reduce task one bucket — whatever the size of the input, and nothing waits in
+Ray's object store for a barrier, so nothing is spilled. Every group is whole in one call
+and ``fn``'s output depends on its keys' rows only, so results do not depend on how many
+buckets there were.
+
+The work folder must be one that every node reads (the job's ``_work``, on shared storage or
+a bucket, as pass 1's files already are). ``Shuffle.remove()`` deletes the files it wrote.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from infra.storage import filesystem, is_uri, local_path
+
+SLICES = 256  # record batches per scatter file: a reduce reads only the ones its hash range overlaps
+_SHIFT = 56  # a hash's slice: its top 8 bits
+_HASH = "_hash"
+_TOP = 1 << 64
+
+
+def memory_sizes(memory_per_cpu: int) -> dict:
+    """What one CPU's memory budget allows a shuffle: 1/16 of it as one reduce call's Arrow
+    input (its ``fn`` sorts, joins and copies it a few times over), and a row bound for
+    calls that turn rows into Python dicts (~1 KB each)."""
+    bucket_bytes = max(64 << 10, memory_per_cpu // 16)
+    return {"bucket_bytes": bucket_bytes, "key_rows": max(16, bucket_bytes // 1024)}
+
+
+@dataclass
+class Shuffle:
+    """Where a job's shuffles write (a folder of the job's own, created fresh) and how much
+    one reduce call may hold."""
+
+    folder: str
+    memory_per_cpu: int = 2 << 30
+    written: list[str] = field(default_factory=list)  # every file this shuffle wrote and still holds
+    steps: list[dict] = field(default_factory=list)  # per map_buckets call: rows, bytes, buckets, the largest
+
+    @classmethod
+    def in_work(cls, work: str, memory_per_cpu: int = 2 << 30) -> "Shuffle":
+        return cls(f"{work.rstrip('/')}/shuffle-{uuid.uuid4().hex[:12]}", memory_per_cpu)
+
+    @property
+    def bucket_bytes(self) -> int:
+        return memory_sizes(self.memory_per_cpu)["bucket_bytes"]
+
+    @property
+    def key_rows(self) -> int:
+        return memory_sizes(self.memory_per_cpu)["key_rows"]
+
+    def remove(self) -> None:
+        """Delete the files this shuffle wrote, then its folder if nothing else is in it."""
+        _remove_files(self.written)
+        self.written = []
+        fs, root = _fs(self.folder)
+        try:
+            leftovers = [p for p in fs.find(root) if p]
+        except FileNotFoundError:
+            return
+        if not leftovers:
+            try:
+                fs.rm(root, recursive=True)
+            except FileNotFoundError:
+                pass
+
+
+def limit_ray_data(memory_per_cpu: int) -> None:
+    """Ray Data's object-store budget for this process's pipelines: a quarter of ``memory_per_cpu``
+    per CPU of the cluster (the blocks in flight between a read and a scatter); its streaming
+    executor holds back reads beyond it instead of spilling. (The sorts left to Ray Data, the
+    entity vocabulary's, are bounded by the model's vocabulary, not by the dump.)"""
+    import ray
+    from ray.data import DataContext
+    from ray.data.context import ShuffleStrategy
+
+    ctx = DataContext.get_current()
+    cpus = max(1.0, ray.cluster_resources().get("CPU", 1.0))
+    ctx.execution_options.resource_limits = ctx.execution_options.resource_limits.copy(
+        object_store_memory=int(cpus * memory_per_cpu / 4))
+    ctx.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+
+
+def _fs(path: str):
+    if is_uri(path):
+        return filesystem(path)
+    import fsspec
+
+    return fsspec.filesystem("file"), local_path(path)
+
+
+def _remove_files(paths: list[str]) -> None:
+    by_fs: dict = {}
+    for path in paths:
+        fs, local = _fs(path)
+        by_fs.setdefault(id(fs), (fs, []))[1].append(local)
+    for fs, locals_ in by_fs.values():
+        for i in range(0, len(locals_), 1000):
+            try:
+                fs.rm(locals_[i:i + 1000])
+            except FileNotFoundError:
+                pass
+
+
+def _write_ipc(table: pa.Table, path: str, batches: list[pa.RecordBatch] | None = None) -> int:
+    fs, local = _fs(path)
+    fs.makedirs(fs._parent(local), exist_ok=True)
+    with fs.open(local, "wb") as f, pa.ipc.new_file(f, table.schema) as writer:
+        for batch in batches if batches is not None else table.to_batches():
+            writer.write_batch(batch)
+    return table.nbytes
+
+
+def _open_ipc(path: str):
+    if is_uri(path):
+        fs, local = filesystem(path)
+        return pa.ipc.open_file(fs.open(local, "rb"))
+    return pa.ipc.open_file(pa.memory_map(local_path(path)))
+
+
+def read_ipc(path: str) -> pa.Table:
+    return _open_ipc(path).read_all()
+
+
+# ---------------------------------------------------------------- scatter
+
+
+def _scatter(block: pa.Table, key: list[str], folder: str) -> pa.Table:
+    from ingest.sets import row_hashes
+
+    hashes = row_hashes(block, key)
+    order = np.argsort(hashes, kind="stable")
+    hashes = hashes[order]
+    table = block.take(pa.array(order)).append_column(_HASH, pa.array(hashes, pa.uint64()))
+    bounds = np.searchsorted(hashes, np.arange(1, SLICES, dtype=np.uint64) << np.uint64(_SHIFT), side="left")
+    starts = np.r_[0, bounds]
+    ends = np.r_[bounds, len(table)]
+    combined = table.combine_chunks()
+    batches = [combined.slice(int(s), int(e - s)).to_batches(max_chunksize=None)[0] if e > s
+               else pa.RecordBatch.from_pylist([], schema=combined.schema) for s, e in zip(starts, ends)]
+    path = f"{folder}/map/{uuid.uuid4().hex}.arrow"
+    nbytes = _write_ipc(combined, path, batches)
+    return pa.table({"file": [path], "rows": [len(table)], "bytes": [nbytes]})
+
+
+# ---------------------------------------------------------------- reduce
+
+
+def _read_range(path: str, lo: int, hi: int) -> pa.Table | None:
+    reader = _open_ipc(path)
+    first, last = lo >> _SHIFT, (hi - 1) >> _SHIFT
+    batches = [reader.get_batch(i) for i in range(first, min(last, reader.num_record_batches - 1) + 1)]
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return None
+    table = pa.Table.from_batches(batches)
+    hashes = table[_HASH].to_numpy()
+    inside = (hashes >= np.uint64(lo)) & (hashes <= np.uint64(hi - 1))
+    return table if inside.all() else table.filter(pa.array(inside))
+
+
+def _reduce(files: list[str], lo: int, hi: int, out_path: str, fn, kwargs: dict) -> dict:
+    parts = [t for t in (_read_range(path, lo, hi) for path in files) if t is not None]
+    if not parts:
+        return {"file": None, "rows": 0, "in_rows": 0, "in_bytes": 0}
+    bucket = pa.concat_tables(parts)
+    in_rows, in_bytes = len(bucket), bucket.nbytes
+    result = fn(bucket.drop_columns([_HASH]), **kwargs)
+    del bucket, parts
+    _write_ipc(result, out_path)
+    return {"file": out_path, "rows": len(result), "in_rows": in_rows, "in_bytes": in_bytes}
+
+
+def _read_files(batch: pa.Table) -> pa.Table:
+    return pa.concat_tables([read_ipc(path) for path in batch["path"].to_pylist()])
+
+
+def ipc_dataset(files: list[str]):
+    """IPC files as a Ray Dataset, one block per file (no blocks when there are none)."""
+    import ray.data
+
+    if not files:
+        return ray.data.from_items([])
+    return ray.data.from_items([{"path": f} for f in files], override_num_blocks=len(files)).map_batches(
+        _read_files, batch_format="pyarrow", batch_size=1)
+
+
+def buckets_for(rows: int, nbytes: int, bucket_bytes: int, bucket_rows: int | None = None) -> int:
+    """How many buckets keep each under ``bucket_bytes`` (and ``bucket_rows``); no upper limit."""
+    count = math.ceil(nbytes / bucket_bytes) if nbytes else 1
+    if bucket_rows:
+        count = max(count, math.ceil(rows / bucket_rows))
+    return max(1, count)
+
+
+def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows: int | None = None, **kwargs):
+    """``fn(bucket_table, **kwargs) -> pa.Table`` once per hash bucket of ``key``; a Dataset of the results.
+
+    ``fn`` sees every row of each of its keys in one pyarrow Table (one call per bucket, not
+    per key: a task per tiny group costs milliseconds and there are millions of them). Runs
+    now (both rounds, see the module's docstring); the returned Dataset reads the results."""
+    import ray
+
+    key = [key] if isinstance(key, str) else list(key)
+    step = f"{shuffle.folder}/{uuid.uuid4().hex[:8]}"
+    scattered = ds.map_batches(_scatter, batch_format="pyarrow", batch_size=None,
+                               fn_kwargs={"key": key, "folder": step}).take_all()
+    files = [r["file"] for r in scattered]
+    shuffle.written.extend(files)
+    rows = sum(r["rows"] for r in scattered)
+    nbytes = sum(r["bytes"] for r in scattered)
+    count = buckets_for(rows, nbytes, shuffle.bucket_bytes, _bucket_rows)
+    reduce = ray.remote(num_cpus=1, max_retries=3)(_reduce)
+    files_ref = ray.put(files)
+    results = ray.get([reduce.remote(files_ref, (b * _TOP) // count, ((b + 1) * _TOP) // count,
+                                     f"{step}/out/{b:06d}.arrow", fn, kwargs) for b in range(count)],
+                      timeout=24 * 3600)
+    _remove_files(files)
+    shuffle.written = [f for f in shuffle.written if f not in set(files)]
+    out_files = [r["file"] for r in results if r["file"]]
+    shuffle.written.extend(out_files)
+    if sum(r["in_rows"] for r in results) != rows:
+        raise RuntimeError(f"shuffle on {key}: {rows} rows scattered, {sum(r['in_rows'] for r in results)} reduced")
+    shuffle.steps.append({"key": key, "fn": getattr(kwargs.get("fn"), "__name__", None) or fn.__name__,
+                          "rows": rows, "bytes": nbytes, "buckets": count,
+                          "largest_bucket_rows": max(r["in_rows"] for r in results),
+                          "largest_bucket_bytes": max(r["in_bytes"] for r in results)})
+    return ipc_dataset(out_files)
+
+
+# ---------------------------------------------------------------- per key, in Python
+
+
+def key_groups(table: pa.Table, key: list[str]) -> list[tuple[tuple, list[dict]]]:
+    """The rows of ``table`` as ``[(key values, rows)]`` sorted by key: a bucket split by key."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in table.to_pylist():
+        groups.setdefault(tuple(row[k] for k in key), []).append(row)
+    return sorted(groups.items(), key=lambda kv: kv[0])
+
+
+def _per_key(bucket: pa.Table, key: list[str], fn, schema: pa.Schema, kwargs: dict) -> pa.Table:
+    out: list[dict] = []
+    for _, rows in key_groups(bucket, key):
+        out.extend(fn(rows, **kwargs))
+    return pa.Table.from_pylist(out, schema=schema)
+
+
+def map_keys(ds, key: str | list[str], fn, schema: pa.Schema, shuffle: Shuffle, /, **kwargs):
+    """``fn(rows_of_one_key, **kwargs) -> rows`` (lists of dicts) for every value of
+    ``key``, in key order within each bucket; the rows out have ``schema``.
+    (``map_buckets`` with the keys split in Python inside each bucket, whose buckets
+    are also bounded by ``Shuffle.key_rows``.)"""
+    key = [key] if isinstance(key, str) else list(key)
+    return map_buckets(ds, key, _per_key, shuffle, _bucket_rows=shuffle.key_rows, key=key, fn=fn, schema=schema,
+                       kwargs=kwargs)

@@ -1,0 +1,80 @@
+"""ingest/shuffle.py: grouped work through files, buckets sized from the rows they hold."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pyarrow as pa
+import pytest
+
+from ingest.shuffle import Shuffle, buckets_for, map_buckets, map_keys, memory_sizes
+
+ROWS = [{"key": f"k{i % 97}", "n": i, "text": "x" * (i % 50)} for i in range(6000)]
+OUT = pa.schema([pa.field("key", pa.string()), pa.field("count", pa.int64()), pa.field("total", pa.int64())])
+
+
+def _per_key(key_rows):
+    return [{"key": key_rows[0]["key"], "count": len(key_rows), "total": sum(r["n"] for r in key_rows)}]
+
+
+def _keys_in_bucket(bucket: pa.Table) -> pa.Table:
+    return pa.table({"keys": [sorted(set(bucket["key"].to_pylist()))], "rows": [len(bucket)]})
+
+
+def _want():
+    want = defaultdict(list)
+    for r in ROWS:
+        want[r["key"]].append(r["n"])
+    return [{"key": k, "count": len(v), "total": sum(v)} for k, v in sorted(want.items())]
+
+
+def test_bucket_count_comes_from_the_rows_with_no_upper_limit():
+    assert buckets_for(0, 0, 100) == 1
+    assert buckets_for(10, 1000, 100) == 10
+    assert buckets_for(10**9, 10**15, 128 << 20) == 7450581  # what a cap would have held at 400
+    assert buckets_for(5000, 10, 100, bucket_rows=1000) == 5
+    sizes = memory_sizes(2 << 30)
+    assert sizes == {"bucket_bytes": 128 << 20, "key_rows": 131072}
+
+
+@pytest.mark.parametrize("memory_per_cpu", [2 << 30, 1 << 20])
+def test_every_row_of_a_key_in_one_call_whatever_the_bucket_count(ray_session, tmp_path, memory_per_cpu):
+    ds = ray_session.data.from_items(ROWS, override_num_blocks=6)
+    shuffle = Shuffle.in_work(str(tmp_path / "_work"), memory_per_cpu)
+    got = sorted(map_keys(ds, "key", _per_key, OUT, shuffle).take_all(), key=lambda r: r["key"])
+    assert got == _want()
+    buckets = map_buckets(ds, ["key"], _keys_in_bucket, shuffle).take_all()
+    seen = [k for b in buckets for k in b["keys"]]
+    assert sorted(seen) == sorted({r["key"] for r in ROWS}) and len(seen) == len(set(seen))
+    assert sum(b["rows"] for b in buckets) == len(ROWS)
+    step = shuffle.steps[-1]
+    assert step["rows"] == len(ROWS) and step["buckets"] == len(buckets)
+    if memory_per_cpu == 1 << 20:  # 64 KiB buckets: the ~200 KB input is split, each bucket under the bound
+        assert step["buckets"] >= 3
+        assert step["largest_bucket_bytes"] <= 2 * (64 << 10)  # a bucket is a hash range: about even
+        assert shuffle.steps[0]["buckets"] == 94  # map_keys: also at most 64 rows per bucket, 6000 / 64
+    else:
+        assert step["buckets"] == 1
+    # the scatter files are gone once reduced; remove() deletes the results and the folder
+    assert not list((tmp_path / "_work").glob("shuffle-*/*/map/*.arrow"))
+    assert list((tmp_path / "_work").glob("shuffle-*/*/out/*.arrow"))
+    shuffle.remove()
+    assert not any((tmp_path / "_work").iterdir())
+
+
+def test_a_bucket_holds_only_its_hash_range(ray_session, tmp_path):
+    """Many more buckets than the 256 slices a scatter file is cut into: a bucket reads a part of a slice."""
+    ds = ray_session.data.from_items(ROWS, override_num_blocks=3)
+    shuffle = Shuffle.in_work(str(tmp_path / "_work"), 1 << 20)
+    shuffle.memory_per_cpu = 16  # memory_sizes' floors: 64 KiB buckets, 16 rows per map_keys bucket
+    got = sorted(map_keys(ds, "key", _per_key, OUT, shuffle).take_all(), key=lambda r: r["key"])
+    assert got == _want()
+    assert shuffle.steps[0]["buckets"] == 375  # 6000 rows / 16
+    shuffle.remove()
+
+
+def test_empty_input_gives_an_empty_dataset(ray_session, tmp_path):
+    ds = ray_session.data.from_items(ROWS).filter(lambda r: False)
+    shuffle = Shuffle.in_work(str(tmp_path / "_work"))
+    assert map_keys(ds, "key", _per_key, OUT, shuffle).take_all() == []
+    shuffle.remove()
