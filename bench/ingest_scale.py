@@ -307,13 +307,14 @@ def set_bytes(out: Path) -> dict[str, str]:
 
 
 def baseline_worktree(out: Path, commit: str) -> Path:
-    """The code at ``commit``, checked out beside the bench (its C extension built in place)."""
+    """The code at ``commit``, checked out beside the bench, with this checkout's built C loops
+    (``_structcse_wikitext``, the same source at both commits) beside it."""
     tree = out / f"baseline-{commit[:12]}"
     if not (tree / "ingest").exists():
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), commit], check=True,
                        capture_output=True)
-        subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tree, check=True,
-                       capture_output=True)
+    for built in REPO.glob("_structcse_wikitext*.so"):
+        shutil.copy2(built, tree / built.name)
     return tree
 
 
@@ -362,7 +363,9 @@ def main(argv=None) -> int:
         print(f"x{k}: largest process {r['peak_rss_process']!r}; largest Ray worker {r['peak_rss_ray_worker']!r}")
         for step in r["shuffles"] or []:
             print(f"  shuffle {step['fn']} on {step['key']}: {step['rows']} rows, {step['bytes'] / 2**20:.0f} MiB "
-                  f"in {step['buckets']} bucket(s), the largest {step['largest_bucket_bytes'] / 2**20:.1f} MiB")
+                  f"in {step['buckets']} bucket(s), the largest {step['largest_bucket_bytes'] / 2**20:.1f} MiB; "
+                  f"scatter {step.get('scatter_s')} s, reduce {step.get('reduce_s')} s, "
+                  f"reduce worker maxrss {step.get('worker_maxrss_mb')} MB")
     small, big = runs[scales[0]], runs[scales[-1]]
     ratio = big["worlds"] / small["worlds"]
     checks = {

@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="count item lines that name none of the --wikis as no_sitelink without parsing them "
                         "(several times faster on the full dump; broken JSON in such a line goes unnoticed)")
     parser.add_argument("--memory-per-cpu", type=_size, default="2G",
-                        help="memory one CPU's task may use (default 2G): pass 2's shuffle buckets hold 1/16 of it "
+                        help="memory one CPU's task may use (default 2G): pass 2's shuffle buckets hold 1/32 of it "
                         "each and Ray Data's blocks in flight a quarter of it per CPU, at any dump size")
     parser.add_argument("--entity-link-threshold", type=int, default=10,
                         help="keep entities linked more than N times (default 10, EASE's 'more than ten times')")

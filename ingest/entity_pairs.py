@@ -100,8 +100,7 @@ def _resolve_mentions(bucket: pa.Table) -> pa.Table:
     best = best.select(["wiki", "title", "qid_first"]).rename_columns(["wiki", "title", "qid"])
     mentions = bucket.filter(pc.is_valid(bucket["page_id"])).select(["wiki", "title", "page_id", "sentence_index"])
     resolved = mentions.join(best, keys=["wiki", "title"], join_type="left outer")
-    return align(resolved, RESOLVED).sort_by(
-        [("wiki", "ascending"), ("page_id", "ascending"), ("sentence_index", "ascending"), ("qid", "ascending")])
+    return align(resolved, RESOLVED)
 
 
 # ---------------------------------------------------------------- 3. the vocabulary
@@ -134,7 +133,8 @@ def _eligible(rows: list[dict], threshold: int) -> list[dict]:
 ENTITY_SIDES = _schema(qid=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT,
                        entity_index=_INT, title=_STR, types=_STRS)
 PAIRS = _schema(pair_key=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
-                positive_entity=_INT, positive_title=_STR, negative_type=_STR, slots=_INTS, dropped=_STR)
+                positive_entity=_INT, positive_title=_STR, negative_type=_STR, slots=_INTS, dropped=_STR,
+                entity=_INT)  # entity: the mention's row in the vocabulary, kept or not (step 6: linked on the page)
 
 
 _TYPE_DRAW, _SLOT_DRAW = np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F)
@@ -199,46 +199,51 @@ def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict,
         "slots": pa.ListArray.from_arrays(pa.array(np.arange(len(pairs) + 1) * candidates, pa.int32()),
                                           pa.array(slots.ravel(), _INT), mask=mask),
         "dropped": pa.array(dropped, _STR),
+        "entity": pa.array(np.r_[entity_index, 0].astype(np.int64)[row], _INT, mask=~has_entity),
     })
     repeats = mentions.filter(pa.array(repeat)).select(["pair_key", "wiki", "page_id", "sentence_index", "qid"])
     repeats = repeats.rename_columns(["pair_key", "wiki", "page_id", "sentence_index", "positive_qid"])
     repeats = repeats.append_column("dropped", pa.array(["same_entity_twice_in_a_sentence"] * len(repeats), _STR))
-    out = pa.concat_tables([align(table, PAIRS), align(repeats, PAIRS)])
-    return out.sort_by([("positive_qid", "ascending"), ("pair_key", "ascending"), ("dropped", "ascending")])
+    return pa.concat_tables([align(table, PAIRS), align(repeats, PAIRS)])
 
 
 # ---------------------------------------------------------------- 5. candidate slots -> entities
+# From here on an entity is its vocabulary row (entity_index), a pair is (wiki, page_id, sentence_index,
+# positive_entity): integer columns through the two largest shuffles (8 candidates per pair), the QIDs and
+# titles of the chosen negatives looked up in the vocabulary at the end.
 
-SLOT_SIDES = _schema(type=_STR, slot=_INT, pair_key=_STR, wiki=_STR, page_id=_INT, positive_qid=_STR, rank=_INT,
-                     qid=_STR, entity_index=_INT, title=_STR)
-CANDIDATES = _schema(pair_key=_STR, wiki=_STR, page_id=_INT, positive_qid=_STR, rank=_INT, qid=_STR,
-                     entity_index=_INT, title=_STR)
+SLOT_SIDES = _schema(type=_STR, slot=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_entity=_INT,
+                     rank=_INT, entity_index=_INT)
+PAIR_KEY = ["wiki", "page_id", "sentence_index", "positive_entity"]
+CANDIDATES = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_entity=_INT, rank=_INT, entity_index=_INT)
 
 
 def _slot_side(batch: pa.Table) -> pa.Table:
     slots = batch["slots"]
-    repeat = pc.list_value_length(slots).to_numpy(zero_copy_only=False)
+    repeat = pc.list_value_length(slots).fill_null(0).to_numpy(zero_copy_only=False)
     rows = pc.list_parent_indices(slots)
-    table = batch.select(["negative_type", "pair_key", "wiki", "page_id", "positive_qid"]).take(rows)
-    ranks = pa.array([r for n in repeat for r in range(n)], _INT)
-    table = table.rename_columns(["type", "pair_key", "wiki", "page_id", "positive_qid"])
+    table = batch.select(["negative_type", "wiki", "page_id", "sentence_index", "positive_entity"]).take(rows)
+    ranks = pa.array(np.arange(len(rows)) - np.repeat(np.r_[0, np.cumsum(repeat)[:-1]], repeat), _INT)
+    table = table.rename_columns(["type", "wiki", "page_id", "sentence_index", "positive_entity"])
     return align(table.append_column("slot", pc.list_flatten(slots)).append_column("rank", ranks), SLOT_SIDES)
 
 
 def _fill_slots(bucket: pa.Table) -> pa.Table:
-    """Requests (type, slot) joined to the type's numbered members, as an Arrow join."""
-    requests = bucket.filter(pc.is_valid(bucket["pair_key"])).select(
-        ["type", "slot", "pair_key", "wiki", "page_id", "positive_qid", "rank"])
-    members = bucket.filter(pc.is_null(bucket["pair_key"])).select(["type", "slot", "qid", "entity_index", "title"])
+    """Requests (type, slot) joined to the type's numbered members, as an Arrow join; a
+    candidate that is the pair's own positive is no candidate."""
+    is_request = pc.is_valid(bucket["rank"])
+    requests = bucket.filter(is_request).select(["type", "slot"] + PAIR_KEY + ["rank"])
+    members = bucket.filter(pc.invert(is_request)).select(["type", "slot", "entity_index"])
     joined = requests.join(members, keys=["type", "slot"], join_type="inner")
-    return align(joined, CANDIDATES).sort_by([("pair_key", "ascending"), ("rank", "ascending")])
+    joined = joined.filter(pc.not_equal(joined["entity_index"], joined["positive_entity"]))
+    return align(joined, CANDIDATES)
 
 
 # ---------------------------------------------------------------- 6. per page: the negative of each pair
 
 LINKED_ON_PAGE, PAIR, CANDIDATE = 0, 1, 2
-PICK_SIDES = _schema(side=_INT, wiki=_STR, page_id=_INT, pair_key=_STR, sentence_index=_INT, positive_qid=_STR,
-                     positive_entity=_INT, positive_title=_STR, rank=_INT, qid=_STR, entity_index=_INT, title=_STR)
+PICK_SIDES = _schema(side=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
+                     positive_entity=_INT, positive_title=_STR, rank=_INT, entity_index=_INT)
 PICKED = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR, positive_entity=_INT,
                  positive_title=_STR, negative_qid=_STR, negative_entity=_INT, negative_title=_STR,
                  bucket=_INT, dropped=_STR)
@@ -248,27 +253,43 @@ def _side(batch: pa.Table, side: int) -> pa.Table:
     return align(batch.append_column("side", pa.array([side] * len(batch), _INT)), PICK_SIDES)
 
 
-def _pick_negatives(bucket: pa.Table, buckets: int) -> pa.Table:
+def _linked_side(batch: pa.Table) -> pa.Table:
+    """Every mention of a vocabulary entity (a pair or not): the entities linked on its page."""
+    linked = batch.filter(pc.is_valid(batch["entity"])).select(["wiki", "page_id", "entity"])
+    return _side(linked.rename_columns(["wiki", "page_id", "entity_index"]), LINKED_ON_PAGE)
+
+
+def _vocabulary_lookup(path: str) -> tuple[pa.Array, pa.Array]:
+    """The vocabulary's QIDs and titles, position ``entity_index - 1`` (entities are numbered 1..N)."""
+    from ingest.sets import read_table
+
+    vocabulary = read_table(path, columns=["entity_index", "qid", "title"])
+    if not np.array_equal(vocabulary["entity_index"].to_numpy(), np.arange(1, len(vocabulary) + 1)):
+        raise RuntimeError(f"{path}: entity_index is not 1..{len(vocabulary)} in order")
+    return vocabulary["qid"].combine_chunks(), vocabulary["title"].combine_chunks()
+
+
+def _pick_negatives(bucket: pa.Table, buckets: int, vocabulary: str) -> pa.Table:
     """Whole pages: their linked entities, their pairs and the pairs'
     candidates. A pair's negative is its lowest-ranked candidate that is
     neither the positive nor linked anywhere on the page (Arrow anti-join,
     then the minimum rank per pair)."""
     side = bucket["side"]
-    linked = bucket.filter(pc.equal(side, LINKED_ON_PAGE)).select(["wiki", "page_id", "qid"]).group_by(
-        ["wiki", "page_id", "qid"]).aggregate([])
-    pairs = bucket.filter(pc.equal(side, PAIR)).select(
-        ["pair_key", "wiki", "page_id", "sentence_index", "positive_qid", "positive_entity", "positive_title"])
-    candidates = bucket.filter(pc.equal(side, CANDIDATE)).select(
-        ["pair_key", "wiki", "page_id", "positive_qid", "rank", "qid", "entity_index", "title"])
-    candidates = candidates.filter(pc.not_equal(candidates["qid"], candidates["positive_qid"]))
-    allowed = candidates.join(linked, keys=["wiki", "page_id", "qid"], join_type="left anti")
-    first = allowed.group_by("pair_key").aggregate([("rank", "min")]).rename_columns(["pair_key", "rank"])
-    chosen = allowed.join(first, keys=["pair_key", "rank"], join_type="inner").select(
-        ["pair_key", "qid", "entity_index", "title"]).rename_columns(
-        ["pair_key", "negative_qid", "negative_entity", "negative_title"])
-    picked = pairs.join(chosen, keys="pair_key", join_type="left outer").sort_by("pair_key")
+    linked = bucket.filter(pc.equal(side, LINKED_ON_PAGE)).select(["wiki", "page_id", "entity_index"]).group_by(
+        ["wiki", "page_id", "entity_index"]).aggregate([])
+    pairs = bucket.filter(pc.equal(side, PAIR)).select(PAIR_KEY + ["positive_qid", "positive_title"])
+    candidates = bucket.filter(pc.equal(side, CANDIDATE)).select(PAIR_KEY + ["rank", "entity_index"])
+    del bucket, side
+    allowed = candidates.join(linked, keys=["wiki", "page_id", "entity_index"], join_type="left anti")
+    first = allowed.group_by(PAIR_KEY).aggregate([("rank", "min")]).rename_columns(PAIR_KEY + ["rank"])
+    chosen = allowed.join(first, keys=PAIR_KEY + ["rank"], join_type="inner").select(
+        PAIR_KEY + ["entity_index"]).rename_columns(PAIR_KEY + ["negative_entity"])
+    picked = pairs.join(chosen, keys=PAIR_KEY, join_type="left outer")
+    qids, titles = _vocabulary_lookup(vocabulary)
+    row = pc.subtract(picked["negative_entity"], 1)
+    picked = picked.append_column("negative_qid", qids.take(row)).append_column("negative_title", titles.take(row))
     picked = picked.append_column("bucket", hash_buckets(picked, ["wiki", "page_id"], buckets))
-    dropped = pc.if_else(pc.is_null(picked["negative_qid"]), pa.scalar("no_hard_negative"), pa.scalar(None, _STR))
+    dropped = pc.if_else(pc.is_null(picked["negative_entity"]), pa.scalar("no_hard_negative"), pa.scalar(None, _STR))
     return align(picked.append_column("dropped", dropped), PICKED)
 
 
@@ -284,14 +305,30 @@ def _sentence_side(batch: pa.Table, buckets: int) -> pa.Table:
     return align(batch.append_column("bucket", hash_buckets(batch, ["wiki", "page_id"], buckets)), WRITE_SIDES)
 
 
+def _with_sentences(table: pa.Table) -> pa.Table:
+    """The pair rows of ``table`` (``sentence`` null) with the text of their sentence row: the rows'
+    positions matched on a 64-bit hash of (wiki, page_id, sentence_index), then the keys compared,
+    so only the pairs' own sentences are copied (an Arrow hash join copies both sides whole)."""
+    keys = ["wiki", "page_id", "sentence_index"]
+    is_sentence = table["sentence"].is_valid().to_numpy(zero_copy_only=False)
+    pair_rows, sentence_rows = np.flatnonzero(~is_sentence), np.flatnonzero(is_sentence)
+    hashes = row_hashes(table.select(keys), keys)
+    found = pc.index_in(pa.array(hashes[pair_rows]), value_set=pa.array(hashes[sentence_rows]))
+    if found.null_count:
+        raise RuntimeError(f"{found.null_count} entity pairs have no sentence in the sentences set")
+    source = pa.array(sentence_rows[found.to_numpy()])
+    pairs = table.take(pa.array(pair_rows)).drop_columns(["sentence"])
+    for key in keys:
+        if not pc.all(pc.equal(pairs[key], table[key].take(source))).as_py():
+            raise RuntimeError(f"two sentence keys share a 64-bit hash in a bucket of {len(table)} rows")
+    return pairs.append_column("sentence", table["sentence"].take(source))
+
+
 def _write_buckets(table: pa.Table, out: str) -> pa.Table:
     """Pairs joined to their sentence text; each bucket sorted and written as
     ``entity_pairs/part-<bucket>.parquet``."""
-    pairs = table.filter(pc.is_null(table["sentence"])).drop_columns(["sentence"])
-    sentences = table.filter(pc.is_valid(table["sentence"])).select(["wiki", "page_id", "sentence_index", "sentence"])
-    joined = pairs.join(sentences, keys=["wiki", "page_id", "sentence_index"], join_type="inner")
-    if len(joined) != len(pairs):
-        raise RuntimeError(f"{len(pairs) - len(joined)} entity pairs have no sentence in the sentences set")
+    joined = _with_sentences(table)
+    del table
     written = []
     for bucket in sorted(set(joined["bucket"].to_pylist())):
         rows = joined.filter(pc.equal(joined["bucket"], bucket)).sort_by(
@@ -335,8 +372,7 @@ def write_vocabulary(eligible, out: str, work: str) -> tuple[int, dict[str, int]
                 entity_rows.append({"entity_index": index, "qid": row["qid"], "title": row["title"],
                                     "link_count": row["link_count"], "types": row["types"]})
                 for t in row["types"]:
-                    member_rows.append({"type": t, "slot": type_sizes[t], "qid": row["qid"],
-                                        "entity_index": index, "title": row["title"]})
+                    member_rows.append({"type": t, "slot": type_sizes[t], "entity_index": index})
                     type_sizes[t] += 1
             entities.write_table(pa.Table.from_pylist(entity_rows, schema=schemas.ENTITIES))
             members.write_table(pa.Table.from_pylist(member_rows, schema=SLOT_SIDES))
@@ -400,14 +436,16 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle,
 
     # 5. candidate slots -> members of the type; 6. per page: the first candidate not linked on the page
     members = read_dataset(f"{work}/type_members.parquet")
-    slot_sides = kept.map_batches(_slot_side, batch_format="pyarrow").union(members)
+    # a pair asks for `negative_candidates` slots: a bounded batch, so that no block grows 8-fold whole
+    slot_sides = kept.map_batches(_slot_side, batch_format="pyarrow", batch_size=65536).union(members)
     candidates = map_buckets(slot_sides, ["type", "slot"], _fill_slots, shuffle)
     n_pairs_estimate = max(1, kept.count())
     buckets = max(1, math.ceil(n_pairs_estimate * 400 / cfg["pairs_file_bytes"]))
-    pick_sides = (linked.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": LINKED_ON_PAGE})
+    pick_sides = (pairs.map_batches(_linked_side, batch_format="pyarrow")
                   .union(kept.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": PAIR}))
                   .union(candidates.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": CANDIDATE})))
-    picked = map_buckets(pick_sides, ["wiki", "page_id"], _pick_negatives, shuffle, buckets=buckets)
+    picked = map_buckets(pick_sides, ["wiki", "page_id"], _pick_negatives, shuffle, buckets=buckets,
+                         vocabulary=f"{out}/entities/entities.parquet")
     dropped.update(_value_counts(picked.map_batches(_keep, batch_format="pyarrow",
                                                     fn_kwargs={"column": "dropped", "null": False}), "dropped"))
     final = picked.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})

@@ -63,7 +63,7 @@ class IngestConfig:
     max_pairs_per_entity: int = 1000  # global per-entity cap, a seeded sample
     negative_candidates: int = 8  # same-type draws per pair before giving up on a hard negative
     pairs_file_bytes: int = 128 << 20  # target size of one entity_pairs file
-    # memory one CPU's task may use: sizes pass 2's shuffle buckets (1/16 of it each) and Ray Data's
+    # memory one CPU's task may use: sizes pass 2's shuffle buckets (1/32 of it each) and Ray Data's
     # object-store budget (a quarter of it per CPU); the same at any input size (docs/performance.md)
     memory_per_cpu: int = 2 << 30
     min_sentence_chars: int = 20

@@ -28,6 +28,7 @@ a bucket, as pass 1's files already are). ``Shuffle.remove()`` deletes the files
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -43,10 +44,11 @@ _TOP = 1 << 64
 
 
 def memory_sizes(memory_per_cpu: int) -> dict:
-    """What one CPU's memory budget allows a shuffle: 1/16 of it as one reduce call's Arrow
-    input (its ``fn`` sorts, joins and copies it a few times over), and a row bound for
+    """What one CPU's memory budget allows a shuffle: 1/32 of it as one reduce call's Arrow
+    input (its ``fn`` sorts, joins and copies it several times over: pass 2's use up to ~15x
+    their input at their peak, measured in ``bench/ingest_scale.py``), and a row bound for
     calls that turn rows into Python dicts (~1 KB each)."""
-    bucket_bytes = max(64 << 10, memory_per_cpu // 16)
+    bucket_bytes = max(64 << 10, memory_per_cpu // 32)
     return {"bucket_bytes": bucket_bytes, "key_rows": max(16, bucket_bytes // 1024)}
 
 
@@ -185,13 +187,21 @@ def _read_range(path: str, lo: int, hi: int) -> pa.Table | None:
 def _reduce(files: list[str], lo: int, hi: int, out_path: str, fn, kwargs: dict) -> dict:
     parts = [t for t in (_read_range(path, lo, hi) for path in files) if t is not None]
     if not parts:
-        return {"file": None, "rows": 0, "in_rows": 0, "in_bytes": 0}
+        return {"file": None, "rows": 0, "in_rows": 0, "in_bytes": 0, "maxrss_mb": _maxrss_mb()}
     bucket = pa.concat_tables(parts)
     in_rows, in_bytes = len(bucket), bucket.nbytes
     result = fn(bucket.drop_columns([_HASH]), **kwargs)
     del bucket, parts
     _write_ipc(result, out_path)
-    return {"file": out_path, "rows": len(result), "in_rows": in_rows, "in_bytes": in_bytes}
+    return {"file": out_path, "rows": len(result), "in_rows": in_rows, "in_bytes": in_bytes,
+            "maxrss_mb": _maxrss_mb()}
+
+
+def _maxrss_mb() -> float:
+    """The peak RSS of this worker process so far (a reused worker's peak may be an earlier task's)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def _read_files(batch: pa.Table) -> pa.Table:
@@ -226,6 +236,7 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
 
     key = [key] if isinstance(key, str) else list(key)
     step = f"{shuffle.folder}/{uuid.uuid4().hex[:8]}"
+    started = time.perf_counter()
     scattered = ds.map_batches(_scatter, batch_format="pyarrow", batch_size=None,
                                fn_kwargs={"key": key, "folder": step}).take_all()
     files = [r["file"] for r in scattered]
@@ -233,6 +244,7 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
     rows = sum(r["rows"] for r in scattered)
     nbytes = sum(r["bytes"] for r in scattered)
     count = buckets_for(rows, nbytes, shuffle.bucket_bytes, _bucket_rows)
+    scattered_at = time.perf_counter()
     reduce = ray.remote(num_cpus=1, max_retries=3)(_reduce)
     files_ref = ray.put(files)
     results = ray.get([reduce.remote(files_ref, (b * _TOP) // count, ((b + 1) * _TOP) // count,
@@ -247,7 +259,10 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
     shuffle.steps.append({"key": key, "fn": getattr(kwargs.get("fn"), "__name__", None) or fn.__name__,
                           "rows": rows, "bytes": nbytes, "buckets": count,
                           "largest_bucket_rows": max(r["in_rows"] for r in results),
-                          "largest_bucket_bytes": max(r["in_bytes"] for r in results)})
+                          "largest_bucket_bytes": max(r["in_bytes"] for r in results),
+                          "worker_maxrss_mb": max(r["maxrss_mb"] for r in results),
+                          "scatter_s": round(scattered_at - started, 2),
+                          "reduce_s": round(time.perf_counter() - scattered_at, 2)})
     return ipc_dataset(out_files)
 
 

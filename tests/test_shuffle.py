@@ -34,7 +34,7 @@ def test_bucket_count_comes_from_the_rows_with_no_upper_limit():
     assert buckets_for(10**9, 10**15, 128 << 20) == 7450581  # what a cap would have held at 400
     assert buckets_for(5000, 10, 100, bucket_rows=1000) == 5
     sizes = memory_sizes(2 << 30)
-    assert sizes == {"bucket_bytes": 128 << 20, "key_rows": 131072}
+    assert sizes == {"bucket_bytes": 64 << 20, "key_rows": 65536}
 
 
 @pytest.mark.parametrize("memory_per_cpu", [2 << 30, 1 << 20])

@@ -65,7 +65,7 @@ class AspectSetConfig:
     triplets_per_anchor: int = 1
     negative_candidates: int = 32  # seeded draws per anchor before falling back to a random negative
     wiki: str = "enwiki"
-    memory_per_cpu: int = 2 << 30  # memory one CPU's task may use: a shuffle bucket holds 1/16 of it
+    memory_per_cpu: int = 2 << 30  # memory one CPU's task may use: a shuffle bucket holds 1/32 of it
     file_rows: int = 200_000  # rows per output file
 
     def variant_specs(self) -> list[tuple[str, str, list[str]]]:

@@ -103,7 +103,7 @@ class PairIngestConfig:
     seed: int = 42
     min_chars: int = 1  # shorter texts: too_short (an empty text is empty_text)
     max_chars: int = 1000  # longer texts: too_long
-    memory_per_cpu: int = 2 << 30  # memory one CPU's task may use: a shuffle bucket holds 1/16 of it
+    memory_per_cpu: int = 2 << 30  # memory one CPU's task may use: a shuffle bucket holds 1/32 of it
     file_bytes: int = 128 << 20  # target size of one output file
     hf_chunk_rows: int = 200_000  # rows of a hub dataset per read task
     pool_bucket_rows: int = 4096  # sentences per bucket when drawing random hard negatives
