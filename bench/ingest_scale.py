@@ -258,16 +258,21 @@ def _spilled_in_logs(ray_tmp: Path) -> float:
 
 
 def run_ingest(dump: dict, wikidata: dict, out: Path, repo: Path = REPO, shard_bytes: str = "8M",
-               memory_per_cpu: str | None = "2G") -> dict:
-    """``python -m ingest`` on 2 CPUs in a fresh local Ray whose temp folder is the bench's own."""
+               memory_per_cpu: str | None = "2G", cluster=None) -> dict:
+    """``python -m ingest`` on 2 CPUs in a fresh local Ray whose temp folder is the bench's own, or
+    submitted from a driver joining ``cluster`` (a ``bench/ray_head.LocalHead``)."""
     shutil.rmtree(out, ignore_errors=True)
     ray_tmp = Path(tempfile.mkdtemp(prefix="ray-", dir=out.parent))
     command = [sys.executable, "-m", "ingest", "--wikipedia", dump["path"], "--wikidata", wikidata["path"],
-               "--out", str(out), "--num-cpus", "2", "--no-dashboard", "--shard-bytes", shard_bytes,
+               "--out", str(out), "--shard-bytes", shard_bytes,
                "--wikidata-range-bytes", "32M", "--entity-link-threshold", "10", "--no-resume"]
+    if cluster is None:
+        command += ["--num-cpus", "2", "--no-dashboard"]
     if memory_per_cpu:
         command += ["--memory-per-cpu", memory_per_cpu]
     env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONPATH": str(repo), "RAY_TMPDIR": str(ray_tmp)}
+    if cluster is not None:
+        env = {**os.environ, "PYTHONPATH": str(repo), "RAY_ADDRESS": cluster.address, **cluster.env_for_clients}
     log(f"[bench] {' '.join(command[1:])}  (code: {repo})")
     started = time.perf_counter()
     log_path = out.parent / f"{out.name}.log"
@@ -318,6 +323,28 @@ def baseline_worktree(out: Path, commit: str) -> Path:
     return tree
 
 
+def run_multi_node(dump: dict, wikidata: dict, out: Path, shard_bytes: str, one_node_sets: dict) -> dict:
+    """The same ingest from a driver on a 3-node cluster on this machine (1 CPU each, token auth), with small
+    buckets; its sets compared with the one-node run's, and where its tasks ran."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from ray_head import LocalHead, cluster_usage
+
+    head = LocalHead(1, worker_nodes=[1, 1])
+    try:
+        run = run_ingest(dump, wikidata, out / "multi-node", shard_bytes=shard_bytes, memory_per_cpu="256M",
+                         cluster=head)
+        os.environ.update(head.env_for_clients)  # the state API reads the cluster's token from the environment
+        usage = cluster_usage(head.dashboard_url, head.temp_dir)
+    finally:
+        head.stop()
+    mine = set_bytes(out / "multi-node")
+    shutil.rmtree(out / "multi-node", ignore_errors=True)
+    differ = sorted(f for f in set(mine) | set(one_node_sets) if mine.get(f) != one_node_sets.get(f))
+    return {"nodes": usage.get("nodes"), "nodes_used": usage.get("nodes_used"),
+            "tasks_and_actors_per_node": usage.get("tasks_and_actors_per_node"), "files": len(mine), "differ": differ,
+            "buckets": {s["fn"]: s["buckets"] for s in run["shuffles"] or []}, "job_s": run["job_s"]}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", default="1,10,30", help="worlds per dump (1 = bench/ingest.py's 40 copies)")
@@ -325,6 +352,9 @@ def main(argv=None) -> int:
     parser.add_argument("--build-only", action="store_true", help="only build the dumps")
     parser.add_argument("--baseline-commit", help="also run the code at this commit at scale 1 and compare the sets")
     parser.add_argument("--shard-bytes", default="8M", help="python -m ingest --shard-bytes (default 8M)")
+    parser.add_argument("--multi-node", action="store_true",
+                        help="also run the smallest scale on a 3-node Ray cluster on this machine (bench/ray_head.py; "
+                        "--memory-per-cpu 256M: many small buckets) and compare its sets with the one-node run's")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -335,9 +365,11 @@ def main(argv=None) -> int:
     if args.build_only:
         print(json.dumps({"dumps": dumps, "wikidata": wikidata}))
         return 0
-    runs, same_as_baseline = {}, None
+    runs, same_as_baseline, multi_node, one_node_sets = {}, None, None, None
     for k in scales:
         runs[k] = run_ingest(dumps[k], wikidata[k], out / f"ingest-x{k}", shard_bytes=args.shard_bytes)
+        if k == scales[0]:
+            one_node_sets = set_bytes(out / f"ingest-x{k}")
         log(f"[bench] x{k}: " + json.dumps({key: v for key, v in runs[k].items() if key != "shuffles"}))
         if k == scales[0] and args.baseline_commit:
             mine = set_bytes(out / f"ingest-x{k}")
@@ -350,6 +382,8 @@ def main(argv=None) -> int:
                                 "baseline": {key: v for key, v in base.items() if key != "shuffles"}}
             shutil.rmtree(out / f"baseline-x{k}", ignore_errors=True)
         shutil.rmtree(out / f"ingest-x{k}", ignore_errors=True)
+    if args.multi_node:
+        multi_node = run_multi_node(dumps[scales[0]], wikidata[scales[0]], out, args.shard_bytes, one_node_sets)
 
     print("\n== Ingest at scale: python -m ingest --num-cpus 2, Wikipedia + Wikidata (world = 8,240 pages) ==")
     header = ["worlds", "pages", "MB bz2", "wikidata lines", "pass 1 s", "pass 2 s", "job s", "link mentions",
@@ -365,7 +399,7 @@ def main(argv=None) -> int:
             print(f"  shuffle {step['fn']} on {step['key']}: {step['rows']} rows, {step['bytes'] / 2**20:.0f} MiB "
                   f"in {step['buckets']} bucket(s), the largest {step['largest_bucket_bytes'] / 2**20:.1f} MiB; "
                   f"scatter {step.get('scatter_s')} s, reduce {step.get('reduce_s')} s, "
-                  f"reduce worker maxrss {step.get('worker_maxrss_mb')} MB")
+                  f"a reduce call's peak RSS {step.get('largest_call_peak_rss_mb')} MB")
     small, big = runs[scales[0]], runs[scales[-1]]
     ratio = big["worlds"] / small["worlds"]
     checks = {
@@ -382,9 +416,13 @@ def main(argv=None) -> int:
         checks["same_sets_as_baseline"] = not same_as_baseline["differ"]
         print(f"scale {scales[0]}: {same_as_baseline['files']} parquet files of the sets; differing from "
               f"{same_as_baseline['commit']}'s: {same_as_baseline['differ'] or 'none'}")
+    if multi_node is not None:
+        checks["same_sets_on_3_nodes"] = not multi_node["differ"] and multi_node["nodes_used"] >= 2
+        print(f"scale {scales[0]} on 3 nodes: {multi_node['files']} parquet files; differing from one node's: "
+              f"{multi_node['differ'] or 'none'}; tasks and actors per node {multi_node['tasks_and_actors_per_node']}")
     checks["ok"] = all(v for k, v in checks.items() if isinstance(v, bool))
     print(json.dumps({"runs": {f"x{k}": {key: v for key, v in r.items() if key != "shuffles"} for k, r in runs.items()},
-                      "baseline": same_as_baseline, "checks": checks,
+                      "baseline": same_as_baseline, "multi_node": multi_node, "checks": checks,
                       "bench_seconds": round(time.perf_counter() - started, 1)}))
     return 0 if checks["ok"] else 1
 

@@ -218,14 +218,17 @@ PAIR_KEY = ["wiki", "page_id", "sentence_index", "positive_entity"]
 CANDIDATES = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_entity=_INT, rank=_INT, entity_index=_INT)
 
 
-def _slot_side(batch: pa.Table) -> pa.Table:
+def _slot_side(batch: pa.Table, ranks: tuple[int, int]) -> pa.Table:
+    """A request (negative type, slot) per candidate rank in ``range(*ranks)`` of each pair."""
     slots = batch["slots"]
     repeat = pc.list_value_length(slots).fill_null(0).to_numpy(zero_copy_only=False)
     rows = pc.list_parent_indices(slots)
     table = batch.select(["negative_type", "wiki", "page_id", "sentence_index", "positive_entity"]).take(rows)
-    ranks = pa.array(np.arange(len(rows)) - np.repeat(np.r_[0, np.cumsum(repeat)[:-1]], repeat), _INT)
+    rank = pa.array(np.arange(len(rows)) - np.repeat(np.r_[0, np.cumsum(repeat)[:-1]], repeat), _INT)
     table = table.rename_columns(["type", "wiki", "page_id", "sentence_index", "positive_entity"])
-    return align(table.append_column("slot", pc.list_flatten(slots)).append_column("rank", ranks), SLOT_SIDES)
+    table = table.append_column("slot", pc.list_flatten(slots)).append_column("rank", rank)
+    wanted = (rank.to_numpy() >= ranks[0]) & (rank.to_numpy() < ranks[1])
+    return align(table if wanted.all() else table.filter(pa.array(wanted)), SLOT_SIDES)
 
 
 def _fill_slots(bucket: pa.Table) -> pa.Table:
@@ -243,10 +246,11 @@ def _fill_slots(bucket: pa.Table) -> pa.Table:
 
 LINKED_ON_PAGE, PAIR, CANDIDATE = 0, 1, 2
 PICK_SIDES = _schema(side=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
-                     positive_entity=_INT, positive_title=_STR, rank=_INT, entity_index=_INT)
+                     positive_entity=_INT, positive_title=_STR, negative_type=_STR, slots=_INTS, rank=_INT,
+                     entity_index=_INT)
 PICKED = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR, positive_entity=_INT,
-                 positive_title=_STR, negative_qid=_STR, negative_entity=_INT, negative_title=_STR,
-                 bucket=_INT, dropped=_STR)
+                 positive_title=_STR, negative_type=_STR, slots=_INTS, negative_qid=_STR, negative_entity=_INT,
+                 negative_title=_STR, bucket=_INT, dropped=_STR)
 
 
 def _side(batch: pa.Table, side: int) -> pa.Table:
@@ -277,14 +281,18 @@ def _pick_negatives(bucket: pa.Table, buckets: int, vocabulary: str) -> pa.Table
     side = bucket["side"]
     linked = bucket.filter(pc.equal(side, LINKED_ON_PAGE)).select(["wiki", "page_id", "entity_index"]).group_by(
         ["wiki", "page_id", "entity_index"]).aggregate([])
-    pairs = bucket.filter(pc.equal(side, PAIR)).select(PAIR_KEY + ["positive_qid", "positive_title"])
+    pairs = bucket.filter(pc.equal(side, PAIR)).select(
+        PAIR_KEY + ["positive_qid", "positive_title", "negative_type", "slots"])
     candidates = bucket.filter(pc.equal(side, CANDIDATE)).select(PAIR_KEY + ["rank", "entity_index"])
     del bucket, side
     allowed = candidates.join(linked, keys=["wiki", "page_id", "entity_index"], join_type="left anti")
     first = allowed.group_by(PAIR_KEY).aggregate([("rank", "min")]).rename_columns(PAIR_KEY + ["rank"])
     chosen = allowed.join(first, keys=PAIR_KEY + ["rank"], join_type="inner").select(
         PAIR_KEY + ["entity_index"]).rename_columns(PAIR_KEY + ["negative_entity"])
-    picked = pairs.join(chosen, keys=PAIR_KEY, join_type="left outer")
+    # (Arrow joins carry no list column: the pair's slots follow by its row number)
+    numbered = pairs.drop_columns(["slots"]).append_column("_row", pa.array(np.arange(len(pairs)), _INT))
+    picked = numbered.join(chosen, keys=PAIR_KEY, join_type="left outer")
+    picked = picked.append_column("slots", pairs["slots"].take(picked["_row"])).drop_columns(["_row"])
     qids, titles = _vocabulary_lookup(vocabulary)
     row = pc.subtract(picked["negative_entity"], 1)
     picked = picked.append_column("negative_qid", qids.take(row)).append_column("negative_title", titles.take(row))
@@ -319,7 +327,7 @@ def _with_sentences(table: pa.Table) -> pa.Table:
     source = pa.array(sentence_rows[found.to_numpy()])
     pairs = table.take(pa.array(pair_rows)).drop_columns(["sentence"])
     for key in keys:
-        if not pc.all(pc.equal(pairs[key], table[key].take(source))).as_py():
+        if not pc.all(pc.fill_null(pc.equal(pairs[key], table[key].take(source)), False), min_count=0).as_py():
             raise RuntimeError(f"two sentence keys share a 64-bit hash in a bucket of {len(table)} rows")
     return pairs.append_column("sentence", table["sentence"].take(source))
 
@@ -434,27 +442,41 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle,
                                                    fn_kwargs={"column": "dropped", "null": False}), "dropped"))
     kept = pairs.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
 
-    # 5. candidate slots -> members of the type; 6. per page: the first candidate not linked on the page
+    # 5. candidate slots -> members of the type; 6. per page: the first candidate not linked on the page.
+    # Two rounds: every pair's first candidate, then the other candidates of the pairs whose first was linked on
+    # the page (or was the positive). The lowest allowed rank wins either way; the second round is small.
     members = read_dataset(f"{work}/type_members.parquet")
-    # a pair asks for `negative_candidates` slots: a bounded batch, so that no block grows 8-fold whole
-    slot_sides = kept.map_batches(_slot_side, batch_format="pyarrow", batch_size=65536).union(members)
-    candidates = map_buckets(slot_sides, ["type", "slot"], _fill_slots, shuffle)
+    linked_sides = pairs.map_batches(_linked_side, batch_format="pyarrow")
     n_pairs_estimate = max(1, kept.count())
     buckets = max(1, math.ceil(n_pairs_estimate * 400 / cfg["pairs_file_bytes"]))
-    pick_sides = (pairs.map_batches(_linked_side, batch_format="pyarrow")
-                  .union(kept.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": PAIR}))
-                  .union(candidates.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": CANDIDATE})))
-    picked = map_buckets(pick_sides, ["wiki", "page_id"], _pick_negatives, shuffle, buckets=buckets,
-                         vocabulary=f"{out}/entities/entities.parquet")
-    dropped.update(_value_counts(picked.map_batches(_keep, batch_format="pyarrow",
+
+    def pick(pair_rows, ranks: tuple[int, int]):
+        # a bounded batch: no block grows `negative_candidates`-fold whole
+        slot_sides = pair_rows.map_batches(_slot_side, batch_format="pyarrow", batch_size=65536,
+                                           fn_kwargs={"ranks": ranks}).union(members)
+        candidates = map_buckets(slot_sides, ["type", "slot"], _fill_slots, shuffle)
+        pick_sides = (linked_sides
+                      .union(pair_rows.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": PAIR}))
+                      .union(candidates.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": CANDIDATE})))
+        return map_buckets(pick_sides, ["wiki", "page_id"], _pick_negatives, shuffle, buckets=buckets,
+                           vocabulary=f"{out}/entities/entities.parquet")
+
+    first = pick(kept, (0, 1))
+    found = first.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
+    again = first.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": False})
+    second = pick(again, (1, cfg["negative_candidates"])) \
+        if cfg["negative_candidates"] > 1 and again.count() else again
+    dropped.update(_value_counts(second.map_batches(_keep, batch_format="pyarrow",
                                                     fn_kwargs={"column": "dropped", "null": False}), "dropped"))
-    final = picked.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
+    final = found.union(second.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped",
+                                                                                    "null": True}))
 
     # 7. sentence text back in; one file per bucket
     sentences = read_dataset(f"{out}/sentences", columns=["wiki", "page_id", "sentence_index", "sentence"])
     write_sides = final.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}).union(
         sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets}))
-    written = map_buckets(write_sides, "bucket", _write_buckets, shuffle, out=out).take_all()
+    # one call per output file: its rows and its pages' sentences, bounded by pairs_file_bytes, not by the dump
+    written = map_buckets(write_sides, "bucket", _write_buckets, shuffle, _by_value=buckets, out=out).take_all()
     n_pairs = sum(r["rows"] for r in written)
     return {
         "entities": n_entities,

@@ -90,7 +90,7 @@ def build_intros(out: str, wikidata_set: str | None, cfg: dict, results: list[di
         rows = map_buckets(sides, ["wiki", "title"], _join, shuffle, files=files)
     else:
         rows = intros.map_batches(_bucketed, batch_format="pyarrow", fn_kwargs={"files": files})
-    written = map_buckets(rows, "bucket", _write, shuffle, out=out).take_all() if work_files else []
+    written = map_buckets(rows, "bucket", _write, shuffle, _by_value=files, out=out).take_all() if work_files else []
     if not written:  # no article at all: still a readable (empty) set
         write_table(schemas.INTROS.empty_table(), f"{out}/intros/part-00000.parquet")
         written = [{"bucket": 0, "rows": 0, "linked": 0, "file": "part-00000.parquet"}]

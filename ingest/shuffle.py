@@ -150,10 +150,13 @@ def read_ipc(path: str) -> pa.Table:
 # ---------------------------------------------------------------- scatter
 
 
-def _scatter(block: pa.Table, key: list[str], folder: str) -> pa.Table:
+def _scatter(block: pa.Table, key: list[str], folder: str, shift: int | None = None) -> pa.Table:
     from ingest.sets import row_hashes
 
-    hashes = row_hashes(block, key)
+    if shift is None:
+        hashes = row_hashes(block, key)
+    else:  # by value: value v's rows are the hash range [v << shift, (v + 1) << shift)
+        hashes = block[key[0]].to_numpy().astype(np.uint64) << np.uint64(shift)
     order = np.argsort(hashes, kind="stable")
     hashes = hashes[order]
     table = block.take(pa.array(order)).append_column(_HASH, pa.array(hashes, pa.uint64()))
@@ -165,7 +168,10 @@ def _scatter(block: pa.Table, key: list[str], folder: str) -> pa.Table:
                else pa.RecordBatch.from_pylist([], schema=combined.schema) for s, e in zip(starts, ends)]
     path = f"{folder}/map/{uuid.uuid4().hex}.arrow"
     nbytes = _write_ipc(combined, path, batches)
-    return pa.table({"file": [path], "rows": [len(table)], "bytes": [nbytes]})
+    rows = len(table)
+    del block, table, combined, batches
+    pa.default_memory_pool().release_unused()  # the worker runs the next block: hand freed pages back now
+    return pa.table({"file": [path], "rows": [rows], "bytes": [nbytes]})
 
 
 # ---------------------------------------------------------------- reduce
@@ -181,27 +187,49 @@ def _read_range(path: str, lo: int, hi: int) -> pa.Table | None:
     table = pa.Table.from_batches(batches)
     hashes = table[_HASH].to_numpy()
     inside = (hashes >= np.uint64(lo)) & (hashes <= np.uint64(hi - 1))
+    if not inside.any():
+        return None
     return table if inside.all() else table.filter(pa.array(inside))
 
 
 def _reduce(files: list[str], lo: int, hi: int, out_path: str, fn, kwargs: dict) -> dict:
+    _reset_peak_rss()
     parts = [t for t in (_read_range(path, lo, hi) for path in files) if t is not None]
     if not parts:
-        return {"file": None, "rows": 0, "in_rows": 0, "in_bytes": 0, "maxrss_mb": _maxrss_mb()}
+        return {"file": None, "rows": 0, "in_rows": 0, "in_bytes": 0, "peak_rss_mb": _peak_rss_mb()}
     bucket = pa.concat_tables(parts)
     in_rows, in_bytes = len(bucket), bucket.nbytes
+    del parts
     result = fn(bucket.drop_columns([_HASH]), **kwargs)
-    del bucket, parts
+    del bucket
     _write_ipc(result, out_path)
-    return {"file": out_path, "rows": len(result), "in_rows": in_rows, "in_bytes": in_bytes,
-            "maxrss_mb": _maxrss_mb()}
+    rows = len(result)
+    del result
+    peak = _peak_rss_mb()
+    pa.default_memory_pool().release_unused()  # this worker runs the next task: hand freed pages back now
+    return {"file": out_path, "rows": rows, "in_rows": in_rows, "in_bytes": in_bytes, "peak_rss_mb": peak}
 
 
-def _maxrss_mb() -> float:
-    """The peak RSS of this worker process so far (a reused worker's peak may be an earlier task's)."""
-    import resource
+def _reset_peak_rss() -> None:
+    """Reset this process's peak RSS (Linux: ``clear_refs`` 5), so that the peak read after a call is
+    that call's own, not an earlier task's in the same reused worker."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+def _peak_rss_mb() -> float | None:
+    """This process's peak RSS since ``_reset_peak_rss`` (``VmHWM``), in MB; None off Linux."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 def _read_files(batch: pa.Table) -> pa.Table:
@@ -226,30 +254,38 @@ def buckets_for(rows: int, nbytes: int, bucket_bytes: int, bucket_rows: int | No
     return max(1, count)
 
 
-def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows: int | None = None, **kwargs):
+def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows: int | None = None,
+                _by_value: int | None = None, **kwargs):
     """``fn(bucket_table, **kwargs) -> pa.Table`` once per hash bucket of ``key``; a Dataset of the results.
 
     ``fn`` sees every row of each of its keys in one pyarrow Table (one call per bucket, not
     per key: a task per tiny group costs milliseconds and there are millions of them). Runs
-    now (both rounds, see the module's docstring); the returned Dataset reads the results."""
+    now (both rounds, see the module's docstring); the returned Dataset reads the results.
+    ``_by_value=n``: ``key`` is one integer column with values in ``range(n)`` (an output file's
+    number), and each value is its own bucket: a call holds one file's rows, however the hashes fall."""
     import ray
 
     key = [key] if isinstance(key, str) else list(key)
     step = f"{shuffle.folder}/{uuid.uuid4().hex[:8]}"
+    shift = 64 - max(1, (_by_value - 1).bit_length()) if _by_value else None
     started = time.perf_counter()
     scattered = ds.map_batches(_scatter, batch_format="pyarrow", batch_size=None,
-                               fn_kwargs={"key": key, "folder": step}).take_all()
+                               fn_kwargs={"key": key, "folder": step, "shift": shift}).take_all()
     files = [r["file"] for r in scattered]
     shuffle.written.extend(files)
     rows = sum(r["rows"] for r in scattered)
     nbytes = sum(r["bytes"] for r in scattered)
-    count = buckets_for(rows, nbytes, shuffle.bucket_bytes, _bucket_rows)
+    if _by_value:
+        count = _by_value
+        ranges = [(v << shift, (v + 1) << shift) for v in range(count)]
+    else:
+        count = buckets_for(rows, nbytes, shuffle.bucket_bytes, _bucket_rows)
+        ranges = [((b * _TOP) // count, ((b + 1) * _TOP) // count) for b in range(count)]
     scattered_at = time.perf_counter()
     reduce = ray.remote(num_cpus=1, max_retries=3)(_reduce)
     files_ref = ray.put(files)
-    results = ray.get([reduce.remote(files_ref, (b * _TOP) // count, ((b + 1) * _TOP) // count,
-                                     f"{step}/out/{b:06d}.arrow", fn, kwargs) for b in range(count)],
-                      timeout=24 * 3600)
+    results = ray.get([reduce.remote(files_ref, lo, hi, f"{step}/out/{b:06d}.arrow", fn, kwargs)
+                       for b, (lo, hi) in enumerate(ranges)], timeout=24 * 3600)
     _remove_files(files)
     shuffle.written = [f for f in shuffle.written if f not in set(files)]
     out_files = [r["file"] for r in results if r["file"]]
@@ -260,7 +296,7 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
                           "rows": rows, "bytes": nbytes, "buckets": count,
                           "largest_bucket_rows": max(r["in_rows"] for r in results),
                           "largest_bucket_bytes": max(r["in_bytes"] for r in results),
-                          "worker_maxrss_mb": max(r["maxrss_mb"] for r in results),
+                          "largest_call_peak_rss_mb": max((r["peak_rss_mb"] or 0) for r in results),
                           "scatter_s": round(scattered_at - started, 2),
                           "reduce_s": round(time.perf_counter() - scattered_at, 2)})
     return ipc_dataset(out_files)

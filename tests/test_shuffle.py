@@ -21,6 +21,11 @@ def _keys_in_bucket(bucket: pa.Table) -> pa.Table:
     return pa.table({"keys": [sorted(set(bucket["key"].to_pylist()))], "rows": [len(bucket)]})
 
 
+def _sums(bucket: pa.Table) -> pa.Table:
+    sums = bucket.group_by("key").aggregate([("n", "count"), ("n", "sum")])
+    return sums.select(["key", "n_count", "n_sum"]).rename_columns(["key", "count", "total"])
+
+
 def _want():
     want = defaultdict(list)
     for r in ROWS:
@@ -66,10 +71,12 @@ def test_a_bucket_holds_only_its_hash_range(ray_session, tmp_path):
     """Many more buckets than the 256 slices a scatter file is cut into: a bucket reads a part of a slice."""
     ds = ray_session.data.from_items(ROWS, override_num_blocks=3)
     shuffle = Shuffle.in_work(str(tmp_path / "_work"), 1 << 20)
-    shuffle.memory_per_cpu = 16  # memory_sizes' floors: 64 KiB buckets, 16 rows per map_keys bucket
-    got = sorted(map_keys(ds, "key", _per_key, OUT, shuffle).take_all(), key=lambda r: r["key"])
-    assert got == _want()
-    assert shuffle.steps[0]["buckets"] == 375  # 6000 rows / 16
+    got = map_buckets(ds, "key", _sums, shuffle, _bucket_rows=16).take_all()  # 375 buckets of 16 rows or so
+    assert sorted(got, key=lambda r: r["key"]) == _want()
+    assert shuffle.steps[0]["buckets"] == 375
+    buckets = map_buckets(ds, "key", _keys_in_bucket, shuffle, _bucket_rows=16).take_all()
+    assert all(b["rows"] for b in buckets)  # a bucket whose hash range holds no row is not called
+    assert sum(b["rows"] for b in buckets) == len(ROWS)
     shuffle.remove()
 
 
