@@ -185,6 +185,7 @@ class TreeMemory:
         self.root_pid, self.ray_tmp, self.interval = root_pid, ray_tmp, interval
         self.peaks: dict[int, int] = {}
         self.titles: dict[int, str] = {}
+        self.kinds: dict[int, dict] = {}  # at each process's peak: RssAnon, RssFile, RssShmem (GB)
         self.tree_peak = 0
         self.spill_peak = 0
         self._stop = threading.Event()
@@ -232,7 +233,8 @@ class TreeMemory:
                 try:
                     rss = process.memory_info().rss
                     if process.pid not in self.titles or rss > self.peaks.get(process.pid, 0):
-                        self.titles[process.pid] = (" ".join(process.cmdline()) or process.name())[:80]
+                        self.titles[process.pid] = (" ".join(process.cmdline()) or process.name())[:80].strip()
+                        self.kinds[process.pid] = _rss_kinds(process.pid)
                 except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                     continue
                 total += rss
@@ -240,12 +242,28 @@ class TreeMemory:
             self.tree_peak = max(self.tree_peak, total)
             self._stop.wait(self.interval)
 
-    def largest(self, ray_workers_only: bool = False) -> tuple[float, str]:
+    def largest(self, ray_workers_only: bool = False) -> tuple[float, str, dict]:
         pids = [p for p in self.peaks if not ray_workers_only or self.titles.get(p, "").startswith("ray::")]
         if not pids:
-            return 0.0, ""
+            return 0.0, "", {}
         pid = max(pids, key=lambda p: self.peaks[p])
-        return round(self.peaks[pid] / 2**30, 3), self.titles.get(pid, "")
+        return round(self.peaks[pid] / 2**30, 3), self.titles.get(pid, ""), self.kinds.get(pid, {})
+
+
+def _rss_kinds(pid: int) -> dict:
+    """A process's resident memory by kind (/proc/PID/status, GB): its own heap (anon), mapped files
+    (file: the memory-mapped shuffle files it reads) and shared memory (shmem: Ray's object store pages
+    it touched, which the store owns)."""
+    kinds = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("RssAnon:", "RssFile:", "RssShmem:")):
+                    name, kb = line.split()[:2]
+                    kinds[name[3:-1].lower()] = round(int(kb) / 2**20, 3)
+    except OSError:
+        pass
+    return kinds
 
 
 def _spilled_in_logs(ray_tmp: Path) -> float:
@@ -286,8 +304,8 @@ def run_ingest(dump: dict, wikidata: dict, out: Path, repo: Path = REPO, shard_b
     manifest = json.loads((out / "manifest.json").read_text())
     (out.parent / f"{out.name}.manifest.json").write_text(json.dumps(manifest, indent=2))
     mentions = manifest["entity_stats"]["link_mentions"]
-    largest_gb, largest_title = memory.largest()
-    worker_gb, worker_title = memory.largest(ray_workers_only=True)
+    largest_gb, largest_title, largest_kinds = memory.largest()
+    worker_gb, worker_title, worker_kinds = memory.largest(ray_workers_only=True)
     spilled_gb = max(memory.spill_peak / 2**30, _spilled_in_logs(ray_tmp) / 1024)
     shutil.rmtree(ray_tmp, ignore_errors=True)
     return {
@@ -297,7 +315,7 @@ def run_ingest(dump: dict, wikidata: dict, out: Path, repo: Path = REPO, shard_b
         "wall_s": round(wall, 1), "link_mentions": mentions,
         "mentions_per_s_per_core": round(mentions / manifest["pass2_seconds"] / 2, 1),
         "entities": manifest["entity_stats"]["entities"], "entity_pairs": manifest["sets"]["entity_pairs"]["rows"],
-        "peak_rss_gb": largest_gb, "peak_rss_process": largest_title,
+        "peak_rss_gb": largest_gb, "peak_rss_process": largest_title, "peak_rss_kinds_gb": largest_kinds,
         "peak_rss_gb_ray_worker": worker_gb, "peak_rss_ray_worker": worker_title,
         "tree_rss_gb": round(memory.tree_peak / 2**30, 3), "spilled_gb": round(spilled_gb, 3),
         "shuffles": manifest.get("shuffles"),

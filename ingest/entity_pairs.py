@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from ingest import schemas
 from ingest.sets import align, hash_buckets, mix64, read_dataset, row_hashes, table_writer, write_table
-from ingest.shuffle import Shuffle, map_buckets, map_keys
+from ingest.shuffle import Shuffle, count_rows, map_buckets, map_keys
 from ingest.wikitext import normalize_title
 
 _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(pa.string()), pa.list_(pa.int64())
@@ -356,11 +356,17 @@ def _keep(batch: pa.Table, column: str, null: bool) -> pa.Table:
     return batch.filter(mask)
 
 
+def _block_value_counts(block: pa.Table, column: str) -> pa.Table:
+    counts = pc.value_counts(block[column])
+    return pa.table({"value": counts.field("values").cast(_STR), "count": counts.field("counts")})
+
+
 def _value_counts(ds, column: str) -> Counter:
+    """The count of each value of ``column``, counted where the blocks are made."""
     counts: Counter = Counter()
-    for batch in ds.select_columns([column]).iter_batches(batch_format="pyarrow", batch_size=65536):
-        for item in pc.value_counts(batch[column]).to_pylist():
-            counts[item["values"]] += item["counts"]
+    for row in ds.map_batches(_block_value_counts, batch_format="pyarrow", batch_size=None,
+                              fn_kwargs={"column": column}).take_all():
+        counts[row["value"]] += row["count"]
     return counts
 
 
@@ -397,11 +403,11 @@ def resolve_mentions(wikidata, redirects, mentions, wikis: list[str], shuffle: S
     """Steps 1–2: ``mentions`` (wiki, title, page_id, sentence_index) with the
     QID of their target through ``redirects`` (wiki, title, target) and the
     sitelinks of ``wikidata`` (a ``wikidata`` set); QID null when none."""
-    title_sides = redirects.map_batches(_redirect_side, batch_format="pyarrow").union(
-        wikidata.map_batches(sitelink_side, batch_format="pyarrow", fn_kwargs={"wikis": wikis}))
+    title_sides = [redirects.map_batches(_redirect_side, batch_format="pyarrow"),
+                   wikidata.map_batches(sitelink_side, batch_format="pyarrow", fn_kwargs={"wikis": wikis})]
     title_qids = map_keys(title_sides, ["wiki", "key"], _resolve_titles, TITLE_QIDS, shuffle)
-    mention_sides = title_qids.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}).union(
-        mentions.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}))
+    mention_sides = [title_qids.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES}),
+                     mentions.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": MENTION_SIDES})]
     return map_buckets(mention_sides, ["wiki", "title"], _resolve_mentions, shuffle)
 
 
@@ -417,16 +423,16 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle,
 
     # 1–2. every mention gets its QID (or null); link counts per entity
     resolved = resolve_mentions(wikidata, redirects, mentions, wikis, shuffle)
-    mentions_total = resolved.count()
+    mentions_total = count_rows(resolved)
     linked = resolved.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "qid", "null": False})
     dropped: Counter = Counter()
-    dropped["link_target_without_wikidata_item"] = mentions_total - linked.count()
+    dropped["link_target_without_wikidata_item"] = mentions_total - count_rows(linked)
 
     # 3. the vocabulary: each block's link counts and the items, summed per QID
     link_counts = linked.map_batches(_link_counts, batch_format="pyarrow", batch_size=None)
     items = wikidata.map_batches(_wikidata_side, batch_format="pyarrow",
                                  fn_kwargs={"wikis": wikis, "type_property": cfg["type_property"]})
-    eligible = map_keys(link_counts.union(items), "qid", _eligible, VOCAB_SIDES, shuffle,
+    eligible = map_keys([link_counts, items], "qid", _eligible, VOCAB_SIDES, shuffle,
                         threshold=cfg["entity_link_threshold"])
     n_entities, type_sizes = write_vocabulary(eligible, out, work)
     log(f"[ingest] pass 2: {mentions_total} link mentions, {n_entities} entities in the vocabulary, "
@@ -434,8 +440,8 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle,
 
     # 4. per entity: vocabulary row, cap, negative type and slots
     vocabulary = read_dataset(f"{out}/entities")
-    entity_sides = linked.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}).union(
-        vocabulary.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}))
+    entity_sides = [linked.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}),
+                    vocabulary.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES})]
     pairs = map_buckets(entity_sides, ["qid"], _pairs_for_entities, shuffle, cap=cfg["max_pairs_per_entity"],
                         seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"])
     dropped.update(_value_counts(pairs.map_batches(_keep, batch_format="pyarrow",
@@ -447,17 +453,16 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle,
     # the page (or was the positive). The lowest allowed rank wins either way; the second round is small.
     members = read_dataset(f"{work}/type_members.parquet")
     linked_sides = pairs.map_batches(_linked_side, batch_format="pyarrow")
-    n_pairs_estimate = max(1, kept.count())
+    n_pairs_estimate = max(1, count_rows(kept))
     buckets = max(1, math.ceil(n_pairs_estimate * 400 / cfg["pairs_file_bytes"]))
 
     def pick(pair_rows, ranks: tuple[int, int]):
         # a bounded batch: no block grows `negative_candidates`-fold whole
-        slot_sides = pair_rows.map_batches(_slot_side, batch_format="pyarrow", batch_size=65536,
-                                           fn_kwargs={"ranks": ranks}).union(members)
+        slot_sides = [pair_rows.map_batches(_slot_side, batch_format="pyarrow", batch_size=65536,
+                                            fn_kwargs={"ranks": ranks}), members]
         candidates = map_buckets(slot_sides, ["type", "slot"], _fill_slots, shuffle)
-        pick_sides = (linked_sides
-                      .union(pair_rows.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": PAIR}))
-                      .union(candidates.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": CANDIDATE})))
+        pick_sides = [linked_sides, pair_rows.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": PAIR}),
+                      candidates.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": CANDIDATE})]
         return map_buckets(pick_sides, ["wiki", "page_id"], _pick_negatives, shuffle, buckets=buckets,
                            vocabulary=f"{out}/entities/entities.parquet")
 
@@ -465,16 +470,15 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle,
     found = first.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
     again = first.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": False})
     second = pick(again, (1, cfg["negative_candidates"])) \
-        if cfg["negative_candidates"] > 1 and again.count() else again
+        if cfg["negative_candidates"] > 1 and count_rows(again) else again
     dropped.update(_value_counts(second.map_batches(_keep, batch_format="pyarrow",
                                                     fn_kwargs={"column": "dropped", "null": False}), "dropped"))
-    final = found.union(second.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped",
-                                                                                    "null": True}))
+    final = [found, second.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})]
 
     # 7. sentence text back in; one file per bucket
     sentences = read_dataset(f"{out}/sentences", columns=["wiki", "page_id", "sentence_index", "sentence"])
-    write_sides = final.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}).union(
-        sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets}))
+    write_sides = [side.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}) for side in final]
+    write_sides.append(sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets}))
     # one call per output file: its rows and its pages' sentences, bounded by pairs_file_bytes, not by the dump
     written = map_buckets(write_sides, "bucket", _write_buckets, shuffle, _by_value=buckets, out=out).take_all()
     n_pairs = sum(r["rows"] for r in written)

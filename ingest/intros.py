@@ -84,9 +84,9 @@ def build_intros(out: str, wikidata_set: str | None, cfg: dict, results: list[di
     files = _files_for(work_files, file_bytes)
     intros = read_dataset(work_files)
     if wikidata_set:
-        sides = intros.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": SIDES}).union(
-            read_dataset(wikidata_set, columns=["qid", "sitelinks"]).map_batches(
-                _sitelinks, batch_format="pyarrow", fn_kwargs={"wikis": list(cfg["wikis"])}))
+        sides = [intros.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": SIDES}),
+                 read_dataset(wikidata_set, columns=["qid", "sitelinks"]).map_batches(
+                     _sitelinks, batch_format="pyarrow", fn_kwargs={"wikis": list(cfg["wikis"])})]
         rows = map_buckets(sides, ["wiki", "title"], _join, shuffle, files=files)
     else:
         rows = intros.map_batches(_bucketed, batch_format="pyarrow", fn_kwargs={"files": files})

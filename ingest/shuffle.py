@@ -254,6 +254,15 @@ def buckets_for(rows: int, nbytes: int, bucket_bytes: int, bucket_rows: int | No
     return max(1, count)
 
 
+def count_rows(ds) -> int:
+    """The rows of ``ds``, counted where its blocks are made: only a count per block travels."""
+    return sum(r["rows"] for r in ds.map_batches(_row_count, batch_format="pyarrow", batch_size=None).take_all())
+
+
+def _row_count(block: pa.Table) -> pa.Table:
+    return pa.table({"rows": [len(block)]})
+
+
 def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows: int | None = None,
                 _by_value: int | None = None, **kwargs):
     """``fn(bucket_table, **kwargs) -> pa.Table`` once per hash bucket of ``key``; a Dataset of the results.
@@ -261,6 +270,9 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
     ``fn`` sees every row of each of its keys in one pyarrow Table (one call per bucket, not
     per key: a task per tiny group costs milliseconds and there are millions of them). Runs
     now (both rounds, see the module's docstring); the returned Dataset reads the results.
+    ``ds`` may be a list of Datasets (the sides of a join): each is scattered in the tasks that
+    read it, so its blocks never pass through Ray's object store (``Dataset.union`` would put
+    every block there on its way to the scatter).
     ``_by_value=n``: ``key`` is one integer column with values in ``range(n)`` (an output file's
     number), and each value is its own bucket: a call holds one file's rows, however the hashes fall."""
     import ray
@@ -269,8 +281,10 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
     step = f"{shuffle.folder}/{uuid.uuid4().hex[:8]}"
     shift = 64 - max(1, (_by_value - 1).bit_length()) if _by_value else None
     started = time.perf_counter()
-    scattered = ds.map_batches(_scatter, batch_format="pyarrow", batch_size=None,
-                               fn_kwargs={"key": key, "folder": step, "shift": shift}).take_all()
+    sides = [ds.map_batches(_scatter, batch_format="pyarrow", batch_size=None,
+                            fn_kwargs={"key": key, "folder": step, "shift": shift})
+             for ds in (ds if isinstance(ds, (list, tuple)) else [ds])]
+    scattered = (sides[0].union(*sides[1:]) if len(sides) > 1 else sides[0]).take_all()
     files = [r["file"] for r in scattered]
     shuffle.written.extend(files)
     rows = sum(r["rows"] for r in scattered)
