@@ -37,6 +37,8 @@ import pyarrow as pa
 
 from infra.storage import filesystem, is_uri, local_path
 
+SCATTER_ROWS = 262_144  # rows per scatter call (and file): a task holds one such batch, whatever the block
+READ_ROWS = 65_536  # rows per record batch of a result file: what a task reading it holds at a time
 SLICES = 256  # record batches per scatter file: a reduce reads only the ones its hash range overlaps
 _SHIFT = 56  # a hash's slice: its top 8 bits
 _HASH = "_hash"
@@ -131,7 +133,7 @@ def _write_ipc(table: pa.Table, path: str, batches: list[pa.RecordBatch] | None 
     fs, local = _fs(path)
     fs.makedirs(fs._parent(local), exist_ok=True)
     with fs.open(local, "wb") as f, pa.ipc.new_file(f, table.schema) as writer:
-        for batch in batches if batches is not None else table.to_batches():
+        for batch in batches if batches is not None else table.to_batches(max_chunksize=READ_ROWS):
             writer.write_batch(batch)
     return table.nbytes
 
@@ -232,8 +234,12 @@ def _peak_rss_mb() -> float | None:
     return None
 
 
-def _read_files(batch: pa.Table) -> pa.Table:
-    return pa.concat_tables([read_ipc(path) for path in batch["path"].to_pylist()])
+def _read_files(batch: pa.Table):
+    """A result file, one record batch (``READ_ROWS`` rows) at a time."""
+    for path in batch["path"].to_pylist():
+        reader = _open_ipc(path)
+        for i in range(reader.num_record_batches):
+            yield pa.Table.from_batches([reader.get_batch(i)])
 
 
 def ipc_dataset(files: list[str]):
@@ -281,7 +287,7 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
     step = f"{shuffle.folder}/{uuid.uuid4().hex[:8]}"
     shift = 64 - max(1, (_by_value - 1).bit_length()) if _by_value else None
     started = time.perf_counter()
-    sides = [ds.map_batches(_scatter, batch_format="pyarrow", batch_size=None,
+    sides = [ds.map_batches(_scatter, batch_format="pyarrow", batch_size=SCATTER_ROWS,
                             fn_kwargs={"key": key, "folder": step, "shift": shift})
              for ds in (ds if isinstance(ds, (list, tuple)) else [ds])]
     scattered = (sides[0].union(*sides[1:]) if len(sides) > 1 else sides[0]).take_all()

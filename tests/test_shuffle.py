@@ -7,7 +7,7 @@ from collections import defaultdict
 import pyarrow as pa
 import pytest
 
-from ingest.shuffle import Shuffle, buckets_for, map_buckets, map_keys, memory_sizes
+from ingest.shuffle import Shuffle, buckets_for, count_rows, map_buckets, map_keys, memory_sizes
 
 ROWS = [{"key": f"k{i % 97}", "n": i, "text": "x" * (i % 50)} for i in range(6000)]
 OUT = pa.schema([pa.field("key", pa.string()), pa.field("count", pa.int64()), pa.field("total", pa.int64())])
@@ -84,4 +84,21 @@ def test_empty_input_gives_an_empty_dataset(ray_session, tmp_path):
     ds = ray_session.data.from_items(ROWS).filter(lambda r: False)
     shuffle = Shuffle.in_work(str(tmp_path / "_work"))
     assert map_keys(ds, "key", _per_key, OUT, shuffle).take_all() == []
+    shuffle.remove()
+
+
+def _values_in_call(bucket: pa.Table) -> pa.Table:
+    return pa.table({"values": [sorted(set(bucket["file"].to_pylist()))], "rows": [len(bucket)]})
+
+
+def test_by_value_one_call_per_output_file_and_sides_as_a_list(ray_session, tmp_path):
+    """``_by_value``: each value of an int column (an output file's number) is one call, however its rows
+    hash; the sides of a join given as a list are scattered apart and meet in the calls."""
+    left = ray_session.data.from_items([{"file": i % 5, "n": i} for i in range(3000)], override_num_blocks=4)
+    right = ray_session.data.from_items([{"file": i % 5, "n": -i} for i in range(100)], override_num_blocks=2)
+    shuffle = Shuffle.in_work(str(tmp_path / "_work"))
+    calls = map_buckets([left, right], "file", _values_in_call, shuffle, _by_value=5).take_all()
+    assert sorted(c["values"] for c in calls) == [[0], [1], [2], [3], [4]]
+    assert sum(c["rows"] for c in calls) == 3100
+    assert count_rows(left) == 3000
     shuffle.remove()
