@@ -47,7 +47,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -177,27 +176,18 @@ def build_wikidata(out: Path, worlds: int) -> dict:
     return described
 
 
-class TreeMemory:
+class TreeMemory(bench_ingest.RayWorkerMemory):
     """Every ``interval`` s: the RSS of each process under ``root_pid`` (re-listed every second),
-    each one's peak with its title, and the peak of their sum; and the size of Ray's spill folders."""
+    each one's peak with its title, and the peak of their sum; and the size of Ray's spill folders.
+    (``bench/ingest.py``'s poller thread, polling every process of the tree, not only pass-1 workers.)"""
 
     def __init__(self, root_pid: int, ray_tmp: Path, interval: float = 0.25):
-        self.root_pid, self.ray_tmp, self.interval = root_pid, ray_tmp, interval
-        self.peaks: dict[int, int] = {}
-        self.titles: dict[int, str] = {}
+        super().__init__(root_pid, interval)
+        self.ray_tmp = ray_tmp
+        self.titles: dict[int, str] = {}  # each process's title at its peak
         self.kinds: dict[int, dict] = {}  # at each process's peak: RssAnon, RssFile, RssShmem (GB)
         self.tree_peak = 0
         self.spill_peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
     def _spilled_bytes(self) -> int:
         total = 0
@@ -209,7 +199,7 @@ class TreeMemory:
                     pass
         return total
 
-    def _run(self) -> None:
+    def _poll(self) -> None:
         import psutil
 
         try:

@@ -22,7 +22,8 @@ and ``fn``'s output depends on its keys' rows only, so results do not depend on 
 buckets there were.
 
 The work folder must be one that every node reads (the job's ``_work``, on shared storage or
-a bucket, as pass 1's files already are). ``Shuffle.remove()`` deletes the files it wrote.
+a bucket, as pass 1's files already are). ``Shuffle.remove()`` deletes its folder, through
+``infra.owned.remove_owned`` (each shuffle's folder carries structcse's marker).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from infra.owned import claim, remove_owned
 from infra.storage import filesystem, is_uri, local_path
 
 SCATTER_ROWS = 262_144  # rows per scatter call (and file): a task holds one such batch, whatever the block
@@ -61,7 +63,6 @@ class Shuffle:
 
     folder: str
     memory_per_cpu: int = 2 << 30
-    written: list[str] = field(default_factory=list)  # every file this shuffle wrote and still holds
     steps: list[dict] = field(default_factory=list)  # per map_buckets call: rows, bytes, buckets, the largest
 
     @classmethod
@@ -77,19 +78,8 @@ class Shuffle:
         return memory_sizes(self.memory_per_cpu)["key_rows"]
 
     def remove(self) -> None:
-        """Delete the files this shuffle wrote, then its folder if nothing else is in it."""
-        _remove_files(self.written)
-        self.written = []
-        fs, root = _fs(self.folder)
-        try:
-            leftovers = [p for p in fs.find(root) if p]
-        except FileNotFoundError:
-            return
-        if not leftovers:
-            try:
-                fs.rm(root, recursive=True)
-            except FileNotFoundError:
-                pass
+        """Delete this shuffle's folder (marked as structcse's when its first shuffle started)."""
+        remove_owned(self.folder, "shuffle folder")
 
 
 def limit_ray_data(memory_per_cpu: int) -> None:
@@ -108,29 +98,8 @@ def limit_ray_data(memory_per_cpu: int) -> None:
     ctx.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
 
 
-def _fs(path: str):
-    if is_uri(path):
-        return filesystem(path)
-    import fsspec
-
-    return fsspec.filesystem("file"), local_path(path)
-
-
-def _remove_files(paths: list[str]) -> None:
-    by_fs: dict = {}
-    for path in paths:
-        fs, local = _fs(path)
-        by_fs.setdefault(id(fs), (fs, []))[1].append(local)
-    for fs, locals_ in by_fs.values():
-        for i in range(0, len(locals_), 1000):
-            try:
-                fs.rm(locals_[i:i + 1000])
-            except FileNotFoundError:
-                pass
-
-
 def _write_ipc(table: pa.Table, path: str, batches: list[pa.RecordBatch] | None = None) -> int:
-    fs, local = _fs(path)
+    fs, local = filesystem(path)
     fs.makedirs(fs._parent(local), exist_ok=True)
     with fs.open(local, "wb") as f, pa.ipc.new_file(f, table.schema) as writer:
         for batch in batches if batches is not None else table.to_batches(max_chunksize=READ_ROWS):
@@ -143,10 +112,6 @@ def _open_ipc(path: str):
         fs, local = filesystem(path)
         return pa.ipc.open_file(fs.open(local, "rb"))
     return pa.ipc.open_file(pa.memory_map(local_path(path)))
-
-
-def read_ipc(path: str) -> pa.Table:
-    return _open_ipc(path).read_all()
 
 
 # ---------------------------------------------------------------- scatter
@@ -285,6 +250,8 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
 
     key = [key] if isinstance(key, str) else list(key)
     step = f"{shuffle.folder}/{uuid.uuid4().hex[:8]}"
+    claim(shuffle.folder, "shuffle")  # what infra.owned.remove_owned deletes: the step's scatter files, then all
+    claim(step, "shuffle")
     shift = 64 - max(1, (_by_value - 1).bit_length()) if _by_value else None
     started = time.perf_counter()
     sides = [ds.map_batches(_scatter, batch_format="pyarrow", batch_size=SCATTER_ROWS,
@@ -292,7 +259,6 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
              for ds in (ds if isinstance(ds, (list, tuple)) else [ds])]
     scattered = (sides[0].union(*sides[1:]) if len(sides) > 1 else sides[0]).take_all()
     files = [r["file"] for r in scattered]
-    shuffle.written.extend(files)
     rows = sum(r["rows"] for r in scattered)
     nbytes = sum(r["bytes"] for r in scattered)
     if _by_value:
@@ -306,10 +272,8 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
     files_ref = ray.put(files)
     results = ray.get([reduce.remote(files_ref, lo, hi, f"{step}/out/{b:06d}.arrow", fn, kwargs)
                        for b, (lo, hi) in enumerate(ranges)], timeout=24 * 3600)
-    _remove_files(files)
-    shuffle.written = [f for f in shuffle.written if f not in set(files)]
+    remove_owned(f"{step}/map", "shuffle's scatter files")
     out_files = [r["file"] for r in results if r["file"]]
-    shuffle.written.extend(out_files)
     if sum(r["in_rows"] for r in results) != rows:
         raise RuntimeError(f"shuffle on {key}: {rows} rows scattered, {sum(r['in_rows'] for r in results)} reduced")
     shuffle.steps.append({"key": key, "fn": getattr(kwargs.get("fn"), "__name__", None) or fn.__name__,
