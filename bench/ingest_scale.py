@@ -407,7 +407,8 @@ def main(argv=None) -> int:
             print(f"  shuffle {step['fn']} on {step['key']}: {step['rows']} rows, {step['bytes'] / 2**20:.0f} MiB "
                   f"in {step['buckets']} bucket(s), the largest {step['largest_bucket_bytes'] / 2**20:.1f} MiB; "
                   f"scatter {step.get('scatter_s')} s, reduce {step.get('reduce_s')} s, "
-                  f"a reduce call's peak RSS {step.get('largest_call_peak_rss_mb')} MB")
+                  f"peak RSS of a reduce call {step.get('largest_call_peak_rss_mb')} MB, "
+                  f"of a scatter call {step.get('largest_scatter_peak_rss_mb')} MB")
     small, big = runs[scales[0]], runs[scales[-1]]
     ratio = big["worlds"] / small["worlds"]
     checks = {

@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from ingest import schemas
 from ingest.sets import align, hash_buckets, mix64, read_dataset, row_hashes, table_writer, write_table
-from ingest.shuffle import Shuffle, count_rows, map_buckets, map_keys
+from ingest.shuffle import Shuffle, count_rows, map_buckets, map_keys, value_runs
 from ingest.wikitext import normalize_title
 
 _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(pa.string()), pa.list_(pa.int64())
@@ -148,10 +148,12 @@ def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict,
     ``candidates`` member slots of that type for its negative.
 
     Every draw is a hash of the pair's own key and ``seed``: the cap keeps the
-    mentions with the smallest draws, the same sample on any cluster."""
+    mentions with the smallest draws, the same sample on any cluster. (Strings stay
+    Arrow arrays: a Python object per mention would be most of the call's memory.)"""
     is_entity = pc.is_valid(bucket["entity_index"])
     entities = bucket.filter(is_entity).select(["qid", "entity_index", "title", "types"])
     mentions = bucket.filter(pc.invert(is_entity)).select(["wiki", "page_id", "sentence_index", "qid"])
+    del bucket
     pair_keys = pc.binary_join_element_wise(
         mentions["wiki"], pc.cast(mentions["page_id"], _STR), pc.cast(mentions["sentence_index"], _STR),
         mentions["qid"], ":")
@@ -159,52 +161,65 @@ def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict,
     mentions = mentions.append_column("pair_key", pair_keys).append_column("draw", pa.array(draws, pa.uint64()))
     # equal keys have equal draws, so a repeat sorts right after its first row
     mentions = mentions.sort_by([("qid", "ascending"), ("draw", "ascending"), ("pair_key", "ascending")])
-    keys = mentions["pair_key"].to_numpy(zero_copy_only=False)
-    repeat = np.zeros(len(mentions), bool)
-    repeat[1:] = keys[1:] == keys[:-1]
+    repeat = ~_starts(mentions["pair_key"])
+    repeats = mentions.filter(pa.array(repeat)).select(["pair_key", "wiki", "page_id", "sentence_index", "qid"])
     pairs = mentions.filter(pa.array(~repeat))
-    qids = pairs["qid"].to_numpy(zero_copy_only=False)
-    group_starts = np.flatnonzero(np.r_[True, qids[1:] != qids[:-1]]) if len(pairs) else np.zeros(0, np.int64)
+    del mentions
+    group_starts = np.flatnonzero(_starts(pairs["qid"]))
     rank = np.arange(len(pairs)) - np.repeat(group_starts, np.diff(np.r_[group_starts, len(pairs)]))
 
     # the entity of each pair, and its types that have another member
     entity_types = [[t for t in types if type_sizes.get(t, 0) >= 2] for types in entities["types"].to_pylist()]
     type_count = np.array([len(t) for t in entity_types] + [0], np.int64)
     type_offset = np.r_[0, np.cumsum(type_count[:-1])]
-    flat_types = np.array([t for ts in entity_types for t in ts] + [""], object)
+    flat_types = pa.array([t for ts in entity_types for t in ts] + [""], _STR)
     flat_sizes = np.array([type_sizes[t] for ts in entity_types for t in ts] + [1], np.uint64)
     row = pc.index_in(pairs["qid"], value_set=entities["qid"])
     has_entity = row.is_valid().to_numpy(zero_copy_only=False)
     row = row.fill_null(len(entities)).to_numpy().astype(np.int64)  # the extra last slot: no entity, no types
     n_types = type_count[row]
     kept = has_entity & (rank < cap) & (n_types > 0)
-    dropped = np.where(~has_entity, "entity_below_link_threshold_or_untyped",
-                       np.where(rank >= cap, "entity_pair_cap",
-                                np.where(n_types == 0, "no_other_entity_of_its_type", None))).astype(object)
+    reason = np.where(~has_entity, 1, np.where(rank >= cap, 2, np.where(n_types == 0, 3, 0)))
+    dropped = _DROPPED.take(pa.array(reason))
 
     draws = pairs["draw"].to_numpy()
     choice = type_offset[row] + (mix64(draws ^ _TYPE_DRAW) % np.maximum(n_types, 1).astype(np.uint64)).astype(np.int64)
     sizes = flat_sizes[choice]
-    slot_draws = [mix64(draws + _SLOT_DRAW * np.uint64(j + 1)) % sizes for j in range(candidates)]
-    slots = np.stack(slot_draws, axis=1).astype(np.int64) if candidates else np.zeros((len(pairs), 0), np.int64)
+    slots = np.empty((len(pairs), candidates), np.int64)
+    for j in range(candidates):
+        slots[:, j] = mix64(draws + _SLOT_DRAW * np.uint64(j + 1)) % sizes
+    del draws, sizes
     mask = pa.array(~kept)
     entity_index = entities["entity_index"].to_numpy(zero_copy_only=False)
-    titles = np.array(entities["title"].to_pylist() + [None], object)
+    titles = pa.concat_arrays([entities["title"].combine_chunks(), pa.nulls(1, _STR)])
+    rows = pa.array(row)
     table = pa.table({
         "pair_key": pairs["pair_key"], "wiki": pairs["wiki"], "page_id": pairs["page_id"],
         "sentence_index": pairs["sentence_index"], "positive_qid": pairs["qid"],
         "positive_entity": pa.array(np.r_[entity_index, 0].astype(np.int64)[row], _INT, mask=~kept),
-        "positive_title": pa.array(titles[row], _STR, mask=~kept),
-        "negative_type": pa.array(flat_types[choice], _STR, mask=~kept),
+        "positive_title": pc.if_else(pa.array(kept), titles.take(rows), pa.scalar(None, _STR)),
+        "negative_type": pc.if_else(pa.array(kept), flat_types.take(pa.array(choice)), pa.scalar(None, _STR)),
         "slots": pa.ListArray.from_arrays(pa.array(np.arange(len(pairs) + 1) * candidates, pa.int32()),
                                           pa.array(slots.ravel(), _INT), mask=mask),
-        "dropped": pa.array(dropped, _STR),
+        "dropped": dropped,
         "entity": pa.array(np.r_[entity_index, 0].astype(np.int64)[row], _INT, mask=~has_entity),
     })
-    repeats = mentions.filter(pa.array(repeat)).select(["pair_key", "wiki", "page_id", "sentence_index", "qid"])
     repeats = repeats.rename_columns(["pair_key", "wiki", "page_id", "sentence_index", "positive_qid"])
     repeats = repeats.append_column("dropped", pa.array(["same_entity_twice_in_a_sentence"] * len(repeats), _STR))
     return pa.concat_tables([align(table, PAIRS), align(repeats, PAIRS)])
+
+
+_DROPPED = pa.array([None, "entity_below_link_threshold_or_untyped", "entity_pair_cap", "no_other_entity_of_its_type"],
+                    _STR)
+
+
+def _starts(column: pa.ChunkedArray) -> np.ndarray:
+    """True where a row's value differs from the row before it (and at row 0): a sorted column's group starts."""
+    starts = np.ones(len(column), bool)
+    if len(column) > 1:
+        same = pc.equal(column.slice(1), column.slice(0, len(column) - 1))
+        starts[1:] = ~pc.fill_null(same, False).to_numpy(zero_copy_only=False)
+    return starts
 
 
 # ---------------------------------------------------------------- 5. candidate slots -> entities
@@ -313,10 +328,10 @@ def _sentence_side(batch: pa.Table, buckets: int) -> pa.Table:
     return align(batch.append_column("bucket", hash_buckets(batch, ["wiki", "page_id"], buckets)), WRITE_SIDES)
 
 
-def _with_sentences(table: pa.Table) -> pa.Table:
-    """The pair rows of ``table`` (``sentence`` null) with the text of their sentence row: the rows'
-    positions matched on a 64-bit hash of (wiki, page_id, sentence_index), then the keys compared,
-    so only the pairs' own sentences are copied (an Arrow hash join copies both sides whole)."""
+def _sentence_of_each_pair(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """The pair rows of ``table`` (``sentence`` null) and, for each, the row of its sentence: matched on a
+    64-bit hash of (wiki, page_id, sentence_index), then the keys compared (an Arrow hash join would copy
+    both sides whole; this copies nothing)."""
     keys = ["wiki", "page_id", "sentence_index"]
     is_sentence = table["sentence"].is_valid().to_numpy(zero_copy_only=False)
     pair_rows, sentence_rows = np.flatnonzero(~is_sentence), np.flatnonzero(is_sentence)
@@ -324,27 +339,33 @@ def _with_sentences(table: pa.Table) -> pa.Table:
     found = pc.index_in(pa.array(hashes[pair_rows]), value_set=pa.array(hashes[sentence_rows]))
     if found.null_count:
         raise RuntimeError(f"{found.null_count} entity pairs have no sentence in the sentences set")
-    source = pa.array(sentence_rows[found.to_numpy()])
-    pairs = table.take(pa.array(pair_rows)).drop_columns(["sentence"])
+    source = sentence_rows[found.to_numpy()]
     for key in keys:
-        if not pc.all(pc.fill_null(pc.equal(pairs[key], table[key].take(source)), False), min_count=0).as_py():
+        column = table[key]
+        if not pc.all(pc.fill_null(pc.equal(column.take(pair_rows), column.take(source)), False),
+                      min_count=0).as_py():
             raise RuntimeError(f"two sentence keys share a 64-bit hash in a bucket of {len(table)} rows")
-    return pairs.append_column("sentence", table["sentence"].take(source))
+    return pair_rows, source
 
 
 def _write_buckets(table: pa.Table, out: str) -> pa.Table:
     """Pairs joined to their sentence text; each bucket sorted and written as
-    ``entity_pairs/part-<bucket>.parquet``."""
-    joined = _with_sentences(table)
-    del table
+    ``entity_pairs/part-<bucket>.parquet``. The rows are copied once, in their file's order."""
+    pair_rows, source = _sentence_of_each_pair(table)
+    sort_keys = ["bucket", "wiki", "page_id", "sentence_index", "positive_qid"]
+    order = pc.sort_indices(table.select(sort_keys).take(pair_rows),
+                            sort_keys=[(k, "ascending") for k in sort_keys]).to_numpy()
+    pair_rows, source = pair_rows[order], source[order]
+    bucket_of_row = table["bucket"].take(pair_rows).to_numpy()
     written = []
-    for bucket in sorted(set(joined["bucket"].to_pylist())):
-        rows = joined.filter(pc.equal(joined["bucket"], bucket)).sort_by(
-            [("wiki", "ascending"), ("page_id", "ascending"), ("sentence_index", "ascending"),
-             ("positive_qid", "ascending")])
+    for start, end in value_runs(bucket_of_row):
+        rows = table.drop_columns(["sentence"]).take(pair_rows[start:end])
+        rows = rows.append_column("sentence", table["sentence"].take(source[start:end]))
+        bucket = int(bucket_of_row[start])
         name = f"part-{bucket:05d}.parquet"
         write_table(align(rows, schemas.ENTITY_PAIRS), f"{out}/entity_pairs/{name}")
         written.append({"bucket": bucket, "rows": len(rows), "file": name})
+        del rows
     return _out(written, WRITTEN)
 
 

@@ -23,15 +23,15 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from infra.storage import filesystem
 from ingest import schemas
 from ingest.entity_pairs import sitelink_side
 from ingest.sets import align, hash_buckets, read_dataset, set_files, write_manifest, write_table
-from ingest.shuffle import Shuffle, map_buckets
+from ingest.shuffle import Shuffle, count_bytes, map_buckets, value_runs
 
 _STR, _INT = pa.string(), pa.int64()
 SIDES = pa.schema([pa.field("wiki", _STR), pa.field("title", _STR), pa.field("page_id", _INT),
                    pa.field("qid", _STR), pa.field("text", _STR)])
+INTRO_ROWS = 16_384  # rows per scatter call: a lead section is ~1.5 KB, 100x a link mention
 BUCKETED = pa.schema(list(schemas.INTROS) + [pa.field("bucket", _INT)])
 WRITTEN = pa.schema([pa.field("bucket", _INT), pa.field("rows", _INT), pa.field("linked", _INT),
                      pa.field("file", _STR)])
@@ -57,40 +57,42 @@ def _join(bucket: pa.Table, files: int) -> pa.Table:
 
 
 def _write(bucket: pa.Table, out: str) -> pa.Table:
+    """Each bucket's rows sorted by (wiki, page_id) and written as ``intros/part-<bucket>.parquet``,
+    copied once, in their file's order."""
+    sort_keys = ["bucket", "wiki", "page_id"]
+    order = pc.sort_indices(bucket.select(sort_keys), sort_keys=[(k, "ascending") for k in sort_keys]).to_numpy()
+    bucket_of_row = bucket["bucket"].take(order).to_numpy()
     written = []
-    for b in sorted(set(bucket["bucket"].to_pylist())):
-        rows = bucket.filter(pc.equal(bucket["bucket"], b)).sort_by([("wiki", "ascending"), ("page_id", "ascending")])
+    for start, end in value_runs(bucket_of_row):
+        rows = bucket.take(order[start:end])
+        b = int(bucket_of_row[start])
         name = f"part-{b:05d}.parquet"
         write_table(align(rows, schemas.INTROS), f"{out}/intros/{name}")
         written.append({"bucket": b, "rows": len(rows), "linked": len(rows) - rows["qid"].null_count, "file": name})
+        del rows
     return pa.Table.from_pylist(written, schema=WRITTEN)
 
 
-def _files_for(work_files: list[str], file_bytes: int) -> int:
-    total = 0
-    for path in work_files:
-        fs, local = filesystem(path)
-        total += fs.size(local)
-    return max(1, math.ceil(total / file_bytes))
-
-
 def build_intros(out: str, wikidata_set: str | None, cfg: dict, results: list[dict], common: dict,
-                 shuffle: Shuffle, file_bytes: int = 128 << 20, log=print) -> dict:
+                 shuffle: Shuffle, file_bytes: int = 64 << 20, log=print) -> dict:
     """Write the ``intros`` set under ``out`` from pass 1's ``_work/intros`` (and the
     sitelinks of ``wikidata_set`` in ``cfg["wikis"]``, when given) and its manifest;
     ``results`` are pass 1's Wikipedia shard results (their ``intro_status``
     counts every page), ``common`` the fields every ingest manifest carries."""
     work_files = set_files(f"{out}/_work/intros")
-    files = _files_for(work_files, file_bytes)
     intros = read_dataset(work_files)
+    # files of about file_bytes of rows as Arrow holds them (a writing call holds one file), measured where the
+    # blocks are read: text compresses on disk anywhere from 2x to 10x
+    files = max(1, math.ceil(count_bytes(intros) / file_bytes)) if work_files else 1
     if wikidata_set:
         sides = [intros.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": SIDES}),
                  read_dataset(wikidata_set, columns=["qid", "sitelinks"]).map_batches(
                      _sitelinks, batch_format="pyarrow", fn_kwargs={"wikis": list(cfg["wikis"])})]
-        rows = map_buckets(sides, ["wiki", "title"], _join, shuffle, files=files)
+        rows = map_buckets(sides, ["wiki", "title"], _join, shuffle, _batch_rows=INTRO_ROWS, files=files)
     else:
         rows = intros.map_batches(_bucketed, batch_format="pyarrow", fn_kwargs={"files": files})
-    written = map_buckets(rows, "bucket", _write, shuffle, _by_value=files, out=out).take_all() if work_files else []
+    written = map_buckets(rows, "bucket", _write, shuffle, _by_value=files, _batch_rows=INTRO_ROWS,
+                          out=out).take_all() if work_files else []
     if not written:  # no article at all: still a readable (empty) set
         write_table(schemas.INTROS.empty_table(), f"{out}/intros/part-00000.parquet")
         written = [{"bucket": 0, "rows": 0, "linked": 0, "file": "part-00000.parquet"}]

@@ -3,7 +3,7 @@
 ``map_buckets(ds, key, fn, shuffle)`` calls ``fn`` on every row of each key together, a hash
 bucket of keys per call. It runs in two rounds of tasks, as MapReduce and datatrove do:
 
-1. **scatter** (a Ray Data ``map_batches`` over ``ds``, one call per block): each block's rows
+1. **scatter** (a Ray Data ``map_batches`` over ``ds``, one call per ``SCATTER_ROWS`` rows): each batch's rows
    are sorted by a 64-bit hash of their key (``ingest.sets.row_hashes``) and written to one
    Arrow IPC file in the job's work folder, as ``SLICES`` record batches, one per equal range
    of hashes. The call returns its file's name, rows and Arrow bytes.
@@ -39,7 +39,7 @@ import pyarrow as pa
 from infra.owned import claim, remove_owned
 from infra.storage import filesystem, is_uri, local_path
 
-SCATTER_ROWS = 262_144  # rows per scatter call (and file): a task holds one such batch, whatever the block
+SCATTER_ROWS = 262_144  # rows per scatter call (and file), by default: a task holds one such batch
 READ_ROWS = 65_536  # rows per record batch of a result file: what a task reading it holds at a time
 SLICES = 256  # record batches per scatter file: a reduce reads only the ones its hash range overlaps
 _SHIFT = 56  # a hash's slice: its top 8 bits
@@ -96,6 +96,9 @@ def limit_ray_data(memory_per_cpu: int) -> None:
     ctx.execution_options.resource_limits = ctx.execution_options.resource_limits.copy(
         object_store_memory=int(cpus * memory_per_cpu / 4))
     ctx.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+    # blocks no larger than a quarter of a reduce call's input: a task between a read and a scatter
+    # holds a few of them, whatever the size of the file or the set it reads
+    ctx.target_max_block_size = max(1 << 20, memory_sizes(memory_per_cpu)["bucket_bytes"] // 4)
 
 
 def _write_ipc(table: pa.Table, path: str, batches: list[pa.RecordBatch] | None = None) -> int:
@@ -137,8 +140,10 @@ def _scatter(block: pa.Table, key: list[str], folder: str, shift: int | None = N
     nbytes = _write_ipc(combined, path, batches)
     rows = len(table)
     del block, table, combined, batches
+    peak = _peak_rss_mb()  # since the last call in this worker ended: this block's read, its map and its scatter
     pa.default_memory_pool().release_unused()  # the worker runs the next block: hand freed pages back now
-    return pa.table({"file": [path], "rows": [rows], "bytes": [nbytes]})
+    _reset_peak_rss()
+    return pa.table({"file": [path], "rows": [rows], "bytes": [nbytes], "peak_rss_mb": [peak]})
 
 
 # ---------------------------------------------------------------- reduce
@@ -174,6 +179,7 @@ def _reduce(files: list[str], lo: int, hi: int, out_path: str, fn, kwargs: dict)
     del result
     peak = _peak_rss_mb()
     pa.default_memory_pool().release_unused()  # this worker runs the next task: hand freed pages back now
+    _reset_peak_rss()
     return {"file": out_path, "rows": rows, "in_rows": in_rows, "in_bytes": in_bytes, "peak_rss_mb": peak}
 
 
@@ -199,12 +205,26 @@ def _peak_rss_mb() -> float | None:
     return None
 
 
-def _read_files(batch: pa.Table):
-    """A result file, one record batch (``READ_ROWS`` rows) at a time."""
+def _read_files(batch: pa.Table, max_bytes: int):
+    """Result files as blocks of about ``max_bytes`` (whole record batches of ``READ_ROWS`` rows, a larger
+    one cut): read, not memory-mapped, so a task holds the block it is on, not every page of the file it
+    has passed."""
+    pending, size = [], 0
     for path in batch["path"].to_pylist():
-        reader = _open_ipc(path)
+        fs, local = filesystem(path)
+        reader = pa.ipc.open_file(fs.open(local, "rb") if is_uri(path) else pa.OSFile(local, "rb"))
         for i in range(reader.num_record_batches):
-            yield pa.Table.from_batches([reader.get_batch(i)])
+            record_batch = reader.get_batch(i)
+            step = max(1, record_batch.num_rows * max_bytes // max(1, record_batch.nbytes))
+            for start in range(0, record_batch.num_rows, step):
+                piece = record_batch.slice(start, step)
+                if pending and size + piece.nbytes > max_bytes:
+                    yield pa.Table.from_batches(pending)
+                    pending, size = [], 0
+                pending.append(piece)
+                size += piece.nbytes
+    if pending:
+        yield pa.Table.from_batches(pending)
 
 
 def ipc_dataset(files: list[str]):
@@ -213,8 +233,11 @@ def ipc_dataset(files: list[str]):
 
     if not files:
         return ray.data.from_items([])
+    from ray.data import DataContext
+
     return ray.data.from_items([{"path": f} for f in files], override_num_blocks=len(files)).map_batches(
-        _read_files, batch_format="pyarrow", batch_size=1)
+        _read_files, batch_format="pyarrow", batch_size=1,
+        fn_kwargs={"max_bytes": DataContext.get_current().target_max_block_size})
 
 
 def buckets_for(rows: int, nbytes: int, bucket_bytes: int, bucket_rows: int | None = None) -> int:
@@ -230,12 +253,17 @@ def count_rows(ds) -> int:
     return sum(r["rows"] for r in ds.map_batches(_row_count, batch_format="pyarrow", batch_size=None).take_all())
 
 
+def count_bytes(ds) -> int:
+    """The Arrow bytes of ``ds``'s rows, counted where its blocks are made."""
+    return sum(r["bytes"] for r in ds.map_batches(_row_count, batch_format="pyarrow", batch_size=None).take_all())
+
+
 def _row_count(block: pa.Table) -> pa.Table:
-    return pa.table({"rows": [len(block)]})
+    return pa.table({"rows": [len(block)], "bytes": [block.nbytes]})
 
 
 def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows: int | None = None,
-                _by_value: int | None = None, **kwargs):
+                _by_value: int | None = None, _batch_rows: int = SCATTER_ROWS, **kwargs):
     """``fn(bucket_table, **kwargs) -> pa.Table`` once per hash bucket of ``key``; a Dataset of the results.
 
     ``fn`` sees every row of each of its keys in one pyarrow Table (one call per bucket, not
@@ -245,7 +273,8 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
     read it, so its blocks never pass through Ray's object store (``Dataset.union`` would put
     every block there on its way to the scatter).
     ``_by_value=n``: ``key`` is one integer column with values in ``range(n)`` (an output file's
-    number), and each value is its own bucket: a call holds one file's rows, however the hashes fall."""
+    number), and each value is its own bucket: a call holds one file's rows, however the hashes fall.
+    ``_batch_rows``: rows per scatter call (fewer for wide rows, such as whole lead sections)."""
     import ray
 
     key = [key] if isinstance(key, str) else list(key)
@@ -254,7 +283,7 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
     claim(step, "shuffle")
     shift = 64 - max(1, (_by_value - 1).bit_length()) if _by_value else None
     started = time.perf_counter()
-    sides = [ds.map_batches(_scatter, batch_format="pyarrow", batch_size=SCATTER_ROWS,
+    sides = [ds.map_batches(_scatter, batch_format="pyarrow", batch_size=_batch_rows,
                             fn_kwargs={"key": key, "folder": step, "shift": shift})
              for ds in (ds if isinstance(ds, (list, tuple)) else [ds])]
     scattered = (sides[0].union(*sides[1:]) if len(sides) > 1 else sides[0]).take_all()
@@ -281,9 +310,16 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
                           "largest_bucket_rows": max(r["in_rows"] for r in results),
                           "largest_bucket_bytes": max(r["in_bytes"] for r in results),
                           "largest_call_peak_rss_mb": max((r["peak_rss_mb"] or 0) for r in results),
+                          "largest_scatter_peak_rss_mb": max(((r["peak_rss_mb"] or 0) for r in scattered), default=0),
                           "scatter_s": round(scattered_at - started, 2),
                           "reduce_s": round(time.perf_counter() - scattered_at, 2)})
     return ipc_dataset(out_files)
+
+
+def value_runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """The ``[start, end)`` of each run of equal values in ``values`` (a sorted column's groups)."""
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]]) if len(values) else np.zeros(0, np.int64)
+    return list(zip(starts.tolist(), np.r_[starts[1:], len(values)].tolist()))
 
 
 # ---------------------------------------------------------------- per key, in Python

@@ -44,6 +44,7 @@ and counts every entity line as written or skipped with a reason.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import resource
@@ -54,7 +55,7 @@ import pyarrow as pa
 from infra.storage import filesystem, open_file
 from ingest import duplicates, multistream, schemas, wikidata, wikidata_ranges
 from ingest.sets import read_json as _read_json
-from ingest.sets import file_stamp, write_bytes, write_json, write_table
+from ingest.sets import file_stamp, table_writer, write_bytes, write_json, write_table
 from ingest.wikipedia import LostPages, Page, PageError, decode_xml_bytes, iter_pages_from_file, parse_pages
 from ingest.wikitext import extractor_loops, normalize_title, split_sentences, wikitext_to_text
 
@@ -338,14 +339,23 @@ def process_wikipedia_shard(shard: multistream.WikipediaShard, out: str, cfg: di
 # ---------------------------------------------------------------- Wikidata
 
 
+WIKIDATA_ROWS = 32_768
+
+
 def process_wikidata_range(rng: "wikidata.WikidataRange", out: str, cfg: dict) -> dict:
     selection = wikidata.EntitySelection(
         languages=tuple(cfg["languages"]), wikis=tuple(cfg["wikis"]), properties=tuple(cfg["properties"])
     )
     stats = wikidata.WikidataStats()
-    rows = wikidata.read_range(rng, selection, stats, prefilter=cfg.get("wikidata_prefilter", False))
+    rows = wikidata.iter_range(rng, selection, stats, prefilter=cfg.get("wikidata_prefilter", False))
     name = f"part-{rng.range_id:05d}.parquet"
-    write_table(pa.Table.from_pylist(rows, schema=schemas.WIKIDATA), f"{out}/wikidata/{name}")
+    # a row group per WIKIDATA_ROWS items: a task holds one group's rows, whatever the range (a .json.gz
+    # member is one range however large it is)
+    with table_writer(f"{out}/wikidata/{name}", schemas.WIKIDATA) as writer:
+        batch = list(itertools.islice(rows, WIKIDATA_ROWS))
+        writer.write_table(pa.Table.from_pylist(batch, schema=schemas.WIKIDATA))  # written even when empty
+        while batch := list(itertools.islice(rows, WIKIDATA_ROWS)):
+            writer.write_table(pa.Table.from_pylist(batch, schema=schemas.WIKIDATA))
     return {"source": rng.path, "file": name, "stats": json.dumps(stats.as_dict(), sort_keys=True)}
 
 

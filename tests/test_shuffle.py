@@ -102,3 +102,21 @@ def test_by_value_one_call_per_output_file_and_sides_as_a_list(ray_session, tmp_
     assert sum(c["rows"] for c in calls) == 3100
     assert count_rows(left) == 3000
     shuffle.remove()
+
+
+def test_results_are_read_back_in_blocks_of_bounded_bytes(ray_session, tmp_path):
+    """A reduce's result file is read in blocks of about ``max_bytes`` (Ray Data's ``target_max_block_size``,
+    set from ``--memory-per-cpu``), not a record batch or a file at a time, and ``count_bytes`` sums them."""
+    import numpy as np
+
+    from ingest.shuffle import _read_files, _write_ipc, count_bytes, ipc_dataset, value_runs
+
+    table = pa.table({"n": np.arange(200_000), "text": ["y" * 40] * 200_000})  # ~10 MB, 4 record batches
+    path = str(tmp_path / "result.arrow")
+    _write_ipc(table, path)
+    blocks = list(_read_files(pa.table({"path": [path]}), max_bytes=1 << 20))
+    assert sum(len(b) for b in blocks) == len(table) and pa.concat_tables(blocks).equals(table)
+    assert max(b.nbytes for b in blocks) <= (1 << 20) + 64 and len(blocks) >= 10
+    assert count_bytes(ipc_dataset([path])) == sum(b.nbytes for b in blocks)
+    assert value_runs(np.array([3, 3, 5, 7, 7, 7])) == [(0, 2), (2, 3), (3, 6)]
+    assert value_runs(np.array([], np.int64)) == []

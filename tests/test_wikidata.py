@@ -578,3 +578,23 @@ def test_prefilter_skips_unlinked_items_without_parsing(tmp_path):
     assert [r["qid"] for r in read_range(rng, EntitySelection(), fast, prefilter=True)] == ["Q1"]
     assert strict.skipped == {"no_sitelink": 1, "bad_json": 1}
     assert fast.skipped == {"no_sitelink": 2}  # the broken unlinked line is not parsed
+
+
+def test_a_range_is_written_a_row_group_at_a_time(dump, tmp_path, monkeypatch):
+    """A Wikidata task holds one row group of items, not its whole range: a ``.json.gz`` member is one range,
+    however large. The rows are those of the range, in order, in row groups of ``WIKIDATA_ROWS``."""
+    import pyarrow.parquet as pq
+
+    from ingest import units
+
+    path = dump["paths"]["single.json.gz"]
+    (rng,) = one_range(path, dump["index_dir"])
+    cfg = {"languages": ["en"], "wikis": ["enwiki"], "properties": ["P31"]}
+    monkeypatch.setattr(units, "WIKIDATA_ROWS", 10)
+    result = units.process_wikidata_range(rng, str(tmp_path), cfg)
+    written = pq.ParquetFile(tmp_path / "wikidata" / result["file"])
+    assert [written.metadata.row_group(i).num_rows for i in range(written.metadata.num_row_groups)] == [10] * 5 + [2]
+    want = pa.Table.from_pylist(read_range(rng, EntitySelection(languages=("en",), wikis=("enwiki",),
+                                                                properties=("P31",)), WikidataStats()),
+                                schema=schemas.WIKIDATA)
+    assert written.read().equals(want)
