@@ -136,7 +136,7 @@ def _version(info: dict) -> str:
 
 
 def cache_key(source: Source) -> str:
-    """The name of ``source``'s copy: its URI and content listing, hashed (the same key as before locks)."""
+    """The name of ``source``'s copy: its URI and content listing, hashed."""
     return hashlib.sha256(json.dumps([source.uri, [list(f) for f in source.files]]).encode()).hexdigest()[:32]
 
 

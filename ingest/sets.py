@@ -48,7 +48,7 @@ from infra.storage import filesystem, is_uri, local_path
 from ingest import schemas
 
 MANIFEST = "_manifest.json"  # a set folder's manifest
-LEGACY_MANIFEST = "manifest.json"  # what sets written before 2026-11 hold
+LEGACY_MANIFEST = "manifest.json"  # an older layout's manifest name: read when MANIFEST is absent, never written
 
 # ---------------------------------------------------------------- reading
 

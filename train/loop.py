@@ -64,7 +64,7 @@ from torch import nn
 from infra.storage import retries as storage_retries
 from infra.uris import as_local
 from train.batch import collated_ahead, to_device
-from train.checkpoints import METRICS_FILE, STATE_FILE, checkpoint_metrics, newest_checkpoint, resume_state
+from train.checkpoints import METRICS_FILE, STATE_FILE, checkpoint_metrics, dir_name, newest_checkpoint, resume_state
 from train.config import TrainConfig
 from train.dropout_keys import add_row_keys
 from train.encoder import Encoder
@@ -547,7 +547,7 @@ class Reporter:
 
             from infra.publish import resolve
 
-            target = resolve(publish_folder(staged, f"{self.local_root.rstrip('/')}/step-{step:07d}"))
+            target = resolve(publish_folder(staged, f"{self.local_root.rstrip('/')}/{dir_name(step)}"))
             filesystem, path = arrow_filesystem(target)
             return ray.train.Checkpoint(path=path, filesystem=filesystem)
         seal(staged)
@@ -608,7 +608,7 @@ class Reporter:
 
                 validation = ValidationTaskConfig(fn_kwargs={"step": step, "examples_seen": metrics["examples_seen"]})
             reported = {**metrics, self.pending_score_key: UNSCORED} if validation and self.pending_score_key else metrics
-            ray.train.report(reported, checkpoint=checkpoint, checkpoint_dir_name=f"step-{step:07d}",
+            ray.train.report(reported, checkpoint=checkpoint, checkpoint_dir_name=dir_name(step),
                              validation=validation)
         self.last_metrics = metrics
         meter.reset()

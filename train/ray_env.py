@@ -78,7 +78,7 @@ def check_cluster_resources(cfg: TrainConfig, *, started_here: bool = False, log
         autoscaled = not started_here and cluster_has_autoscaler()
     except RayInternalMissing:
         raise
-    except Exception as e:  # the cluster did not answer: leave the run to Ray, as before this check existed
+    except Exception as e:  # the cluster did not answer: the run goes on, placed by Ray alone
         (log or partial(print, flush=True))(f"[train] warning: cannot tell whether the cluster has an autoscaler "
                                             f"({type(e).__name__}: {e}); its resources are not checked")
         return

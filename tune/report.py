@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from infra.uris import is_uri, put_files
+from train.checkpoints import dir_name
 from train.config import TrainConfig
 from tune.trials import base_values, resolved_trial_config
 
@@ -272,7 +273,7 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
     lines += ["", "![learning curves](learning_curves.png)", "", "![search space](search_space.png)", ""]
     if best is not None:
         trial_dir = folder_path / "trials" / f"train-{best['trial_id']}"
-        checkpoint = trial_dir / f"step-{best['best_step']:07d}"
+        checkpoint = trial_dir / dir_name(best["best_step"])
         cfg_dict = resolved_trial_config(best["config"], private, run_name=f"{settings.name}-best").to_dict()
         cfg_dict["storage_path"] = base.storage_path
         files["best_config"] = str(folder_path / "best_config.yaml")
