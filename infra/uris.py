@@ -30,21 +30,6 @@ def read_text(path: str | os.PathLike, what: str = "file") -> str:
     return fs.cat_file(local).decode()
 
 
-def upload_folder(local: str | os.PathLike, uri: str) -> None:
-    """Publish the local folder ``local`` at ``uri`` whole (``infra.publish.publish_folder``: the copy there
-    stays readable until the new one is complete)."""
-    from infra.publish import publish_folder
-
-    publish_folder(local, uri)
-
-
-def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to a local file (its folder made) or to the object at a URI, whole or not at all."""
-    from infra.publish import write_text_atomic
-
-    write_text_atomic(path, text)
-
-
 def put_files(local: str | os.PathLike, uri: str) -> None:
     """Copy each file of the local folder ``local`` into the folder at ``uri``, beside what is there (an object
     store's PUT makes each object appear whole; nothing there is removed)."""

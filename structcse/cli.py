@@ -24,8 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from infra.publish import publish_folder
 from infra.secrets import redact_text
-from infra.uris import is_uri, local_path, upload_folder
+from infra.uris import is_uri, local_path
 from structcse.configs import training_config
 
 # The papers' configs, shrunk to a tiny randomly initialised BERT and a few
@@ -277,7 +278,7 @@ def demo_to(out: str, seed: int, skip_tune: bool, run=None) -> dict:
         try:
             result = run(staging, seed, skip_tune)
             log(f"uploading {staging} to {redact_text(out)}")
-            upload_folder(staging, out)
+            publish_folder(staging, out)
         finally:
             remove_owned(str(staging), "demo staging folder")
     from infra.publish import resolve

@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.publish import publish_folder
-from infra.uris import is_uri, write_text
+from infra.publish import publish_folder, write_text_atomic
+from infra.uris import is_uri
 from infra.version import code_version
 from train.plan import RunPlan
 
@@ -53,7 +53,7 @@ def finish(plan: RunPlan, result, started: float) -> TrainOutcome:
     }
     from infra.secrets import redact
 
-    write_text(f"{run_dir}/train_summary.json", json.dumps(redact(summary), indent=2, sort_keys=True, default=str))
+    write_text_atomic(f"{run_dir}/train_summary.json", json.dumps(redact(summary), indent=2, sort_keys=True, default=str))
     return TrainOutcome(model_path=final, metrics=metrics, checkpoint_path=_as_uri(plan, chosen.path))
 
 

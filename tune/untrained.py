@@ -53,7 +53,7 @@ def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key:
     them), scored by the search's own evaluation pool (``pool``), so it is the same scorer, data and metric as
     the trials'.
 
-    The model is published (``infra.uris.upload_folder``: whole or not at all) as a checkpoint-shaped folder
+    The model is published (``infra.publish.publish_folder``: whole or not at all) as a checkpoint-shaped folder
     ``where`` (default ``{folder}/untrained_encoder``; a local folder or a URI: the pool's scorers read it as they
     read the trials' checkpoints); its score is kept in ``score.json`` beside it with the :func:`untrained_key`
     it was scored under, so a continued search does not score it again, and a changed dev set, model, seed,
@@ -64,8 +64,7 @@ def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key:
 
     import torch
 
-    from infra.publish import resolve, write_text_atomic
-    from infra.uris import upload_folder
+    from infra.publish import publish_folder, resolve, write_text_atomic
     from train.loop import build_trainee
     from train.saved_models import save_model
 
@@ -86,7 +85,7 @@ def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key:
         trainee = build_trainee(cfg, data_info)
         with tempfile.TemporaryDirectory(prefix="structcse-untrained-") as staging:
             save_model(trainee.encoder, trainee.method, Path(staging) / "model")
-            upload_folder(staging, where)
+            publish_folder(staging, where)
         published = resolve(where)  # a bucket folder published again lives under a version prefix
         if is_uri(published):
             from ray.train import Checkpoint
