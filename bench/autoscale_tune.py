@@ -296,7 +296,7 @@ def prepare_inputs(work: Path, seed: int) -> dict:
     from ingest.pipeline import IngestConfig, run_ingest
     from ingest.sets import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
-    from train.ray_env import ensure_ray
+    from infra.ray_local import ensure_ray
     from train.tiny_bert import build_tiny_bert
 
     world = generate_demo_world(work / "world", seed=seed)

@@ -27,7 +27,7 @@ class EncodingActor:
 
     def __init__(self, model_path: str, batch_size: int = 64, device: str | None = None):
         from eval.models import load_trained
-        from train.logs import quiet_worker
+        from infra.logs import quiet_worker
 
         quiet_worker()
         self.batch_size = batch_size
@@ -62,7 +62,7 @@ def encode_on_actors(model_path: str, texts: list[str], *, actors: int = 1, batc
     """(N, d) float32 ``encode`` of ``texts`` (in their order) by a pool of ``actors`` Ray actors."""
     import ray
 
-    from train.ray_env import ensure_ray
+    from infra.ray_local import ensure_ray
 
     ensure_ray()
     if not texts:

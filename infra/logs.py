@@ -1,4 +1,4 @@
-"""What a run prints (``train.logs`` re-exports this module for the training code): the project's own lines
+"""What a run prints: the project's own lines
 and the warnings that are true, set through each library's own switches (docs/logging.md).
 
 Nothing here replaces ``sys.stdout`` / ``sys.stderr`` or matches text: a run is made quiet by levels

@@ -205,3 +205,23 @@ def _stale_to_local(init_kwargs: dict, stale: tuple[str, str], log) -> dict:
         f"that ended without `ray stop`): starting a local Ray instead. Deleting {path} removes the stale "
         "address (no Ray runs there); RAY_ADDRESS=HOST:PORT joins a cluster explicitly.")
     return {**init_kwargs, "address": "local"}
+
+
+def ensure_ray(log=None, **init_kwargs) -> bool:
+    """``ray.init(**init_kwargs)`` unless Ray is up: a laptop starts a local Ray (after
+    ``local_init_kwargs``, which names other Ray instances on this machine); under
+    `ray job submit` this connects to the cluster.
+    Returns whether this call started (or joined) a local Ray: one machine, no autoscaler."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    from infra.logs import quiet_local_ray
+
+    local = not os.environ.get("RAY_ADDRESS") and init_kwargs.get("address") in (None, "local")
+    if local:
+        quiet_local_ray()  # before the kwargs: a quiet run's ray.init(logging_level=...)
+    # names other Ray instances before a second one starts; the job's runtime environment (job_runtime_env)
+    init_kwargs = local_init_kwargs(init_kwargs, log)
+    ray.init(**init_kwargs)
+    return local

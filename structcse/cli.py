@@ -104,7 +104,7 @@ def demo(out: Path, seed: int, skip_tune: bool) -> dict:
     from score.dev_metrics import DEV_METRICS
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
     from train.methods import get_method
-    from train.ray_env import ensure_ray
+    from infra.ray_local import ensure_ray
     from train.run import run as train_run
     from train.tiny_bert import build_tiny_bert
 
@@ -329,7 +329,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.command in ("aspects", "dsbats"):
         from train.plan import check_hub_reachable
-        from train.ray_env import ensure_ray
+        from infra.ray_local import ensure_ray
 
         try:
             check_hub_reachable(args.model)  # before any set is built: a base that cannot load fails in a second

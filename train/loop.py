@@ -159,7 +159,7 @@ def train_loop_per_worker(config: dict) -> dict:
     import ray.train.torch
 
     # 1. config and world -------------------------------------------------
-    from train.logs import quiet_worker
+    from infra.logs import quiet_worker
 
     quiet_worker()
     inputs: LoopInputs = config["inputs"]

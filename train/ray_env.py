@@ -3,32 +3,10 @@ host checks that keep a local run from stalling."""
 
 from __future__ import annotations
 
-import os
 from functools import partial
 
+from infra.ray_local import ensure_ray
 from train.config import ConfigError, TrainConfig
-
-
-def ensure_ray(log=None, **init_kwargs) -> bool:
-    """``ray.init(**init_kwargs)`` unless Ray is up: a laptop starts a local Ray (after
-    ``infra.ray_local.local_init_kwargs``, which names other Ray instances on this machine); under
-    `ray job submit` this connects to the cluster.
-    Returns whether this call started (or joined) a local Ray: one machine, no autoscaler."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    from infra.ray_local import local_init_kwargs
-
-    from train.logs import quiet_local_ray
-
-    local = not os.environ.get("RAY_ADDRESS") and init_kwargs.get("address") in (None, "local")
-    if local:
-        quiet_local_ray()  # before the kwargs: a quiet run's ray.init(logging_level=...)
-    # names other Ray instances before a second one starts; the job's runtime environment (infra.ray_local)
-    init_kwargs = local_init_kwargs(init_kwargs, log)
-    ray.init(**init_kwargs)
-    return local
 
 
 def ray_for_training(cfg: TrainConfig, log=None) -> None:

@@ -184,7 +184,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         set_pins=plan.set_pins,
     )
     if run_config is None:
-        from train.logs import train_logging_config
+        from infra.logs import train_logging_config
 
         storage_filesystem, storage_path = arrow_filesystem(plan.storage_path)  # the one storage client
         run_config = RunConfig(
@@ -198,7 +198,7 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
             ),
             failure_config=FailureConfig(max_failures=config.max_failures),
             callbacks=list(callbacks) or None,
-            logging_config=train_logging_config(),  # a quiet run (train.logs): no per-report INFO lines
+            logging_config=train_logging_config(),  # a quiet run (infra.logs): no per-report INFO lines
         )
     scaling = {"num_workers": plan.num_workers, "use_gpu": plan.gpus_per_worker > 0}
     if config.elastic:

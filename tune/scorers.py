@@ -49,7 +49,7 @@ class DevScorer:
         self.data = self.metric.read(as_local(dev_data, "data"))
         self.scored = 0
         import score.model  # noqa: F401 - transformers' import (seconds) is paid here, not by the first score
-        from train.logs import quiet_worker
+        from infra.logs import quiet_worker
 
         quiet_worker()
 
