@@ -51,6 +51,7 @@ def minilm_training(epochs: int) -> list[str]:
 
 
 def build_sets(out: Path, companies: int) -> dict:
+    from infra.logs import lines_muted
     from ingest.aspects.offline import aspect_labels_from_wikidata_set
     from ingest.aspects.sparql import fetch_aspect_labels
     from ingest.aspects.triplets import AspectSetConfig, build_aspect_sets
@@ -58,27 +59,28 @@ def build_sets(out: Path, companies: int) -> dict:
     from structcse.demo.aspect_world import generate_aspect_world
     from structcse.demo.rdf import serve_rdf, write_wikidata_rdf
 
-    quiet = lambda *a, **k: None  # noqa: E731
     world = generate_aspect_world(out / "world", seed=0, companies=companies)
     sets = out / "sets"
-    run_ingest(IngestConfig(wikipedia=[world["wikipedia_dump"]], wikidata=[world["wikidata_dump"]], out=str(sets),
-                            seed=0), log=quiet)
+    with lines_muted("ingest"):
+        run_ingest(IngestConfig(wikipedia=[world["wikipedia_dump"]], wikidata=[world["wikidata_dump"]], out=str(sets),
+                                seed=0))
 
     start = time.perf_counter()
     offline = aspect_labels_from_wikidata_set(str(sets / "wikidata"), properties=ASPECTS)
     offline_s = time.perf_counter() - start
-    with serve_rdf(write_wikidata_rdf(out / "world"), out / "oxigraph_store") as url:
+    with serve_rdf(write_wikidata_rdf(out / "world"), out / "oxigraph_store") as url, lines_muted("ingest"):
         start = time.perf_counter()
-        online = fetch_aspect_labels(url, properties=ASPECTS, page_size=50, user_agent="structcse-bench", log=quiet)
+        online = fetch_aspect_labels(url, properties=ASPECTS, page_size=50, user_agent="structcse-bench")
         sparql_s = time.perf_counter() - start
     if not online.equals(offline):
         raise SystemExit("the SPARQL and offline routes gave different aspect label tables")
     entities = len(set(offline["qid"].to_pylist()))
 
     start = time.perf_counter()
-    manifest = build_aspect_sets(offline, str(sets / "intros"), str(out / "aspects"),
-                                 AspectSetConfig(aspects=ASPECTS, seed=0, triplets_per_anchor=1,
-                                                 test_share=TEST_SHARE), log=quiet)
+    with lines_muted("ingest"):
+        manifest = build_aspect_sets(offline, str(sets / "intros"), str(out / "aspects"),
+                                     AspectSetConfig(aspects=ASPECTS, seed=0, triplets_per_anchor=1,
+                                                     test_share=TEST_SHARE))
     sets_s = time.perf_counter() - start
     if manifest["test_entities"] < MIN_TEST_ENTITIES:
         raise SystemExit(f"only {manifest['test_entities']} held-out entities (< {MIN_TEST_ENTITIES}): "
@@ -101,8 +103,8 @@ def run_models(out: Path, base: str, training: list[str], name: str, seed: int) 
                               *[x for o in training for x in ("--set", o)]])
     aspect_sets = out / "aspects"
     start = time.perf_counter()
-    models = aspects.train_models(aspect_sets, args, out / name, print)
-    rows = aspects.score(models, base, aspect_sets / "aspect_docs", ASPECTS, print)
+    models = aspects.train_models(aspect_sets, args, out / name)
+    rows = aspects.score(models, base, aspect_sets / "aspect_docs", ASPECTS)
     print(f"\n== {name} ==\n{aspects.table_markdown(rows, ASPECTS)}\n", flush=True)
     return {"rows": rows, "seconds": round(time.perf_counter() - start, 1)}
 

@@ -67,7 +67,7 @@ from bench.ray_head import free_port, ray_cli, stop_processes  # noqa: E402
 SEARCH_NAME = "autoscale"
 WORKER_TYPE = "cpu_worker"
 
-# The tiny training each trial runs: the demo's settings (structcse.cli.DEMO_TRAINING), shorter.
+# The tiny training each trial runs: the demo's settings (structcse.demo_pipeline.DEMO_TRAINING), shorter.
 TRIAL_TRAINING = [
     "pooling=mean", "epochs=1", "max_steps=30", "lr=5e-4", "warmup_steps=0", "max_len=32",
     "num_workers=1", "cpus_per_worker=1", "checkpoint_every_steps=15", "log_every_steps=15",
@@ -296,14 +296,16 @@ def prepare_inputs(work: Path, seed: int) -> dict:
     from ingest.pipeline import IngestConfig, run_ingest
     from ingest.sets import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
+    from infra.logs import lines_muted
     from infra.ray_local import ensure_ray
     from train.tiny_bert import build_tiny_bert
 
     world = generate_demo_world(work / "world", seed=seed)
-    ensure_ray(log, num_cpus=2, configure_logging=False)
-    run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
-                            out=str(work / "sets"), seed=seed, shard_bytes=1,
-                            entity_link_threshold=ENTITY_LINK_THRESHOLD), log=lambda *a: None)
+    ensure_ray(num_cpus=2, configure_logging=False)
+    with lines_muted("ingest"):
+        run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
+                                out=str(work / "sets"), seed=seed, shard_bytes=1,
+                                entity_link_threshold=ENTITY_LINK_THRESHOLD))
     sentences = read_table(work / "sets" / "sentences", ["sentence"])
     model = build_tiny_bert(sentences["sentence"].to_pylist(), work / "models" / "base", seed=seed)
     inputs = {"data": str(work / "sets"), "model": str(model), "dev_data": str(world.sts_dir)}

@@ -66,17 +66,15 @@ MINILM_TRAINING = ["pooling=mean", "batch_size=64", "lr=2e-5", "max_len=64", "wa
                    "keep_checkpoints=1"]
 
 
-def quiet(*_a, **_k):
-    pass
-
-
 def build(out: Path, workers: int, senses: str = "one", holdout: str = "lines") -> dict:
+    from infra.logs import lines_muted
     from ingest.dsbats.job import DsbatsConfig, build_dsbats
     from ingest.dsbats.senses import SenseConfig
 
     cfg = DsbatsConfig(senses=SenseConfig(senses=senses), workers=workers, holdout=holdout)
     started = time.perf_counter()
-    result = build_dsbats(str(SHARED / "bats"), {"kind": "wordnet", "folder": WORDNET}, str(out), cfg, log=quiet)
+    with lines_muted("ingest"):
+        result = build_dsbats(str(SHARED / "bats"), {"kind": "wordnet", "folder": WORDNET}, str(out), cfg)
     result["wall_seconds"] = time.perf_counter() - started
     return result
 
@@ -144,15 +142,15 @@ def models(sets: Path, out: Path, steps: int, mrpc_limit: int, negatives: str, r
                                   *[x for o in overrides for x in ("--set", o)]])
 
     check_eval_data(arguments(None, True))
-    rows = {"before": score("all-MiniLM-L6-v2", base, sets, arguments(None, True), print)}
+    rows = {"before": score("all-MiniLM-L6-v2", base, sets, arguments(None, True))}
     train_seconds = {}
     for n, reading in enumerate(readings):
         args = arguments(reading, n == 0)
         started = time.perf_counter()
-        trained = train_model(sets, args, out / reading, print)
+        trained = train_model(sets, args, out / reading)
         train_seconds[reading] = round(time.perf_counter() - started, 1)
         rows[f"after_{reading}"] = score(f"all-MiniLM-L6-v2 + DSBATS4CL (p- = {reading} reversed)", trained, sets,
-                                         args, print)
+                                         args)
     pick = lambda key: {name: row[key] for name, row in rows.items() if row.get(key) is not None}  # noqa: E731
     per_category = {c: {name: round(row["srsd_per_cluster"][c]["accuracy"], 4) for name, row in rows.items()}
                     for c in rows["before"]["srsd_per_cluster"]}

@@ -71,8 +71,11 @@ def prepare(out: Path) -> tuple[str, str]:
 
     world = generate_demo_world(out / "world", seed=0)
     ray.init(address="local", num_cpus=2, configure_logging=False, include_dashboard=False)
-    run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], out=str(out / "sets"),
-                            entity_link_threshold=ENTITY_LINK_THRESHOLD), log=lambda *_: None)
+    from infra.logs import lines_muted
+
+    with lines_muted("ingest"):
+        run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], out=str(out / "sets"),
+                                entity_link_threshold=ENTITY_LINK_THRESHOLD))
     ray.shutdown()
     sentences = read_table(out / "sets" / "sentences", ["sentence"])["sentence"].to_pylist()
     return str(out / "sets"), str(build_tiny_bert(sentences, out / "base"))

@@ -134,10 +134,12 @@ def corrupt_wikidata(lines: list[bytes], kind: str, rng: random.Random, work: Pa
 
 
 def ingest(cfg_kwargs: dict, out: Path) -> tuple[dict | None, str | None]:
+    from infra.logs import lines_muted
     from ingest.pipeline import IngestConfig, run_ingest
 
     try:
-        return run_ingest(IngestConfig(out=str(out), **cfg_kwargs), log=lambda *a: None), None
+        with lines_muted("ingest"):
+            return run_ingest(IngestConfig(out=str(out), **cfg_kwargs)), None
     except Exception as e:  # noqa: BLE001 — a crash is a figure here, not the end of the benchmark
         return None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
 

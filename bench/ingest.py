@@ -577,9 +577,12 @@ def check_pass1(out: Path) -> dict:
     world = generate_demo_world(out / "world", seed=0)
 
     def ingest(folder: Path, pass1: str) -> dict:
-        return run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
-                                       out=str(folder), shard_bytes=1, pass1=pass1,
-                                       entity_link_threshold=ENTITY_LINK_THRESHOLD), log=lambda *a: None)
+        from infra.logs import lines_muted
+
+        with lines_muted("ingest"):
+            return run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
+                                           out=str(folder), shard_bytes=1, pass1=pass1,
+                                           entity_link_threshold=ENTITY_LINK_THRESHOLD))
 
     def every_parquet(root: Path) -> dict:  # the sets and pass 1's work files (mentions, redirects)
         return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.parquet"))}

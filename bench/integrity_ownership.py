@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.integrity import BUCKET, cli, prepare, refusal, say, train_args  # noqa: E402
+from bench.harness import BUCKET, cli, prepare, refusal, say, train_args  # noqa: E402
 
 ROOT_BUCKET = "structcse-user-bucket"  # a bucket holding only the user's objects: its root is the target
 PARTS = ["foreign_out", "two_writers", "reader_during_replace"]

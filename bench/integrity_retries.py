@@ -30,7 +30,7 @@ sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from bench.integrity import prepare, say, timed_cli, train_args  # noqa: E402
+from bench.harness import prepare, say, timed_cli, train_args  # noqa: E402
 from tests.silent_endpoint import SilentEndpoint  # noqa: E402
 
 ATTEMPTS = 3

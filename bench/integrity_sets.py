@@ -36,7 +36,7 @@ os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from bench.integrity import prepare, say, timed_cli, train_args  # noqa: E402
+from bench.harness import prepare, say, timed_cli, train_args  # noqa: E402
 
 READ_LOG_ENV = "STRUCTCSE_BENCH_READ_LOG"
 HOOK = '''import os

@@ -1,5 +1,5 @@
 """Resume and checkpoint selection, the way users run them: real ``python -m train`` processes on the demo
-world's sets and a tiny BERT (``bench/integrity.py``'s ``prepare``), a local run folder and a bucket one.
+world's sets and a tiny BERT (``bench/harness.py``'s ``prepare``), a local run folder and a bucket one.
 
     from bench.integrity_train import bench_selection_and_resume
     bench_selection_and_resume(workdir, "s3://BUCKET/selection")   # the bucket's endpoint in the environment
@@ -121,12 +121,12 @@ def mistyped(setting: dict, storage: str) -> dict:
 
 
 def bench_selection_and_resume(workdir, bucket_uri: str, setting: dict | None = None) -> dict:
-    """``local_mode_resume`` and ``selection`` (the module's docstring); ``setting``: ``bench.integrity.prepare``'s
+    """``local_mode_resume`` and ``selection`` (the module's docstring); ``setting``: ``bench.harness.prepare``'s
     (made under ``workdir``'s parent when not given, where ``bench/integrity.py`` keeps its own)."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     if setting is None:
-        from bench.integrity import prepare
+        from bench.harness import prepare
 
         setting = prepare(workdir.parent)
     local, bucket = str(workdir / "runs"), bucket_uri.rstrip("/")

@@ -107,10 +107,12 @@ def minilm_path() -> str:
 
 
 def ingest(snli_dir: Path, out: Path) -> dict:
+    from infra.logs import lines_muted
     from ingest.pairs import PairIngestConfig, PairSource, run_pair_ingest
 
-    manifest = run_pair_ingest(PairIngestConfig(sources=[PairSource("senteval", str(snli_dir), split="dev")],
-                                                out=str(out)), log=lambda *_: None)
+    with lines_muted("ingest"):
+        manifest = run_pair_ingest(PairIngestConfig(sources=[PairSource("senteval", str(snli_dir), split="dev")],
+                                                    out=str(out)))
     sets = manifest["sets"]
     log(f"[pairs] {sets['nli_triplets']['rows']} nli_triplets, {sets['relation_triples']['rows']} relation_triples "
         f"{sets['relation_triples']['relations']} from {snli_dir} dev")

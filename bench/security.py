@@ -38,6 +38,7 @@ from tests.test_security import SECRETS, files_holding  # noqa: E402  (the suite
 def run_everything(work: Path) -> None:
     """ingest, a training run, an evaluation and a one-trial search, all writing under ``work``."""
     from eval.cli import main as eval_main
+    from infra.logs import lines_muted
     from ingest.pipeline import IngestConfig, run_ingest
     from ingest.sets import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
@@ -47,9 +48,9 @@ def run_everything(work: Path) -> None:
     from tune.search import TuneSettings, run_search
 
     world = generate_demo_world(work / "world", seed=0)
-    run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
-                            out=str(work / "sets"), shard_bytes=1, entity_link_threshold=ENTITY_LINK_THRESHOLD),
-               log=lambda *a: None)
+    with lines_muted("ingest"):
+        run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
+                                out=str(work / "sets"), shard_bytes=1, entity_link_threshold=ENTITY_LINK_THRESHOLD))
     sentences = read_table(work / "sets" / "sentences", ["sentence"])["sentence"].to_pylist()
     model = build_tiny_bert(sentences, work / "tiny_bert")
     base = {"method": "simcse_unsup", "model": str(model), "data": str(work / "sets"), "pooling": "mean",
@@ -62,7 +63,8 @@ def run_everything(work: Path) -> None:
         raise RuntimeError(f"python -m eval --task sts exited {code}")
     settings = TuneSettings(search_space={"lr": {"choice": [3e-4]}}, searcher="grid", max_concurrent_trials=1,
                             scheduler="fifo", name="secret-search", storage_path=str(work / "runs"))
-    run_search(TrainConfig.from_dict(base), settings, log=lambda *a: None)
+    with lines_muted("tune", "train"):
+        run_search(TrainConfig.from_dict(base), settings)
 
 
 def main(argv=None) -> int:

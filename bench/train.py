@@ -117,10 +117,11 @@ def build_pairs(snli_dir: Path | None, out: Path) -> tuple[Path, list[tuple[str,
         split = "dev"
     sets = out / "sets"
     if not (sets / "nli_triplets").is_dir():
-        run_pair_ingest(
-            PairIngestConfig(sources=[PairSource("senteval", str(snli_dir), split=split)], out=str(sets)),
-            log=lambda *a: None,
-        )
+        from infra.logs import lines_muted
+
+        with lines_muted("ingest"):
+            run_pair_ingest(PairIngestConfig(sources=[PairSource("senteval", str(snli_dir), split=split)],
+                                             out=str(sets)))
     table = read_table(sets / "nli_triplets", ["premise", "entailment"])
     return sets, list(zip(table["premise"].to_pylist(), table["entailment"].to_pylist()))
 

@@ -48,15 +48,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def prepare(work: Path):
+    from infra.logs import lines_muted
     from ingest.pipeline import IngestConfig, run_ingest
     from ingest.sets import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
     from train.tiny_bert import build_tiny_bert
 
     world = generate_demo_world(work / "world", seed=0)
-    run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
-                            out=str(work / "sets"), shard_bytes=1, entity_link_threshold=ENTITY_LINK_THRESHOLD),
-               log=lambda *a: None)
+    with lines_muted("ingest"):
+        run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
+                                out=str(work / "sets"), shard_bytes=1, entity_link_threshold=ENTITY_LINK_THRESHOLD))
     sentences = read_table(work / "sets" / "sentences", ["sentence"])["sentence"].to_pylist()
     return world, build_tiny_bert(sentences, work / "tiny_bert")
 
@@ -117,6 +118,7 @@ SEARCH_LRS = [3e-5, 1e-4, 3e-4, 1e-3, 3e-3]
 
 
 def search(work, world, model, steps, scheduler: str) -> dict:
+    from infra.logs import lines_muted
     from tune.search import TuneSettings, run_search
 
     base = base_config(work, world, model, steps)
@@ -125,7 +127,8 @@ def search(work, world, model, steps, scheduler: str) -> dict:
                             searcher="grid", scheduler=scheduler, reduction_factor=3, max_concurrent_trials=2,
                             report_every_examples=128, name=f"bench-{scheduler}", storage_path=str(work / "runs"))
     started = time.time()
-    outcome = run_search(base, settings, log=lambda *a: None)
+    with lines_muted("tune", "train"):
+        outcome = run_search(base, settings)
     result = {"best": outcome.best_metrics.get("dev_spearman"), "examples": sum(r["examples_seen"] for r in outcome.trials),
               "trials": len(outcome.trials), "wall_s": round(time.time() - started, 1),
               "base_config": base_config_line(outcome)}
@@ -210,6 +213,7 @@ def asha_equal_data(work, world, model) -> dict:
 
     import yaml
 
+    from infra.logs import lines_muted
     from score.dev_metrics import DEV_METRICS
     from train.config import ConfigError, TrainConfig
     from train.saved_models import score_model_dir
@@ -223,7 +227,8 @@ def asha_equal_data(work, world, model) -> dict:
                             searcher="grid", max_concurrent_trials=2, reduction_factor=2, grace_period=256,
                             name="asha-equal-data", storage_path=str(work / "runs"))
     started = time.time()
-    outcome = run_search(base, settings, log=lambda *a: None)
+    with lines_muted("tune", "train"):
+        outcome = run_search(base, settings)
     wall_s = round(time.time() - started, 1)
     checks = {}
     rows = {(r["values"]["lr"], r["values"]["batch_size"]): r for r in outcome.trials}
@@ -274,7 +279,8 @@ def asha_equal_data(work, world, model) -> dict:
                                   ("another_search_in_its_folder_refused", base.with_overrides(["seed=7"]),
                                    "another base config")):
         try:
-            run_search(config, settings, log=lambda *a: None)
+            with lines_muted("tune", "train"):
+                run_search(config, settings)
             checks[name] = False
         except ConfigError as e:
             checks[name] = message in str(e)

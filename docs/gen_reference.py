@@ -12,7 +12,7 @@ What it writes:
   source (``os.environ.get``, ``os.environ[...]``, ``os.getenv``, ``... in os.environ``, and every
   ``STRUCTCSE_*`` name), with the modules that read it;
 * the table of each evaluation task's default data and split inside ``docs/evaluate.md`` (between the
-  ``BEGIN generated`` / ``END generated`` comments), from ``eval/tasks.py`` and ``infra.hub_data``.
+  ``BEGIN generated`` / ``END generated`` comments), from ``eval/tasks.py`` (its ``DEFAULT_DATA``) and ``infra.hub_data``.
 
 The sources are read as text (``ast``), so nothing heavy is imported: no torch, no Ray. A key, a variable
 or a task the code has and this file cannot describe is an error that names it (``Undocumented``), and
@@ -485,11 +485,13 @@ def _hub_data():
 
 def eval_table() -> str:
     hub = _hub_data()
+    from eval.tasks import DEFAULT_DATA as default_data  # (light: the tasks' modules import no torch)
+
     lines = ["| task | default data (no `--data`) | default split | other splits | model loaded as |",
              "|---|---|---|---|---|"]
     notes = []
     for t in eval_tasks():
-        data = hub.DEFAULT_DATA.get(t.name)
+        data = default_data.get(t.name)
         if data:
             names = data.split(",")
             shown = []

@@ -5,6 +5,7 @@
 Importing this package is cheap; torch and sentence-transformers load on use.
 """
 
+import infra.logs  # noqa: F401  (its import gives the project's loggers their handler: infra.logs.project_lines)
 from eval.models import load_encoder
 from eval.sts import StsPairs, evaluate_sts, read_sts
 

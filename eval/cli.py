@@ -11,9 +11,10 @@ aspect_retrieval: ``P@k``, ``R@k``, ``MRR@k`` and ``per_aspect``; srsd:
 Task names may be written with ``-`` for ``_`` (``aspect-retrieval``); the
 default split is ``dev`` (sts_all: ``test``, the papers' table; mrpc: ``test``, train -> test, the papers'
 protocol), or the task's only split when it has no dev split. Without ``--data`` a task reads its public datasets from the Hugging Face Hub by name
-(``infra.hub_data.DEFAULT_DATA``; docs/data.md).
+(``eval.tasks.DEFAULT_DATA``; docs/data.md).
 Task options (``--tune-data``, ``--tune-split``, ``--plots``, ``--limit``,
-``--weights``) are accepted only by the tasks that use them.
+``--weights``) are accepted only by the tasks that use them. The evaluation itself is ``eval.run.evaluate``,
+the function ``structcse.evaluate`` calls too.
 User errors (bad arguments, missing data or model) exit with code 2 and a
 one-line message on stderr, without a traceback.
 """
@@ -24,12 +25,11 @@ import argparse
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 
-from eval.tasks import TASKS, default_data, get_task
+from eval.run import evaluate
+from eval.tasks import TASKS
 from infra.storage import retries_reported
-from infra.uris import as_local
 
 USAGE_ERROR = 2
 
@@ -72,7 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="read at most this many tokens of a text (default: the model's own limit; a folder "
                              "saved before 0.14 states its training max_len there: pass 512 to read whole texts)")
     parser.add_argument("--output", default=None, help="also write the JSON result to this file")
-    task_options = parser.add_argument_group("task options")
+    _add_task_options(parser.add_argument_group("task options"))
+    from infra.logs import add_verbose_flag
+
+    add_verbose_flag(parser)
+    return parser
+
+
+def _add_task_options(task_options) -> None:
+    """The options only some tasks take (``TASK_OPTIONS``; ``eval.run.resolve`` refuses the others)."""
     task_options.add_argument("--tune-data", default=None,
                               help="nli: folder whose --tune-split tunes the threshold (default: --data; "
                                    "SICK has no dev split: give a SentEval SNLI folder)")
@@ -98,10 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
     task_options.add_argument("--representation", default=None, choices=("offset", "concat_mlp"),
                               help="srsd: the pair representation (default: the model's own; offset for any model "
                                    "without DSBATS heads)")
-    from infra.logs import add_verbose_flag
-
-    add_verbose_flag(parser)
-    return parser
 
 
 TASK_OPTIONS = ("tune_data", "tune_split", "plots", "limit", "weights", "representation", "actors", "sick_protocol",
@@ -140,71 +144,27 @@ def main(argv: list[str] | None = None) -> int:
         return report_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    task = get_task(args.task)
-    if args.data is None:  # the task's public datasets, by name (infra.hub_data)
-        args.data = default_data(task.name)
-        if args.data is None:
-            return usage_error(f"task {task.name} needs --data FOLDER (it has no public dataset by name; "
-                               "see docs/data.md)")
-    if args.split is None:
-        args.split = task.default_split or ("dev" if "dev" in task.splits else task.splits[0])
-    if args.split not in task.splits:
-        return usage_error(f"task {task.name} has no split {args.split!r}; choose from {', '.join(task.splits)}")
-    options = {name: getattr(args, name) for name in TASK_OPTIONS if getattr(args, name) is not None}
-    unused = [name for name in options if name not in task.options]
-    if unused:
-        flags = ", ".join("--" + name.replace("_", "-") for name in unused)
-        return usage_error(f"{flags} does not apply to task {task.name}"
-                           + (f" (it takes {', '.join('--' + o.replace('_', '-') for o in task.options)})"
-                              if task.options else ""))
+    options = {name: getattr(args, name) for name in TASK_OPTIONS}
+    from infra.preflight import first_line
     from infra.publish import IncompleteError
-    from infra.storage import StorageError, check_storage
+    from infra.storage import StorageError
 
-    try:  # a bucket that does not exist, an endpoint that does not answer: one line, in seconds
-        check_storage(args.data, "--data")
-        check_storage(args.model, "--model")
-    except StorageError as error:
-        return usage_error(str(error))
-    try:
-        args.data = as_local(args.data, "data")  # a data folder in a bucket: its local copy, made once
-        if options.get("tune_data"):
-            options["tune_data"] = as_local(options["tune_data"], "data")
-        task.check_data(args.data, args.split, **options)
-    except (FileNotFoundError, ValueError, IncompleteError) as error:
-        return usage_error(str(error))
-
-    from eval.models import check_model
+    from infra.logs import lines_on_stderr
 
     try:
-        check_model(args.model)  # before torch: an uncached hub name offline is one line at once, not 75 s of retries
-    except (FileNotFoundError, IncompleteError) as error:
+        with lines_on_stderr():  # the tasks' own lines: stdout is the result
+            result = evaluate(args.model, args.task, args.data, args.split, batch_size=args.batch_size,
+                              device=args.device, max_seq_length=args.max_seq_length, cli=True, **options)
+    except (ValueError, FileNotFoundError, IncompleteError, StorageError) as error:
         return usage_error(str(error))
-    from eval.models import load_encoder, load_trained
-
-    started = time.perf_counter()
-    try:
-        if task.model_kind == "trained":
-            model = load_trained(args.model, device=args.device, max_seq_length=args.max_seq_length)
-        else:
-            model = load_encoder(args.model, device=args.device)
-            if args.max_seq_length is not None:
-                model.max_seq_length = args.max_seq_length
-    except OSError as error:  # FileNotFoundError; the hub's errors (no such repo, gated, ...), multi-line
-        from infra.preflight import first_line
-
+    except OSError as error:  # the hub's errors while loading (no such repo, gated, ...), multi-line
         return usage_error(first_line(error))
-    if task.requires and not model.has(task.requires):
-        return usage_error(f"task {task.name} needs a model whose method has {task.requires}; {args.model} is "
-                           + (f"a {model.method_name} model" if model.method_name else "a plain encoder (no heads)"))
-    from score.model import MethodMismatchError
+    except TypeError as error:
+        from score.model import MethodMismatchError  # (imports torch: only a loaded model raises it)
 
-    try:
-        outcome = task.run(model, args.data, args.split, batch_size=args.batch_size, **options)
-    except (ValueError, FileNotFoundError, MethodMismatchError) as error:  # e.g. a hub copy without that split
+        if not isinstance(error, MethodMismatchError):
+            raise
         return usage_error(str(error))
-    from infra.secrets import redact
-
-    result = redact({"model": args.model, **outcome, "total_seconds": round(time.perf_counter() - started, 2)})
 
     if args.output:
         output = Path(args.output)
@@ -218,9 +178,11 @@ def main(argv: list[str] | None = None) -> int:
 def report_main(argv: list[str]) -> int:
     """``python -m eval report ...``: the report (markdown path first, then one JSON line), or a usage error."""
     from eval.scoreboard import run_report
+    from infra.logs import lines_on_stderr
 
     try:
-        md_path, json_path, charts, rows = run_report(argv, log=lambda m: print(m, file=sys.stderr, flush=True))
+        with lines_on_stderr():  # its progress lines: stdout is the report
+            md_path, json_path, charts, rows = run_report(argv)
     except (FileNotFoundError, ValueError) as error:
         return usage_error(str(error))
     print(md_path.read_text(encoding="utf-8"))

@@ -49,12 +49,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import time
 from pathlib import Path
 
 from eval.published import PUBLISHED, STS_KEYS
-from infra.hub_data import DEFAULT_DATA
+from eval.tasks import DEFAULT_DATA
 
+log = logging.getLogger(__name__)
 MAIN_COLUMNS = [*((k, k) for k in STS_KEYS), ("sts_avg", "STS avg"), ("mrpc_accuracy", "MRPC acc"),
                 ("mrpc_f1", "MRPC F1"), ("stc_accuracy", "STC acc")]
 
@@ -195,7 +197,7 @@ def _mrpc_split(folder: str) -> str:
     return "test" if (Path(folder) / SPLIT_FILES["test"]).is_file() else "train"
 
 
-def score_model(entry: dict, args, log=print) -> tuple[dict, dict]:
+def score_model(entry: dict, args) -> tuple[dict, dict]:
     """(the row of the main table, ``{task: full result}``) for one model."""
     from eval.models import load_trained
     from eval.tasks import get_task
@@ -211,7 +213,7 @@ def score_model(entry: dict, args, log=print) -> tuple[dict, dict]:
         t = get_task(task)
         target = model if t.model_kind == "trained" else model.encoder
         results[task] = t.run(target, data, split, batch_size=args.batch_size, **limit, **options)
-        log(f"[report] {entry['label']}: {task} in {time.perf_counter() - started:.1f} s")
+        log.info(f"[report] {entry['label']}: {task} in {time.perf_counter() - started:.1f} s")
         return results[task]
 
     if args.sts:
@@ -261,7 +263,7 @@ TASK_SIMILARITY = {
 }
 
 
-def score_base_on_method_tasks(base: dict, methods: list[str], method_results: dict, args, log=print) -> dict:
+def score_base_on_method_tasks(base: dict, methods: list[str], method_results: dict, args) -> dict:
     """``{task: result}`` of the untrained base on the own tasks of ``methods`` (those whose data is given):
     the paper's baseline way for a plain encoder (``BASE_AS``). ``method_results``: ``{task: a result of a
     model of the method}`` (RSE's relation names)."""
@@ -284,7 +286,7 @@ def score_base_on_method_tasks(base: dict, methods: list[str], method_results: d
         else:
             target = model if t.model_kind == "trained" else model.encoder
         results[task] = t.run(target, data[flag], "test", batch_size=args.batch_size, **limit)
-        log(f"[report] {base['label']} (base): {task} in {time.perf_counter() - started:.1f} s")
+        log.info(f"[report] {base['label']} (base): {task} in {time.perf_counter() - started:.1f} s")
     return results
 
 
@@ -516,7 +518,7 @@ def write(args, entries: list[dict], rows: list[dict], all_results: list[dict],
     return md_path, json_path, charts, below
 
 
-def run_report(argv: list[str], log=print) -> tuple[Path, Path, list[Path], list[dict]]:
+def run_report(argv: list[str]) -> tuple[Path, Path, list[Path], list[dict]]:
     """Score and write (``argv`` as on the command line); a user error is a ``ValueError`` /
     ``FileNotFoundError`` naming the model or folder. Returns (markdown, JSON, charts, rows). The last line
     logged says which models are not above the untrained base."""
@@ -530,7 +532,7 @@ def run_report(argv: list[str], log=print) -> tuple[Path, Path, list[Path], list
     rows, all_results = [], []
     for entry in entries:
         try:
-            row, results = score_model(entry, args, log=log)
+            row, results = score_model(entry, args)
         except (FileNotFoundError, ValueError) as error:
             raise type(error)(f"{entry['label']}: {error}") from None
         rows.append(row)
@@ -540,10 +542,10 @@ def run_report(argv: list[str], log=print) -> tuple[Path, Path, list[Path], list
         methods = [r["method"] for r in rows if r["model"] != base["label"]]
         done = {task: result for results in all_results for task, result in results.items()}
         try:
-            base_results = score_base_on_method_tasks(base, list(dict.fromkeys(methods)), done, args, log=log)
+            base_results = score_base_on_method_tasks(base, list(dict.fromkeys(methods)), done, args)
         except (FileNotFoundError, ValueError) as error:
             raise type(error)(f"{base['label']} (base): {error}") from None
     md_path, json_path, charts, below = write(args, entries, rows, all_results, base_results)
     if base is not None:
-        log(f"[report] {below_base_line(below, base['label'])}")
+        log.info(f"[report] {below_base_line(below, base['label'])}")
     return md_path, json_path, charts, rows

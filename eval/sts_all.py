@@ -189,32 +189,8 @@ def evaluate_sts_all(model, data: str | Path, split: str = "test", *, batch_size
         fill_cache(model, sentences, actors=actors, batch_size=batch_size)
     model.encode(sentences, batch_size)
     name = model.similarity_name
-    out_sets = {}
-    for set_name, pairs in sets.items():
-        predicted = np.asarray(model.similarity(pairs.sentences1, pairs.sentences2, batch_size), dtype=np.float64)
-        gold = np.asarray(pairs.scores, dtype=np.float64)
-        entry = {"spearman": spearman(predicted, gold), "n_pairs": len(pairs), "skipped": pairs.skipped,
-                 "bad_rows": pairs.bad_rows, "files": pairs.files, "protocol": _set_protocol(set_name, split,
-                                                                                             sick_protocol)}
-        if set_name == "SICK-R" and limit is None:
-            rows, whole = len(pairs) + pairs.skipped, _sick_pairs(sick_protocol, split)
-            if rows != whole:
-                entry["note"] = (f"{rows:,} pairs read, where {whole:,} were expected"
-                                 + (" (the original SICK.txt lacks some of SemEval's pairs)"
-                                    if any(Path(f).name in SICK_ORIGINAL_FILES for f in pairs.files) else ""))
-                log.warning("sts_all: SICK-R: %s", entry["note"])
-        if name != "cosine":
-            cosine = np.asarray(model.cosine(pairs.sentences1, pairs.sentences2, batch_size), dtype=np.float64)
-            entry["cosine"] = spearman(cosine, gold)
-        subset = np.asarray(pairs.subset)
-        masks = {s: subset == s for s in sorted(set(pairs.subset) - {""})}
-        masks = {s: m for s, m in masks.items() if m.sum() > 1}
-        if masks:
-            per = {s: spearman(predicted[m], gold[m]) for s, m in masks.items()}
-            sizes = {s: int(m.sum()) for s, m in masks.items()}
-            entry["subsets"] = {**per, "mean": float(np.mean(list(per.values()))),
-                                "wmean": float(sum(per[s] * sizes[s] for s in per) / sum(sizes.values()))}
-        out_sets[set_name] = entry
+    out_sets = {set_name: _score_set(model, set_name, pairs, split, sick_protocol, limit, batch_size)
+                for set_name, pairs in sets.items()}
     result = {"task": "sts_all", "split": split, "data": str(Path(data).expanduser()) if data else
               ",".join(p.files[0] for p in sets.values()), "similarity": name,
               "method": model.method_name, "sick_protocol": sick_protocol,
@@ -229,6 +205,36 @@ def evaluate_sts_all(model, data: str | Path, split: str = "test", *, batch_size
         log.info("sts_all: scored %s; not found under %s: %s", ", ".join(out_sets), data,
                     ", ".join(result["missing"]))
     return result
+
+
+def _score_set(model, set_name: str, pairs, split: str, sick_protocol: str, limit: int | None,
+               batch_size: int) -> dict:
+    """One set's Spearman with the model's own score (and cosine's, when that is another), per subset where
+    the set has them, and a note when SICK-R has fewer pairs than its protocol."""
+    predicted = np.asarray(model.similarity(pairs.sentences1, pairs.sentences2, batch_size), dtype=np.float64)
+    gold = np.asarray(pairs.scores, dtype=np.float64)
+    entry = {"spearman": spearman(predicted, gold), "n_pairs": len(pairs), "skipped": pairs.skipped,
+             "bad_rows": pairs.bad_rows, "files": pairs.files, "protocol": _set_protocol(set_name, split,
+                                                                                         sick_protocol)}
+    if set_name == "SICK-R" and limit is None:
+        rows, whole = len(pairs) + pairs.skipped, _sick_pairs(sick_protocol, split)
+        if rows != whole:
+            entry["note"] = (f"{rows:,} pairs read, where {whole:,} were expected"
+                             + (" (the original SICK.txt lacks some of SemEval's pairs)"
+                                if any(Path(f).name in SICK_ORIGINAL_FILES for f in pairs.files) else ""))
+            log.warning("sts_all: SICK-R: %s", entry["note"])
+    if model.similarity_name != "cosine":
+        cosine = np.asarray(model.cosine(pairs.sentences1, pairs.sentences2, batch_size), dtype=np.float64)
+        entry["cosine"] = spearman(cosine, gold)
+    subset = np.asarray(pairs.subset)
+    masks = {s: subset == s for s in sorted(set(pairs.subset) - {""})}
+    masks = {s: m for s, m in masks.items() if m.sum() > 1}
+    if masks:
+        per = {s: spearman(predicted[m], gold[m]) for s, m in masks.items()}
+        sizes = {s: int(m.sum()) for s, m in masks.items()}
+        entry["subsets"] = {**per, "mean": float(np.mean(list(per.values()))),
+                            "wmean": float(sum(per[s] * sizes[s] for s in per) / sum(sizes.values()))}
+    return entry
 
 
 def _sick_pairs(sick_protocol: str, split: str) -> int:

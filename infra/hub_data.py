@@ -2,7 +2,7 @@
 
 A task's ``--data`` is one of:
 
-* nothing: the task's public datasets (``DEFAULT_DATA``), e.g. MTEB's seven STS sets for ``sts_all``;
+* nothing: the task's public datasets (``eval.tasks.DEFAULT_DATA``), e.g. MTEB's seven STS sets for ``sts_all``;
 * a hub dataset name, ``owner/name`` (``mteb/stsbenchmark-sts``, ``stanfordnlp/snli``, ``RobZamp/sick``);
 * a local folder in SentEval's layout (read by ``score.sts_data``, ``score.sts_sets``, ``score.nli_data``,
   ``eval.mrpc`` as before), or holding a hub dataset's own files: ``Dataset``/``DatasetDict.save_to_disk``
@@ -65,16 +65,6 @@ SICK = HubDataset("RobZamp/sick")  # SICK with its SemEval-2014 splits, relatedn
 MRPC = HubDataset("nyu-mll/glue", config="mrpc")
 KNOWN = {d.name: d for d in (*MTEB_STS.values(), SNLI, SICK, MRPC)}
 
-# task -> its --data when none is given
-DEFAULT_DATA = {
-    "sts": MTEB_STS["STSBenchmark"].name,
-    "relational_sts": MTEB_STS["STSBenchmark"].name,
-    "sts_all": ",".join(d.name for d in MTEB_STS.values()),
-    "nli": SNLI.name,
-    "direction": SNLI.name,
-    "link_prediction": SNLI.name,
-    "mrpc": MRPC.name,
-}
 HUB_SPLITS = {"dev": "validation", "trial": "validation", "test": "test", "train": "train"}
 HUB_NAME = re.compile(r"[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*")
 DATA_FILES = ("*.parquet", "*.jsonl", "*.jsonl.gz", "*.json", "*.json.gz", "*.arrow")

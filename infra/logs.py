@@ -18,10 +18,20 @@ Three places, because a local Ray's workers inherit the driver's environment but
 * ``quiet_local_ray()``: the driver, before it starts a local Ray (``train.ray_env.ensure_ray``); the same
   for a process whose ``main()`` is not an entry point (the tests, a notebook).
 * ``quiet_worker()``: every Ray Train worker and evaluation actor, first thing.
+
+The project's own lines (``[ingest] …``, ``[train] …``, ``[tune] …``) are ``logging`` records of a logger per
+module (``log = logging.getLogger(__name__)``: ``ingest.pipeline``, ``train.loop``, …). ``project_lines()``
+gives the project's package loggers (``PROJECT_PACKAGES``) their one handler, ``ProjectLines``: INFO and above,
+the message alone, on the ``sys.stdout`` of the moment (pytest's capture, ``redirect_stdout``, a Ray worker's
+stdout, which Ray forwards to the driver), not propagated to the root logger (whose level a quiet worker
+raises, and whose handlers would print each line a second time). It runs when this module is imported (every
+product package imports it), and again in the three places above (idempotent). A library user silences the
+lines with ``logging.getLogger("ingest").setLevel(logging.WARNING)`` (docs/logging.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -51,6 +61,81 @@ QUIET_LOGGERS = ("sentence_transformers", "botocore", "aiobotocore", "s3fs", "gc
 # deprecation of a method structcse does not call.
 FALSE_WARNING_LOGGERS = ("ray.data.dataset",)
 _set_here: dict[str, str] = {}  # the variables setup_logging set (not the user's): what a cluster's workers get
+# the packages whose loggers print the project's lines (ProjectLines): every module's logger is one's child
+PROJECT_PACKAGES = ("ingest", "train", "eval", "score", "tune", "infra", "structcse")
+
+
+class ProjectLines(logging.Handler):
+    """The project's lines: each record's message alone (no level, no logger name), one line, written to
+    ``sys.stdout`` as it is when the record is logged (not as it was when the handler was made: pytest's
+    ``capsys``/``capfd``, ``contextlib.redirect_stdout``, a notebook's cell output and a Ray worker's
+    redirected stdout all get the line), ``sys.stderr`` inside :func:`lines_on_stderr`."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.setFormatter(logging.Formatter("%(message)s"))
+        self.stream_name = "stdout"  # the attribute of ``sys`` written to, looked up at each line
+        self.structcse_lines = True  # how project_lines finds it again (also after this module is reloaded)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+            stream = getattr(sys, self.stream_name)
+            stream.write(line + "\n")
+            stream.flush()
+        except RecursionError:
+            raise
+        except Exception:  # noqa: BLE001 - as logging.StreamHandler: a line not written is reported, not raised
+            self.handleError(record)
+
+
+_lines = ProjectLines()  # the one handler of every package logger in this process
+
+
+def project_lines() -> None:
+    """The project's package loggers (``PROJECT_PACKAGES``) print their lines: the one ``ProjectLines``
+    handler on each, INFO unless a level was set on it already (a user's, which a later call leaves as it
+    is), not propagated to the root logger. Idempotent: called when this module is imported and by
+    ``setup_logging``, ``quiet_local_ray`` and ``quiet_worker``."""
+    for name in PROJECT_PACKAGES:
+        logger = logging.getLogger(name)
+        if not any(getattr(h, "structcse_lines", False) for h in logger.handlers):
+            logger.addHandler(_lines)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+@contextlib.contextmanager
+def lines_on_stderr():
+    """The project's lines on ``sys.stderr`` while the block runs: for a command whose stdout is its result
+    (``python -m eval report`` prints the report and one JSON line there)."""
+    project_lines()
+    handlers = {id(h): h for name in PROJECT_PACKAGES for h in logging.getLogger(name).handlers
+                if getattr(h, "structcse_lines", False)}.values()
+    before = [(h, h.stream_name) for h in handlers]
+    for h in handlers:
+        h.stream_name = "stderr"
+    try:
+        yield
+    finally:
+        for h, stream_name in before:
+            h.stream_name = stream_name
+
+
+@contextlib.contextmanager
+def lines_muted(*names: str):
+    """The INFO lines of the loggers ``names`` (``"eval"``: every module of the package) not printed while the
+    block runs; their warnings and errors still are. Each logger's level is restored after it."""
+    loggers = [logging.getLogger(name) for name in names]
+    before = [(logger, logger.level) for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
+    try:
+        yield
+    finally:
+        for logger, level in before:
+            logger.setLevel(level)
 
 
 def verbose_requested() -> bool:
@@ -80,6 +165,7 @@ def setup_logging(verbose: bool = False) -> bool:
     """The top of an entry point's ``main()``: quiet when the process's own stdout is not a terminal
     (module docstring), everything with ``verbose`` or ``STRUCTCSE_LOG=debug``. Idempotent (the demo
     calls other mains in its process); returns whether the run is quiet. The streams are left as they are."""
+    project_lines()
     if verbose:
         os.environ[LOG_ENV] = "debug"  # inherited: a local Ray's workers print everything too
     if verbose_requested():
@@ -132,6 +218,7 @@ def tune_verbosity() -> int | None:
 def quiet_local_ray() -> None:
     """Before this process starts a local Ray: when stdout is not a terminal, ``setup_logging``'s settings
     (its workers inherit them)."""
+    project_lines()
     if verbose_requested():
         return
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -143,7 +230,9 @@ def quiet_worker() -> None:
     """A Ray Train worker or evaluation actor, first thing: transformers and sentence-transformers at
     WARNING (Ray Train sets the root logger to INFO on its workers, so each save printed "Saving model to
     ..."), Hugging Face bars off; in a quiet run also the root logger at WARNING and the loggers of
-    ``_apply_quiet_in_process``. Nothing with STRUCTCSE_LOG=debug."""
+    ``_apply_quiet_in_process``. Nothing with STRUCTCSE_LOG=debug. The project's own loggers print their
+    lines in every case (``project_lines``: their level is their own, not the root's)."""
+    project_lines()
     if verbose_requested():
         return
     for name in QUIET_LOGGERS[:7]:  # the libraries' own (not Ray's): in every run
@@ -206,3 +295,6 @@ def _apply_quiet_in_process() -> None:
         # datasets; RAY_TQDM (above) is the default of the ones Ray Data's actors make.
         ray.data.DataContext.get_current().use_ray_tqdm = False
     _hf_quiet(bars=True)
+
+
+project_lines()  # on import: a library user (a notebook, the tests) gets the lines a command prints

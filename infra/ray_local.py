@@ -17,10 +17,11 @@ this job's processes are told which Ray is theirs through the job's runtime envi
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
-from functools import partial
 
+log = logging.getLogger(__name__)
 PROBE_SECONDS = 2.0
 
 
@@ -88,7 +89,7 @@ def other_instances_message(addresses: list[str]) -> str:
             "instances may be other users' or other runs': leave them running.")
 
 
-def warn_if_other_ray_instances(log=None, init_kwargs: dict | None = None) -> list[str]:
+def warn_if_other_ray_instances(init_kwargs: dict | None = None) -> list[str]:
     """Before ``ray.init(**init_kwargs)`` starts a local Ray: the other Ray instances on this machine, named
     in one warning (:func:`other_instances_message`); [] and nothing said when it joins a cluster instead
     (``RAY_ADDRESS``, an address, a live ``ray start`` head) or none runs."""
@@ -96,7 +97,7 @@ def warn_if_other_ray_instances(log=None, init_kwargs: dict | None = None) -> li
         return []
     running = other_ray_instances()
     if running:
-        (log or partial(print, flush=True))(other_instances_message(running))
+        log.warning(other_instances_message(running))
     return running
 
 
@@ -165,7 +166,7 @@ def joined_address(init_kwargs: dict) -> str | None:
     return address
 
 
-def local_init_kwargs(init_kwargs: dict, log=None) -> dict:
+def local_init_kwargs(init_kwargs: dict) -> dict:
     """``init_kwargs`` for ``ray.init``: ``address="local"`` added when no address is given and the last
     ``ray start``'s cluster is gone, after a warning that names the file (instead of Ray's minutes of
     retries); a local Ray about to start beside other instances is warned about
@@ -175,11 +176,11 @@ def local_init_kwargs(init_kwargs: dict, log=None) -> dict:
         kwargs = init_kwargs
     else:
         stale = stale_ray_address(init_kwargs.get("_temp_dir"))
-        kwargs = _stale_to_local(init_kwargs, stale, log) if stale else init_kwargs
+        kwargs = _stale_to_local(init_kwargs, stale) if stale else init_kwargs
     if os.environ.get("STRUCTCSE_QUIET") == "1" and "logging_level" not in kwargs:
         kwargs = {**kwargs, "logging_level": 30}  # WARNING: a quiet run (infra.logs) without Ray's driver INFO lines
     if starts_local_ray(kwargs):
-        warn_if_other_ray_instances(log, kwargs)
+        warn_if_other_ray_instances(kwargs)
     return job_runtime_env(kwargs)
 
 
@@ -198,16 +199,16 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-def _stale_to_local(init_kwargs: dict, stale: tuple[str, str], log) -> dict:
+def _stale_to_local(init_kwargs: dict, stale: tuple[str, str]) -> dict:
     address, path = stale
-    (log or partial(print, flush=True))(
+    log.warning(
         f"[structcse] warning: {path} names a Ray cluster at {address} that no longer answers (a `ray start` head "
         f"that ended without `ray stop`): starting a local Ray instead. Deleting {path} removes the stale "
         "address (no Ray runs there); RAY_ADDRESS=HOST:PORT joins a cluster explicitly.")
     return {**init_kwargs, "address": "local"}
 
 
-def ensure_ray(log=None, **init_kwargs) -> bool:
+def ensure_ray(**init_kwargs) -> bool:
     """``ray.init(**init_kwargs)`` unless Ray is up: a laptop starts a local Ray (after
     ``local_init_kwargs``, which names other Ray instances on this machine); under
     `ray job submit` this connects to the cluster.
@@ -222,6 +223,6 @@ def ensure_ray(log=None, **init_kwargs) -> bool:
     if local:
         quiet_local_ray()  # before the kwargs: a quiet run's ray.init(logging_level=...)
     # names other Ray instances before a second one starts; the job's runtime environment (job_runtime_env)
-    init_kwargs = local_init_kwargs(init_kwargs, log)
+    init_kwargs = local_init_kwargs(init_kwargs)
     ray.init(**init_kwargs)
     return local

@@ -34,6 +34,7 @@ pair, or under the reason it gave none.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 
@@ -46,6 +47,7 @@ from ingest.sets import align, hash_buckets, mix64, read_dataset, row_hashes, ta
 from ingest.shuffle import Shuffle, count_rows, map_buckets, map_keys, value_runs
 from ingest.wikitext import normalize_title
 
+log = logging.getLogger(__name__)
 _STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(pa.string()), pa.list_(pa.int64())
 
 
@@ -432,7 +434,7 @@ def resolve_mentions(wikidata, redirects, mentions, wikis: list[str], shuffle: S
     return map_buckets(mention_sides, ["wiki", "title"], _resolve_mentions, shuffle)
 
 
-def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle, log=print) -> dict:
+def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle) -> dict:
     """Run steps 1–8 over pass 1's files under ``out`` and the ``wikidata``
     set at ``wikidata_set``; returns the counts for the manifest. Every shuffle
     goes through ``shuffle``'s folder (``ingest/shuffle.py``)."""
@@ -456,8 +458,8 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle,
     eligible = map_keys([link_counts, items], "qid", _eligible, VOCAB_SIDES, shuffle,
                         threshold=cfg["entity_link_threshold"])
     n_entities, type_sizes = write_vocabulary(eligible, out, work)
-    log(f"[ingest] pass 2: {mentions_total} link mentions, {n_entities} entities in the vocabulary, "
-        f"{len(type_sizes)} types")
+    log.info(f"[ingest] pass 2: {mentions_total} link mentions, {n_entities} entities in the vocabulary, "
+             f"{len(type_sizes)} types")
 
     # 4. per entity: vocabulary row, cap, negative type and slots
     vocabulary = read_dataset(f"{out}/entities")

@@ -17,6 +17,7 @@ straight to their buckets, ``qid`` null.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections import Counter
 
@@ -28,6 +29,7 @@ from ingest.entity_pairs import sitelink_side
 from ingest.sets import align, hash_buckets, read_dataset, set_files, write_manifest, write_table
 from ingest.shuffle import Shuffle, count_bytes, map_buckets, value_runs
 
+log = logging.getLogger(__name__)
 _STR, _INT = pa.string(), pa.int64()
 SIDES = pa.schema([pa.field("wiki", _STR), pa.field("title", _STR), pa.field("page_id", _INT),
                    pa.field("qid", _STR), pa.field("text", _STR)])
@@ -74,7 +76,7 @@ def _write(bucket: pa.Table, out: str) -> pa.Table:
 
 
 def build_intros(out: str, wikidata_set: str | None, cfg: dict, results: list[dict], common: dict,
-                 shuffle: Shuffle, file_bytes: int = 64 << 20, log=print) -> dict:
+                 shuffle: Shuffle, file_bytes: int = 64 << 20) -> dict:
     """Write the ``intros`` set under ``out`` from pass 1's ``_work/intros`` (and the
     sitelinks of ``wikidata_set`` in ``cfg["wikis"]``, when given) and its manifest;
     ``results`` are pass 1's Wikipedia shard results (their ``intro_status``
@@ -110,5 +112,5 @@ def build_intros(out: str, wikidata_set: str | None, cfg: dict, results: list[di
             "joined_to": wikidata_set or None}
     write_manifest(f"{out}/intros", "intros", n_rows, **{k: v for k, v in common.items() if k not in ("pages",)},
                    pages=pages, qids=qids, files=sorted(w["file"] for w in written))
-    log(f"[ingest] intros: {n_rows} lead sections ({linked} with a QID), pages dropped {pages['dropped']}")
+    log.info(f"[ingest] intros: {n_rows} lead sections ({linked} with a QID), pages dropped {pages['dropped']}")
     return {"path": f"{out}/intros", "rows": n_rows, "linked": linked, "pages": pages}

@@ -28,6 +28,7 @@ under a named reason; ``accounted`` says the counts add up to the input.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +44,7 @@ from ingest.units import process_unit, remove_stale_unit_files
 from infra.secrets import redact_text
 from infra.storage import filesystem, is_uri, local_path
 
+log = logging.getLogger(__name__)
 PASS1_RUNNERS = ("tasks", "data")  # how pass 1 runs its units (IngestConfig.pass1)
 
 
@@ -178,7 +180,7 @@ def _check_distinct(paths: list[str]) -> None:
         seen[key] = path
 
 
-def run_ingest(cfg: IngestConfig, log=print) -> dict:
+def run_ingest(cfg: IngestConfig) -> dict:
     """Run the whole job; returns the top-level manifest."""
     from infra.secrets import check_no_secrets
 
@@ -220,13 +222,13 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     units = [{"kind": "wikipedia", "unit_id": s.shard_id, "spec": s.to_json(), "size": s.compressed_bytes}
              for s in shards]
     units += [{"kind": "wikidata", "unit_id": i, "spec": spec, "size": 0} for i, spec in enumerate(wikidata_ranges)]
-    log(f"[ingest] {len(dump_files)} Wikipedia file(s) ({', '.join(wikis)}) in {len(shards)} shard(s); "
-        f"{len(cfg.wikidata)} Wikidata file(s) in {len(wikidata_ranges)} range(s)")
+    log.info(f"[ingest] {len(dump_files)} Wikipedia file(s) ({', '.join(wikis)}) in {len(shards)} shard(s); "
+             f"{len(cfg.wikidata)} Wikidata file(s) in {len(wikidata_ranges)} range(s)")
 
     stale = remove_stale_unit_files(out, units, ("wikipedia", "wikidata") if cfg.wikidata else ("wikipedia",))
     if stale:
-        log(f"[ingest] {stale} file(s) of an earlier run into {redact_text(out)} that this run's plan does not have "
-            "(other inputs or shard sizes) removed, so no set holds their rows")
+        log.info(f"[ingest] {stale} file(s) of an earlier run into {redact_text(out)} that this run's plan does not "
+                 "have (other inputs or shard sizes) removed, so no set holds their rows")
     # pass 1: one task per unit, biggest first, so the last task to start is a small one
     units.sort(key=lambda u: (-u["size"], u["kind"], u["unit_id"]))
     results = run_pass1(units, out, task_cfg, cfg.pass1)
@@ -239,17 +241,17 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     peak_rss = max((r["peak_rss_mb"] for r in results), default=0.0)
     duplicate_pages = duplicates.drop_duplicate_pages(out, wikipedia_results)
     if duplicate_pages["pages"]:
-        log(f"[ingest] {duplicate_pages['pages']} page(s) read again in another shard (the same page id in two "
-            f"inputs): written once, their later rows removed {duplicate_pages['rows']}")
+        log.info(f"[ingest] {duplicate_pages['pages']} page(s) read again in another shard (the same page id in two "
+                 f"inputs): written once, their later rows removed {duplicate_pages['rows']}")
     sources, pages = _wikipedia_manifest(wikipedia_results)
     wikidata_sources = _wikidata_manifest(wikidata_results)
-    log(f"[ingest] pass 1: {pages['in_input']} pages: {pages['written']} written, dropped {pages['dropped']}"
-        + (f"; {resumed} unit(s) already done" if resumed else ""))
+    log.info(f"[ingest] pass 1: {pages['in_input']} pages: {pages['written']} written, dropped {pages['dropped']}"
+             + (f"; {resumed} unit(s) already done" if resumed else ""))
     loops = Counter(r.get("extractor_loops", "unknown") for r in wikipedia_results)
     if loops["python"]:
-        log(f"[ingest] warning: {loops['python']} of {len(wikipedia_results)} shard(s) ran the extractor's "
-            "Python loops (same output; the extractor about 2x slower): _structcse_wikitext was not importable "
-            "on their nodes; `pip install` the project there with a C compiler (cluster.yaml does)")
+        log.warning(f"[ingest] warning: {loops['python']} of {len(wikipedia_results)} shard(s) ran the extractor's "
+                    "Python loops (same output; the extractor about 2x slower): _structcse_wikitext was not importable "
+                    "on their nodes; `pip install` the project there with a C compiler (cluster.yaml does)")
 
     digest_by_path = {d["path"]: d for d in (future.result() for future in digests)}
     hashing.shutdown()
@@ -282,8 +284,8 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     limit_ray_data(cfg.memory_per_cpu)
     shuffle = Shuffle.in_work(work, cfg.memory_per_cpu)
     try:
-        intro_stats = intros.build_intros(out, wikidata_set, task_cfg, wikipedia_results, common, shuffle, log=log)
-        pair_stats = entity_pairs.build_entity_pairs(out, wikidata_set, task_cfg, shuffle, log=log) \
+        intro_stats = intros.build_intros(out, wikidata_set, task_cfg, wikipedia_results, common, shuffle)
+        pair_stats = entity_pairs.build_entity_pairs(out, wikidata_set, task_cfg, shuffle) \
             if wikidata_set else None
     finally:
         shuffle.remove()
@@ -310,7 +312,7 @@ def run_ingest(cfg: IngestConfig, log=print) -> dict:
     manifest["job_id"] = job_id
     write_json(manifest, f"{out}/manifest.json")
     finish_job(out, job_id)
-    log(f"[ingest] wrote {n_sentences} sentences, {sets.get('entity_pairs', {}).get('rows', 0)} entity pairs, "
-        f"{sets.get('entities', {}).get('rows', 0)} entities to {out} in {manifest['seconds']} s; "
-        f"pages accounted: {pages['accounted']}")
+    log.info(f"[ingest] wrote {n_sentences} sentences, {sets.get('entity_pairs', {}).get('rows', 0)} entity pairs, "
+             f"{sets.get('entities', {}).get('rows', 0)} entities to {out} in {manifest['seconds']} s; "
+             f"pages accounted: {pages['accounted']}")
     return manifest

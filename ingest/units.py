@@ -260,54 +260,68 @@ def _quarantine(f, start: int, end: int, path: str) -> str:
     return path
 
 
+def _read_indexed_streams(shard: multistream.WikipediaShard, pages: _ShardPages, out: str,
+                          quarantined: list[dict]) -> int:
+    """The shard's bz2 streams, as the multistream index lists them: a stream that does not decode is
+    quarantined and its pages counted; returns the pages the index lists."""
+    with open_file(shard.path, "rb") as f:
+        for stream in shard.streams:
+            try:
+                data = multistream.read_stream(f, stream)
+            except (EOFError, OSError) as e:
+                pages.status["corrupt_stream"] += stream.pages
+                copy = _quarantine(f, stream.start, stream.end,
+                                   f"{out}/_quarantine/{shard.wiki}-stream-{stream.start:012d}.bz2")
+                quarantined.append({"path": shard.path, "offset": stream.start, "end": stream.end,
+                                    "pages": stream.pages, "error": f"{type(e).__name__}: {e}", "copy": copy})
+                continue
+            parsed = 0
+            for item in parse_pages(decode_xml_bytes(data)):
+                pages.add(item)
+                parsed += 1
+            if parsed < stream.pages:  # (more than the index lists shows as accounted: false)
+                pages.status["missing_from_stream"] += stream.pages - parsed
+    return sum(s.pages for s in shard.streams)
+
+
+def _read_whole_file(shard: multistream.WikipediaShard, pages: _ShardPages, out: str,
+                     quarantined: list[dict]) -> tuple[int, bool, bool]:
+    """A dump without an index, read through: damaged bzip2 blocks are quarantined and read on after; returns
+    (pages seen: parsed or cut by damaged blocks, truncated, damaged)."""
+    truncated = damaged = False
+    try:
+        for item in iter_pages_from_file(shard.path):
+            if not isinstance(item, LostPages):
+                pages.add(item)
+                continue
+            gap = item.gap  # damaged bzip2 blocks: read on after them, count what they cut
+            damaged, truncated = True, truncated or gap.at_end
+            pages.status["corrupt_block"] += item.pages
+            with open_file(shard.path, "rb") as f:
+                copy = _quarantine(f, gap.start, gap.end, f"{out}/_quarantine/{shard.wiki}-blocks-{gap.start:012d}.bz2")
+            quarantined.append({"path": shard.path, "offset": gap.start, "end": gap.end, "pages": item.pages,
+                                "error": gap.error, "copy": copy, "truncated": gap.at_end})
+            pages.errors.append(
+                f"{shard.path}: bytes {gap.start}-{gap.end} cannot be decoded ({gap.error}); "
+                + ("the file ends there (truncated); " if gap.at_end else "read on after them; ")
+                + f"{item.pages} page(s) seen cut by them, the pages wholly inside them unknown")
+    except (EOFError, OSError) as e:
+        truncated = damaged = True
+        pages.errors.append(
+            f"{shard.path}: truncated or corrupt after {sum(pages.status.values())} pages; "
+            f"the pages after that point could not be read ({type(e).__name__}: {e})"
+        )
+    return sum(pages.status.values()), truncated, damaged
+
+
 def process_wikipedia_shard(shard: multistream.WikipediaShard, out: str, cfg: dict) -> dict:
     pages = _ShardPages(shard.wiki, cfg)
     quarantined: list[dict] = []
-    truncated = damaged = False
     if shard.streams:
-        with open_file(shard.path, "rb") as f:
-            for stream in shard.streams:
-                try:
-                    data = multistream.read_stream(f, stream)
-                except (EOFError, OSError) as e:
-                    pages.status["corrupt_stream"] += stream.pages
-                    copy = _quarantine(f, stream.start, stream.end,
-                                       f"{out}/_quarantine/{shard.wiki}-stream-{stream.start:012d}.bz2")
-                    quarantined.append({"path": shard.path, "offset": stream.start, "end": stream.end,
-                                        "pages": stream.pages, "error": f"{type(e).__name__}: {e}", "copy": copy})
-                    continue
-                parsed = 0
-                for item in parse_pages(decode_xml_bytes(data)):
-                    pages.add(item)
-                    parsed += 1
-                if parsed < stream.pages:  # (more than the index lists shows as accounted: false)
-                    pages.status["missing_from_stream"] += stream.pages - parsed
-        pages_in_input = sum(s.pages for s in shard.streams)
+        truncated = damaged = False
+        pages_in_input = _read_indexed_streams(shard, pages, out, quarantined)
     else:
-        try:
-            for item in iter_pages_from_file(shard.path):
-                if isinstance(item, LostPages):  # damaged bzip2 blocks: read on after them, count what they cut
-                    gap = item.gap
-                    damaged, truncated = True, truncated or gap.at_end
-                    pages.status["corrupt_block"] += item.pages
-                    with open_file(shard.path, "rb") as f:
-                        copy = _quarantine(f, gap.start, gap.end,
-                                           f"{out}/_quarantine/{shard.wiki}-blocks-{gap.start:012d}.bz2")
-                    quarantined.append({"path": shard.path, "offset": gap.start, "end": gap.end, "pages": item.pages,
-                                        "error": gap.error, "copy": copy, "truncated": gap.at_end})
-                    pages.errors.append(
-                        f"{shard.path}: bytes {gap.start}-{gap.end} cannot be decoded ({gap.error}); "
-                        + ("the file ends there (truncated); " if gap.at_end else "read on after them; ")
-                        + f"{item.pages} page(s) seen cut by them, the pages wholly inside them unknown")
-                else:
-                    pages.add(item)
-        except (EOFError, OSError) as e:
-            truncated = damaged = True
-            pages.errors.append(
-                f"{shard.path}: truncated or corrupt after {sum(pages.status.values())} pages; "
-                f"the pages after that point could not be read ({type(e).__name__}: {e})"
-            )
-        pages_in_input = sum(pages.status.values())  # pages seen: parsed, or cut by damaged blocks
+        pages_in_input, truncated, damaged = _read_whole_file(shard, pages, out, quarantined)
     name = f"shard-{shard.shard_id:05d}.parquet"
     write_table(pa.Table.from_pylist(pages.sentences, schema=schemas.SENTENCES), f"{out}/sentences/{name}")
     write_table(pa.Table.from_pylist(pages.mentions, schema=MENTIONS), f"{out}/_work/mentions/{name}")

@@ -240,57 +240,71 @@ def iter_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataSt
     item prefix and closing brace, so broken JSON inside it is not caught.
     Off by default."""
     wiki_markers = [f'"{w}"'.encode() for w in selection.wikis]
+    for offset, raw in _lines_of(rng, stats):
+        stats.last_end = offset + len(raw)
+        row = _row_of_line(offset, raw, rng, selection, stats, wiki_markers if prefilter else None)
+        if row is not None:
+            stats.written += 1
+            yield row
+
+
+def _lines_of(rng: WikidataRange, stats: WikidataStats) -> Iterator[tuple[int, bytes]]:
+    """``(offset, raw line)`` of the range; lines lost in damaged bzip2 blocks counted, reading on after them;
+    a file that ends early or a corrupt block recorded in ``stats.truncated``, where reading stops."""
     lines = iter_range_lines(rng)
     while True:
         try:
             item = next(lines)
         except StopIteration:
-            break
+            return
         except DumpError:  # a range that does not fit the file: the plan is wrong, not the bytes
             raise
         except (EOFError, OSError, RuntimeError, ValueError) as e:  # the file ends early or a block is corrupt
             stats.truncated = {"path": rng.path, "after_offset": stats.last_end, "error": f"{type(e).__name__}: {e}"[:300]}
-            break
+            return
         if isinstance(item, LostLines):  # damaged bzip2 blocks: reading went on after them
             _count_lost_lines(item, rng, stats)
             continue
-        offset, raw = item
-        stats.last_end = offset + len(raw)
-        line = raw.strip()
-        if line.endswith(b","):
-            line = line[:-1].rstrip()
-        if line in (b"", b"[", b"]"):
-            continue
-        stats.lines += 1
-        if (prefilter and line.endswith(b"}") and _ITEM_START.match(line)
-                and not any(marker in line for marker in wiki_markers)):
-            stats.skipped["no_sitelink"] += 1
-            continue
-        try:
-            entity = json.loads(line)
-            if not isinstance(entity, dict) or "type" not in entity or "id" not in entity:
-                raise ValueError("not an entity object (no 'type' or 'id')")
-            kind = entity["type"]
-            row = entity_row(entity, selection) if kind == "item" else None
-        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
-            stats.skipped["bad_json"] += 1
-            entry = {
-                "path": rng.path,
-                "offset": offset,
-                "reason": f"bad_json: {e}"[:300],
-                "snippet": raw[: SNIPPET_CHARS * 4].decode("utf-8", "replace")[:SNIPPET_CHARS],
-            }
-            if rng.compression == "gz":
-                entry["member_offset"] = rng.start
-            stats.quarantine(entry)
-            continue
-        if kind != "item":
-            stats.skipped["non_item"] += 1
-        elif row is None:
-            stats.skipped["no_sitelink"] += 1
-        else:
-            stats.written += 1
-            yield row
+        yield item
+
+
+def _row_of_line(offset: int, raw: bytes, rng: WikidataRange, selection: EntitySelection, stats: WikidataStats,
+                 wiki_markers: list[bytes] | None) -> dict | None:
+    """The row of one dump line, or None with the reason counted (a line of broken JSON quarantined).
+    ``wiki_markers``: the prefilter's byte search (``iter_range``), or None."""
+    line = raw.strip()
+    if line.endswith(b","):
+        line = line[:-1].rstrip()
+    if line in (b"", b"[", b"]"):
+        return None
+    stats.lines += 1
+    if (wiki_markers is not None and line.endswith(b"}") and _ITEM_START.match(line)
+            and not any(marker in line for marker in wiki_markers)):
+        stats.skipped["no_sitelink"] += 1
+        return None
+    try:
+        entity = json.loads(line)
+        if not isinstance(entity, dict) or "type" not in entity or "id" not in entity:
+            raise ValueError("not an entity object (no 'type' or 'id')")
+        kind = entity["type"]
+        row = entity_row(entity, selection) if kind == "item" else None
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
+        stats.skipped["bad_json"] += 1
+        entry = {
+            "path": rng.path,
+            "offset": offset,
+            "reason": f"bad_json: {e}"[:300],
+            "snippet": raw[: SNIPPET_CHARS * 4].decode("utf-8", "replace")[:SNIPPET_CHARS],
+        }
+        if rng.compression == "gz":
+            entry["member_offset"] = rng.start
+        stats.quarantine(entry)
+        return None
+    if kind != "item":
+        stats.skipped["non_item"] += 1
+    elif row is None:
+        stats.skipped["no_sitelink"] += 1
+    return row
 
 
 def read_range(rng: WikidataRange, selection: EntitySelection, stats: WikidataStats,

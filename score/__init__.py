@@ -16,3 +16,5 @@ report the same number for the same model and file.
 
 Nothing here imports train, eval or tune.
 """
+
+import infra.logs  # noqa: F401  (its import gives the project's loggers their handler: infra.logs.project_lines)

@@ -16,6 +16,7 @@ that needs them.
 
 from __future__ import annotations
 
+import infra.logs  # noqa: F401  (its import gives the project's loggers their handler: infra.logs.project_lines)
 from structcse.api import (  # light: each imports what it needs when called
     evaluate,
     load,

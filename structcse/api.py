@@ -107,57 +107,20 @@ def evaluate(model, task: str = "sts", data: str | os.PathLike | None = None, sp
     flags without ``--`` (``plots``, ``limit``, ``weights``, ``tune_data``, ``tune_split``, ``representation``,
     ``actors``, ``sick_protocol``, ``mrpc_classifier``).
 
-    Returns the dict ``python -m eval`` prints as its last line: ``task``, ``split``, ``data`` and the
-    task's figures (``sts``: ``spearman``, ``pearson``, ``n_pairs``; ``nli``: ``accuracy``, ``auprc``;
-    ...), correlations as fractions. Tasks scored with the method's own similarity (``sts_all``, ``nli``,
+    Returns the dict ``python -m eval`` prints as its last line: ``model``, ``task``, ``split``, ``data``,
+    ``total_seconds`` and the task's figures (``sts``: ``spearman``, ``pearson``, ``n_pairs``; ``nli``:
+    ``accuracy``, ``auprc``; ...), correlations as fractions. Tasks scored with the method's own similarity (``sts_all``, ``nli``,
     ``relational_sts``, ...) use the model's heads; ``sts`` is cosine, as the papers' STS-B dev.
 
-    Raises ``ValueError`` / ``FileNotFoundError`` with the line the command line would print: an unknown
-    task or split, an option the task does not take, missing data, a model whose method lacks what the
+    It is ``eval.run.evaluate``, the function ``python -m eval`` runs: the same checks in the same order.
+    Raises, with the line the command line would print: ``eval.run.UsageError`` (a ``ValueError``) for an
+    unknown task or split or an option the task does not take; ``FileNotFoundError`` for missing data or
+    model files; ``score.model.MethodMismatchError`` (a ``TypeError``) for a model whose method lacks what the
     task needs (e.g. ``relational_sts`` of a model without RSE heads).
     """
-    from eval.tasks import default_data, get_task
-    from infra.secrets import redact
-    from infra.storage import check_storage
-    from infra.uris import as_local
-    from score.model import MethodMismatchError
+    from eval.run import evaluate as run_evaluation
 
-    spec = get_task(str(task).replace("-", "_"))
-    if data is None:  # the task's public datasets, by name (docs/data.md)
-        data = default_data(spec.name)
-        if data is None:
-            raise ValueError(f"task {spec.name} needs data= (a folder: it has no public dataset by name; "
-                             "see docs/data.md)")
-    if split is None:
-        split = spec.default_split or ("dev" if "dev" in spec.splits else spec.splits[0])
-    if split not in spec.splits:
-        raise ValueError(f"task {spec.name} has no split {split!r}; choose from {', '.join(spec.splits)}")
-    options = {key: value for key, value in options.items() if value is not None}
-    unused = sorted(set(options) - set(spec.options))
-    if unused:
-        raise TypeError(f"{', '.join(unused)} does not apply to task {spec.name}"
-                        + (f" (it takes {', '.join(spec.options)})" if spec.options else " (it takes no options)"))
-    data = os.fspath(data)
-    check_storage(data, "data")  # a bucket that does not exist, an endpoint that does not answer: in seconds
-    data = as_local(data, "data")  # a folder in a bucket: its local copy, made once
-    if options.get("tune_data"):
-        options["tune_data"] = as_local(os.fspath(options["tune_data"]), "data")
-    spec.check_data(data, split, **options)  # before any model is loaded: a missing file is one line
-    trained = model if _is_trained(model) else load(model, device=device)
-    if spec.requires and not trained.has(spec.requires):
-        raise MethodMismatchError(
-            f"task {spec.name} needs a model whose method has {spec.requires}; {trained.path or 'this model'} is "
-            + (f"a {trained.method_name} model" if trained.method_name else "a plain encoder (no heads)"))
-    runs_on = trained if spec.model_kind == "trained" else trained.encoder
-    outcome = spec.run(runs_on, data, split, batch_size=batch_size, **options)
-    shown = trained.path if not isinstance(model, (str, os.PathLike)) else os.fspath(model)
-    return redact({"model": shown, **outcome})
-
-
-def _is_trained(model) -> bool:
-    from score.model import TrainedModel
-
-    return isinstance(model, TrainedModel)
+    return run_evaluation(model, task, data, split, batch_size=batch_size, device=device, **options)
 
 
 def _set_folder(path: str | os.PathLike, name: str | None) -> str:

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from pathlib import Path
 
 from structcse.configs import training_config
 
+log = logging.getLogger(__name__)
 ASPECT_NAMES = {"P17": "country", "P452": "industry", "P27": "citizenship", "P31": "instance of"}
 
 
@@ -48,7 +50,7 @@ def models_to_train(aspects: list[str]) -> list[tuple[str, str, str]]:
     return runs
 
 
-def build_sets(args, out: Path, log) -> Path:
+def build_sets(args, out: Path) -> Path:
     """Ingest (when dumps are given), then labels + aspect sets with ``python -m ingest.aspects``."""
     from ingest.aspects.__main__ import main as aspects_main
 
@@ -59,10 +61,10 @@ def build_sets(args, out: Path, log) -> Path:
         from infra.owned import NotOurs
         from infra.storage import StorageError
 
-        log(f"[aspects] ingest {len(args.wikipedia)} Wikipedia dump(s) + Wikidata -> {sets}")
+        log.info(f"[aspects] ingest {len(args.wikipedia)} Wikipedia dump(s) + Wikidata -> {sets}")
         try:
             run_ingest(IngestConfig(wikipedia=list(args.wikipedia), wikidata=list(args.wikidata or []),
-                                    out=str(sets), seed=args.seed), log=log)
+                                    out=str(sets), seed=args.seed))
         except (StorageError, NotOurs) as e:  # a user's folder, a second job into it: one line, exit 2
             print(f"structcse aspects: error: {e}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -74,25 +76,25 @@ def build_sets(args, out: Path, log) -> Path:
         argv += ["--sparql", args.sparql] + (["--user-agent", args.user_agent] if args.user_agent else [])
     else:
         argv += ["--wikidata-set", str(sets / "wikidata")]
-    log(f"[aspects] aspect labels ({'SPARQL' if args.sparql else 'wikidata set'}) and sets -> {out / 'aspects'}")
+    log.info(f"[aspects] aspect labels ({'SPARQL' if args.sparql else 'wikidata set'}) and sets -> {out / 'aspects'}")
     if aspects_main(argv) != 0:
         raise SystemExit(2)
     return out / "aspects"
 
 
-def train_models(aspect_sets: Path, args, out: Path, log) -> dict[str, str]:
+def train_models(aspect_sets: Path, args, out: Path) -> dict[str, str]:
     from train.run import run as train_run
 
     models = {}
     for run_name, config, variant in models_to_train(args.aspects):
-        log(f"[aspects] train {run_name} ({config}) on {aspect_sets / variant}")
+        log.info(f"[aspects] train {run_name} ({config}) on {aspect_sets / variant}")
         cfg = training_config(config, [f"model={args.model}", f"data={aspect_sets / variant}", f"seed={args.seed}",
                                        f"storage_path={out / 'runs'}", f"run_name={run_name}", *args.overrides])
         models[run_name] = train_run(cfg).model_path
     return models
 
 
-def score(models: dict[str, str], base: str, docs: Path, aspects: list[str], log) -> dict[str, dict]:
+def score(models: dict[str, str], base: str, docs: Path, aspects: list[str]) -> dict[str, dict]:
     """{table row: {aspect: retrieval metrics of the row's model on that aspect}}."""
     from eval.aspect_retrieval import evaluate_aspect_retrieval
     from eval.models import load_encoder
@@ -102,8 +104,8 @@ def score(models: dict[str, str], base: str, docs: Path, aspects: list[str], log
     results = {}
     for name, path in per_model.items():
         results[name] = evaluate_aspect_retrieval(load_encoder(path), docs)["per_aspect"]
-        log(f"[aspects] {name}: " + ", ".join(f"{a} P@10 {results[name][a]['P@10']:.3f}"
-                                             for a in aspects if a in results[name]))
+        log.info(f"[aspects] {name}: " + ", ".join(f"{a} P@10 {results[name][a]['P@10']:.3f}"
+                                                  for a in aspects if a in results[name]))
     rows["ceiling"] = ceilings(docs, aspects)
     for a in aspects:
         rows["generic"][a] = results["generic"].get(a)
@@ -169,17 +171,17 @@ def plots(models: dict[str, str], base: str, docs: Path, aspects: list[str], out
         try:
             written.append(str(compare_models_tsne(pair, docs, a, path)))
         except ValueError as e:  # too few documents for a t-SNE
-            print(f"[aspects] no t-SNE for {a}: {e}")
+            log.warning(f"[aspects] no t-SNE for {a}: {e}")
     return written
 
 
-def run_aspects(args, log=print) -> dict:
+def run_aspects(args) -> dict:
     started = time.time()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    aspect_sets = build_sets(args, out, log)
-    models = train_models(aspect_sets, args, out, log)
-    rows = score(models, args.model, aspect_sets / "aspect_docs", args.aspects, log)
+    aspect_sets = build_sets(args, out)
+    models = train_models(aspect_sets, args, out)
+    rows = score(models, args.model, aspect_sets / "aspect_docs", args.aspects)
     table = table_markdown(rows, args.aspects)
     pngs = plots(models, args.model, aspect_sets / "aspect_docs", args.aspects, out)
     title = "AspectCSE: aspect retrieval on the held-out entities (k = 10)"
@@ -187,8 +189,8 @@ def run_aspects(args, log=print) -> dict:
     result = {"rows": rows, "models": models, "base": args.model, "aspects": args.aspects, "plots": pngs,
               "table": str(out / "aspects.md"), "seconds": round(time.time() - started, 1)}
     (out / "aspects.json").write_text(json.dumps(result, indent=2, default=str))
-    log("")
-    log(table)
+    log.info("")
+    log.info(table)
     return result
 
 

@@ -17,32 +17,35 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from pathlib import Path
 
 from structcse.configs import training_config
 
+log = logging.getLogger(__name__)
 
-def build_sets(args, out: Path, log) -> tuple[Path, dict]:
+
+def build_sets(args, out: Path) -> tuple[Path, dict]:
     from ingest.dsbats.__main__ import check_network, config_of
     from ingest.dsbats.job import build_dsbats
 
     cfg, network = config_of(args)
     check_network(network)
     sets = out / "sets"
-    log(f"[dsbats] DSBATS-sn from {args.bats} with {network['kind']} -> {sets}")
+    log.info(f"[dsbats] DSBATS-sn from {args.bats} with {network['kind']} -> {sets}")
     from infra.owned import NotOurs
     from infra.storage import StorageError
 
     try:
-        return sets, build_dsbats(args.bats, network, str(sets), cfg, log=log)
+        return sets, build_dsbats(args.bats, network, str(sets), cfg)
     except (StorageError, NotOurs) as e:  # a user's folder, a second job into it: one line, exit 2
         print(f"structcse dsbats: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
-def score(name: str, path: str, sets: Path, args, log) -> dict:
+def score(name: str, path: str, sets: Path, args) -> dict:
     """SRSD accuracy (and reversed), STS avg and MRPC of one model, as fractions."""
     from eval.models import load_trained
     from eval.tasks import get_task
@@ -64,8 +67,8 @@ def score(name: str, path: str, sets: Path, args, log) -> dict:
         row["mrpc"], row["mrpc_f1"] = mrpc["accuracy"], mrpc.get("f1")
     else:
         row["mrpc"] = row["mrpc_f1"] = None
-    log(f"[dsbats] {name}: SRSD {row['srsd']:.4f}" + (f", STS avg {row['sts_avg']:.4f}" if sts else "")
-        + (f", MRPC {row['mrpc']:.4f}" if args.mrpc else ""))
+    log.info(f"[dsbats] {name}: SRSD {row['srsd']:.4f}" + (f", STS avg {row['sts_avg']:.4f}" if sts else "")
+             + (f", MRPC {row['mrpc']:.4f}" if args.mrpc else ""))
     return row
 
 
@@ -93,10 +96,10 @@ TABLE_NOTE = ("Split: SRSD on the held-out split (test), STS avg. on the --sts f
               "base (w/o).")
 
 
-def train_model(sets: Path, args, out: Path, log) -> str:
+def train_model(sets: Path, args, out: Path) -> str:
     from train.run import run as train_run
 
-    log(f"[dsbats] train {args.model} on DSBATS4CL ({sets / 'dsbats4cl'}) with Ray Train")
+    log.info(f"[dsbats] train {args.model} on DSBATS4CL ({sets / 'dsbats4cl'}) with Ray Train")
     cfg = training_config("dsbats", [f"model={args.model}", f"data={sets}", f"seed={args.seed}",
                                      f"storage_path={out / 'runs'}", "run_name=dsbats", *args.overrides])
     return train_run(cfg).model_path
@@ -112,15 +115,15 @@ def check_eval_data(args) -> None:
         get_task("mrpc").check_data(args.mrpc, "train")
 
 
-def run_dsbats(args, log=print) -> dict:
+def run_dsbats(args) -> dict:
     started = time.time()
     check_eval_data(args)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    sets, built = build_sets(args, out, log)
-    trained = train_model(sets, args, out, log)
-    rows = [{**score(args.model, args.model, sets, args, log), "trained": False},
-            {**score(f"{args.model} + DSBATS4CL", trained, sets, args, log), "trained": True}]
+    sets, built = build_sets(args, out)
+    trained = train_model(sets, args, out)
+    rows = [{**score(args.model, args.model, sets, args), "trained": False},
+            {**score(f"{args.model} + DSBATS4CL", trained, sets, args), "trained": True}]
     table = table_markdown(rows)
     (out / "dsbats.md").write_text("# DSBATS-sn: SRSD on the held-out split, STS avg. and MRPC (%)\n\n"
                                    f"{TABLE_NOTE}\n\n{table}\n\nDSBATS-sn sizes per category: "
@@ -128,8 +131,8 @@ def run_dsbats(args, log=print) -> dict:
     result = {"rows": rows, "sizes": built["sizes"], "set_rows": built["rows"], "model": trained,
               "table": str(out / "dsbats.md"), "seconds": round(time.time() - started, 1)}
     (out / "dsbats.json").write_text(json.dumps(result, indent=2, default=str))
-    log("")
-    log(table)
+    log.info("")
+    log.info(table)
     return result
 
 

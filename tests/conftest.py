@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -17,6 +18,47 @@ os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.25")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class ProjectLog:
+    """What the project's loggers logged during a test (``project_log``)."""
+
+    def __init__(self, caplog):
+        self.caplog = caplog
+
+    @property
+    def lines(self) -> list[str]:
+        """The messages of the project's records, in order (another library's records left out)."""
+        from infra.logs import PROJECT_PACKAGES
+
+        return [r.getMessage() for r in self.caplog.records if r.name.split(".")[0] in PROJECT_PACKAGES]
+
+    @property
+    def records(self) -> list[logging.LogRecord]:
+        from infra.logs import PROJECT_PACKAGES
+
+        return [r for r in self.caplog.records if r.name.split(".")[0] in PROJECT_PACKAGES]
+
+    def clear(self) -> None:
+        self.caplog.clear()
+
+
+@pytest.fixture
+def project_log(caplog):
+    """The lines the project's loggers (``ingest.pipeline``, ``train.ray_env``, …) log while the test runs:
+    ``caplog``'s handler on the project's package loggers, which print their lines themselves and do not
+    propagate to the root logger, where caplog listens (``infra.logs.project_lines``)."""
+    from infra.logs import PROJECT_PACKAGES, project_lines
+
+    project_lines()
+    loggers = [logging.getLogger(name) for name in PROJECT_PACKAGES]
+    for logger in loggers:
+        logger.addHandler(caplog.handler)
+    try:
+        yield ProjectLog(caplog)
+    finally:
+        for logger in loggers:
+            logger.removeHandler(caplog.handler)
 
 
 def shared_data(*parts: str) -> Path:
@@ -118,9 +160,7 @@ def demo_pair_sets(demo_world, ray_session, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("demo_pair_sets")
     manifest = run_pair_ingest(
-        PairIngestConfig(sources=[PairSource("senteval", str(demo_world.nli_dir), split="train")], out=str(out)),
-        log=lambda *a: None,
-    )
+        PairIngestConfig(sources=[PairSource("senteval", str(demo_world.nli_dir), split="train")], out=str(out)))
     return out, manifest
 
 

@@ -22,7 +22,7 @@ from ingest.aspects.offline import aspect_labels_from_wikidata_set
 from ingest.aspects.sparql import SparqlError, fetch_aspect_labels, retry_after_seconds
 
 UA = "structcse-tests/0 (https://example.invalid/tests)"
-QUIET = {"user_agent": UA, "log": lambda *a: None}
+AGENT = {"user_agent": UA}
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def _expected(demo_world, kind: str, field: str, prop: str) -> dict:
 
 @pytest.mark.parametrize("cls, properties", [("Q4830453", ("P17", "P452")), ("Q5", ("P27",))])
 def test_sparql_and_offline_give_the_same_table(oxigraph, demo_sets, demo_world, cls, properties):
-    online = fetch_aspect_labels(oxigraph, cls=cls, properties=properties, page_size=7, **QUIET)
+    online = fetch_aspect_labels(oxigraph, cls=cls, properties=properties, page_size=7, **AGENT)
     offline = aspect_labels_from_wikidata_set(demo_sets[0] / "wikidata", cls=cls, properties=properties)
     assert online.schema.equals(schemas.ASPECT_LABELS)
     assert online.equals(offline), (online.slice(0, 5).to_pylist(), offline.slice(0, 5).to_pylist())
@@ -116,7 +116,7 @@ def test_sparql_and_offline_give_the_same_table(oxigraph, demo_sets, demo_world,
 
 
 def test_subclasses_and_other_languages_agree(oxigraph, demo_sets):
-    online = fetch_aspect_labels(oxigraph, properties=("P17",), subclasses=True, page_size=50, **QUIET)
+    online = fetch_aspect_labels(oxigraph, properties=("P17",), subclasses=True, page_size=50, **AGENT)
     offline = aspect_labels_from_wikidata_set(demo_sets[0] / "wikidata", properties=("P17",), subclasses=True)
     assert online.equals(offline) and online.num_rows > 0
 
@@ -144,10 +144,10 @@ def test_backoff_honours_retry_after(oxigraph):
             return 429, {"Retry-After": "1", "Content-Type": "text/plain"}, b"Too Many Requests"
         return forward(handler, body)
 
-    reference = fetch_aspect_labels(oxigraph, properties=("P17",), **QUIET)
+    reference = fetch_aspect_labels(oxigraph, properties=("P17",), **AGENT)
     with http_server(answer) as (endpoint, seen):
         started = time.monotonic()
-        table = fetch_aspect_labels(endpoint, properties=("P17",), **QUIET)
+        table = fetch_aspect_labels(endpoint, properties=("P17",), **AGENT)
         elapsed = time.monotonic() - started
     assert table.equals(reference)
     assert elapsed >= 2.0
@@ -164,20 +164,19 @@ def test_a_timeout_is_retried(oxigraph):
         return forward(handler, body)
 
     with http_server(answer) as (endpoint, seen):
-        table = fetch_aspect_labels(endpoint, properties=("P452",), timeout=1, backoff_base=0.01, **QUIET)
+        table = fetch_aspect_labels(endpoint, properties=("P452",), timeout=1, backoff_base=0.01, **AGENT)
     assert len(seen) == 2 and table.num_rows > 0
 
 
-def test_always_503_is_an_error_naming_endpoint_and_page_without_the_key():
-    logs = []
-
+def test_always_503_is_an_error_naming_endpoint_and_page_without_the_key(project_log):
     def answer(n, handler, body):
         return 503, {"Content-Type": "text/plain"}, b"Service Unavailable"
 
     with http_server(answer) as (endpoint, seen), pytest.raises(SparqlError) as err:
         fetch_aspect_labels(endpoint + "?key=s3cret", properties=("P17",), max_retries=2, backoff_base=0.01,
-                            backoff_cap=0.02, user_agent=UA, log=logs.append)
+                            backoff_cap=0.02, user_agent=UA)
     message = str(err.value)
+    logs = project_log.lines
     assert len(seen) == 3  # the first try and max_retries=2 retries
     assert endpoint in message and "page 1" in message and "503" in message and "wdt:P17" in message
     assert "s3cret" not in message and not any("s3cret" in line for line in logs) and len(logs) == 2
@@ -186,9 +185,9 @@ def test_always_503_is_an_error_naming_endpoint_and_page_without_the_key():
 def test_cache_answers_a_rerun_without_requests(oxigraph, tmp_path):
     with http_server(lambda n, h, b: forward_to(oxigraph)(h, b)) as (endpoint, seen):
         endpoint += "?key=s3cret"
-        first = fetch_aspect_labels(endpoint, page_size=25, cache_dir=tmp_path, **QUIET)
+        first = fetch_aspect_labels(endpoint, page_size=25, cache_dir=tmp_path, **AGENT)
         requests_made = len(seen)
-        second = fetch_aspect_labels(endpoint, page_size=25, cache_dir=tmp_path, **QUIET)
+        second = fetch_aspect_labels(endpoint, page_size=25, cache_dir=tmp_path, **AGENT)
     assert requests_made >= 4 and len(seen) == requests_made
     assert first.equals(second) and first.num_rows > 0
     files = sorted(p.name for p in tmp_path.iterdir())
@@ -207,30 +206,30 @@ def test_cache_answers_a_rerun_without_requests(oxigraph, tmp_path):
 def test_an_answer_that_is_not_sparql_json_is_a_clear_error(content_type, body):
     with (http_server(lambda n, h, b: (200, {"Content-Type": content_type}, body)) as (endpoint, seen),
           pytest.raises(SparqlError, match="did not answer SPARQL JSON") as err):
-        fetch_aspect_labels(endpoint, **QUIET)
+        fetch_aspect_labels(endpoint, **AGENT)
     assert body.decode()[:40] in str(err.value) and len(seen) == 1
 
 
 def test_values_are_checked_before_any_request():
     with http_server(lambda n, h, b: (500, {}, b"")) as (endpoint, seen):
         with pytest.raises(ValueError) as err:
-            fetch_aspect_labels(endpoint, properties=("P17 } ; DROP",), **QUIET)
+            fetch_aspect_labels(endpoint, properties=("P17 } ; DROP",), **AGENT)
         assert str(err.value) == ("aspects.properties: 'P17 } ; DROP' is not a Wikidata property id "
                                   "(P followed by digits)")
         for bad in ({"cls": "wd:Q5"}, {"wiki": "en.wikipedia"}, {"language": 'en"'}, {"user_agent": " "}):
             with pytest.raises(ValueError):
-                fetch_aspect_labels(endpoint, **{**QUIET, **bad})
+                fetch_aspect_labels(endpoint, **{**AGENT, **bad})
     assert seen == []
 
 
 def test_unknown_class_and_property_are_clear_errors(oxigraph):
     with pytest.raises(SparqlError, match=r"no item is an instance of wd:Q999999 with an article in enwiki"):
-        fetch_aspect_labels(oxigraph, cls="Q999999", **QUIET)
+        fetch_aspect_labels(oxigraph, cls="Q999999", **AGENT)
     with pytest.raises(SparqlError, match=r"has property P999999 \(the endpoint knows nothing about wd:P999999\)"):
-        fetch_aspect_labels(oxigraph, properties=("P17", "P999999"), **QUIET)
+        fetch_aspect_labels(oxigraph, properties=("P17", "P999999"), **AGENT)
     with pytest.raises(SparqlError, match=r"no item of class wd:Q4830453 with an article in enwiki has property "
                                           r"P27; is P27 right\?"):
-        fetch_aspect_labels(oxigraph, properties=("P27",), **QUIET)
+        fetch_aspect_labels(oxigraph, properties=("P27",), **AGENT)
 
 
 # ---------------------------------------------------------------- small pieces
@@ -257,8 +256,8 @@ def test_retry_after_parses_seconds_and_http_dates():
 
 
 def test_multi_valued_properties_are_sets_and_pages_never_split_an_item(oxigraph, demo_world):
-    whole = fetch_aspect_labels(oxigraph, cls="Q6256", properties=("P47", "P31"), page_size=1000, **QUIET)
-    paged = fetch_aspect_labels(oxigraph, cls="Q6256", properties=("P47", "P31"), page_size=2, **QUIET)
+    whole = fetch_aspect_labels(oxigraph, cls="Q6256", properties=("P47", "P31"), page_size=1000, **AGENT)
+    paged = fetch_aspect_labels(oxigraph, cls="Q6256", properties=("P47", "P31"), page_size=2, **AGENT)
     assert paged.equals(whole)
     rows = whole.to_pylist()
     borders = [r for r in rows if r["property"] == "P47"]

@@ -77,7 +77,7 @@ def test_read_fold_counts_skips(tmp_path):
 def test_triplets_and_docs(tmp_path):
     root = write_folder(tmp_path / "pwc")
     out = tmp_path / "out"
-    manifest = build_pwc_sets(root, str(out), fold=1, seed=7, triplets_per_anchor=None, log=lambda *_: None)
+    manifest = build_pwc_sets(root, str(out), fold=1, seed=7, triplets_per_anchor=None)
     assert sorted(manifest["aspects"]) == ["method", "task"]
     for aspect in ("task", "method"):
         train = FOLDS[aspect]["1"]["train"]
@@ -128,7 +128,7 @@ def test_docs_work_with_aspect_retrieval(tmp_path):
     from score.aspects import read_aspect_docs, retrieval_metrics
 
     out = tmp_path / "out"
-    build_pwc_sets(write_folder(tmp_path / "pwc"), str(out), aspects=["task"], log=lambda *_: None)
+    build_pwc_sets(write_folder(tmp_path / "pwc"), str(out), aspects=["task"])
     docs = read_aspect_docs(out / "aspect_docs")["task"]
     metrics = retrieval_metrics(np.eye(len(docs)), docs.labels, ks=(5,))
     assert metrics["n_docs"] == 7 and metrics["n_seeds"] == 5  # p1 p2 p3 p5 p6; p4 p7 candidates only
@@ -136,18 +136,18 @@ def test_docs_work_with_aspect_retrieval(tmp_path):
 
 def test_default_one_triplet_per_anchor_and_fold2(tmp_path):
     out = tmp_path / "out"
-    m = build_pwc_sets(write_folder(tmp_path / "pwc"), str(out), fold=2, log=lambda *_: None)
+    m = build_pwc_sets(write_folder(tmp_path / "pwc"), str(out), fold=2)
     rows = read_table(out / "task" / "aspect_triplets").to_pylist()
     assert [(r["anchor_qid"], r["positive_qid"], r["negative_qid"], r["negative_kind"]) for r in rows] == \
         [("p3", "p4", "p5", "labelled")]
     assert m["config"]["fold"] == "2"
     out1 = tmp_path / "one"
-    m1 = build_pwc_sets(tmp_path / "pwc", str(out1), aspects=["task"], log=lambda *_: None)
+    m1 = build_pwc_sets(tmp_path / "pwc", str(out1), aspects=["task"])
     rows1 = read_table(out1 / "task" / "aspect_triplets").to_pylist()
     assert len({r["anchor_qid"] for r in rows1}) == len(rows1)  # one triplet per anchor
     assert m1["aspects"]["task"]["y_pairs_beyond_triplets_per_anchor"] == 1  # p1 has two y partners
     again = tmp_path / "again"
-    build_pwc_sets(tmp_path / "pwc", str(again), aspects=["task"], log=lambda *_: None)
+    build_pwc_sets(tmp_path / "pwc", str(again), aspects=["task"])
     assert read_table(again / "task" / "aspect_triplets").to_pylist() == rows1  # same seed, same rows
 
 
@@ -175,7 +175,7 @@ def test_errors_name_file_and_line(tmp_path):
     with pytest.raises(PwcFormatError, match=r"no such fold folder .*\['1', '2'\]"):
         read_pwc_fold(root, "task", 3)
     with pytest.raises(PwcFormatError, match=r"no aspect folder \['dataset'\]"):
-        build_pwc_sets(root, str(tmp_path / "o"), aspects=["dataset"], log=lambda *_: None)
+        build_pwc_sets(root, str(tmp_path / "o"), aspects=["dataset"])
 
 
 def test_cli(tmp_path):

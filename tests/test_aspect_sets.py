@@ -68,7 +68,7 @@ def aspect_sets(demo_sets, tmp_path_factory):
     built = []
     for run in range(2):
         folder = tmp_path_factory.mktemp(f"aspects{run}")
-        manifest = build_aspect_sets(labels, str(out / "intros"), str(folder), AspectSetConfig(), log=lambda *a: None)
+        manifest = build_aspect_sets(labels, str(out / "intros"), str(folder), AspectSetConfig())
         built.append((folder, manifest))
     return labels, built
 
@@ -120,8 +120,7 @@ def test_triplets_per_anchor_gives_that_many_distinct_positives(aspect_sets, dem
     from ingest.aspects.triplets import AspectSetConfig, build_aspect_sets
 
     labels, [(one_folder, _)] = aspect_sets[0], aspect_sets[1][:1]
-    build_aspect_sets(labels, str(demo_sets[0] / "intros"), str(tmp_path), AspectSetConfig(triplets_per_anchor=3),
-                      log=lambda *a: None)
+    build_aspect_sets(labels, str(demo_sets[0] / "intros"), str(tmp_path), AspectSetConfig(triplets_per_anchor=3))
     one = read_table(one_folder / "single-P17" / "aspect_triplets", kind="aspect_triplets").to_pylist()
     three = read_table(tmp_path / "single-P17" / "aspect_triplets", kind="aspect_triplets").to_pylist()
     by_anchor = defaultdict(list)

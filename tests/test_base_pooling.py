@@ -56,7 +56,8 @@ def test_plain_and_cls_pooled_bases(tmp_path):
         decide_pooling(cfg)
 
 
-def test_the_plan_records_the_pooling_it_chose_and_why_without_secrets(world, tmp_path, monkeypatch):  # noqa: F811
+def test_the_plan_records_the_pooling_it_chose_and_why_without_secrets(world, tmp_path, monkeypatch,  # noqa: F811
+                                                                        project_log):
     """The tiny BERT made a sentence-transformers folder with mean pooling, under a config that asks for the
     paper's cls: the plan trains with mean and says why; the config is unchanged; run_plan.json holds the
     decision, and a secret in the environment that is also part of the run folder's path is redacted."""
@@ -78,8 +79,9 @@ def test_the_plan_records_the_pooling_it_chose_and_why_without_secrets(world, tm
     assert plan.config.to_dict() == {**before, "pooling": "mean", "feed": "memory"}
     assert plan.run_folder == f"{work}/runs/planned" and plan.checkpoint_metric == "dev_spearman"
     assert plan.set_paths == {"sentences": f"{world['data'].resolve()}/sentences"} and plan.num_rows == 320
-    said = []
-    print_plan(plan, said.append)
+    project_log.clear()
+    print_plan(plan)
+    said = project_log.lines
     assert any("pooling: mean, st_base's own" in line for line in said)
     assert not [line for line in said if secret in line]
     path = record_plan(plan)

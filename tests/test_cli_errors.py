@@ -200,3 +200,19 @@ def test_a_config_without_a_run_name_is_named_method_and_model():
     for path in sorted((REPO / "configs").glob("*.yaml")):
         run_name = path.read_text().split("\nrun_name:", 1)[-1].splitlines()[0].split("#")[0]
         assert "bert-base" not in run_name, path
+
+
+def test_config_values_are_read_as_their_declared_types_or_refused_by_key():
+    import numpy as np
+
+    from train.config import ConfigError, TrainConfig
+
+    base = {"method": "simcse_unsup", "data": "d", "model": "m"}
+    cfg = TrainConfig.from_dict({**base, "lr": "3e-5", "max_steps": 8.0, "batch_size": np.int64(16),
+                                 "dropout": None})
+    assert (cfg.lr, cfg.max_steps, cfg.batch_size, cfg.dropout) == (3e-5, 8, 16, None)
+    assert type(cfg.max_steps) is int and type(cfg.batch_size) is int
+    for key, value, expects in (("batch_size", True, "int"), ("max_steps", 8.5, "int"), ("lr", "nan", "float"),
+                                ("lr", "fast", "float"), ("pooling", 3, "str"), ("pretokenize", 1, "bool")):
+        with pytest.raises(ConfigError, match=f"key '{key}' expects {expects}"):
+            TrainConfig.from_dict({**base, key: value}, source="run.yaml")

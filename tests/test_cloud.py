@@ -117,7 +117,7 @@ def test_eval_reads_model_and_data_from_a_bucket(s3_server, demo_sets, demo_tiny
 
 
 def test_config_and_demo_output_at_a_uri(s3_server, tmp_path):
-    from structcse.cli import demo_to
+    from structcse.demo_pipeline import demo_to
     from train.config import ConfigError, load_config
 
     try:

@@ -104,8 +104,7 @@ def dsbats_sets(ray_session, wordnet_folder, tmp_path_factory):
     bats = shared_data("bats")
     out = tmp_path_factory.mktemp("dsbats")
     cfg = DsbatsConfig(categories=CATEGORIES, positives_per_pair=4, workers=1)
-    result = build_dsbats(str(bats), {"kind": "wordnet", "folder": str(wordnet_folder)}, str(out), cfg,
-                          log=lambda *a: None)
+    result = build_dsbats(str(bats), {"kind": "wordnet", "folder": str(wordnet_folder)}, str(out), cfg)
     return out, result, bats
 
 

@@ -66,7 +66,7 @@ def test_read_raw_train():
     assert len(pairs) == 5749 and pairs.skipped_rows == 0
 
 
-def test_malformed_rows_are_counted_with_line_numbers(tmp_path, caplog):
+def test_malformed_rows_are_counted_with_line_numbers(tmp_path, project_log):
     rows = [
         "g\tf\t2012\t1\t5.0\tA cat sits.\tA cat is sitting.",
         "g\tf\t2012\t2\t4.0\tonly six fields",  # line 2: too few fields
@@ -77,12 +77,11 @@ def test_malformed_rows_are_counted_with_line_numbers(tmp_path, caplog):
         "g\tf\t2012\t6\t7.5\tSnow.\tIce.",  # line 7: off the 0-5 scale (a 0-10 file, or a shifted column)
     ]
     (tmp_path / "sts-dev.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    with caplog.at_level("WARNING"):
-        pairs = read_sts(tmp_path, "dev")
+    pairs = read_sts(tmp_path, "dev")
     assert pairs.scores == [5.0, 1.5, 0.0]
     assert pairs.sentences1[1] == 'He said "hi.'
     assert pairs.skipped_rows == 3 and pairs.skipped_lines == [2, 4, 7]
-    assert "skipped 3 malformed rows" in caplog.text
+    assert any(r.levelname == "WARNING" and "skipped 3 malformed rows" in r.getMessage() for r in project_log.records)
 
 
 def test_missing_split_lists_present_splits(tmp_path):
@@ -129,16 +128,15 @@ def test_score_pairs_is_scipys_figures_of_sentence_transformers_cosines(minilm, 
     assert result["pearson"] == pytest.approx(want["pearson"], abs=1e-6)
 
 
-def test_plain_hf_folder_gets_mean_pooling(tmp_path, minilm, caplog):
+def test_plain_hf_folder_gets_mean_pooling(tmp_path, minilm, project_log):
     from eval.models import load_encoder
 
     plain = tmp_path / "plain"
     plain.mkdir()
     for name in MINILM_FILES:
         (plain / name).symlink_to(minilm_folder() / name)
-    with caplog.at_level("INFO"):
-        encoder = load_encoder(plain, device="cpu")
-    assert "mean pooling" in caplog.text
+    encoder = load_encoder(plain, device="cpu")
+    assert any("mean pooling" in line for line in project_log.lines)
     texts = ["A man is playing a guitar.", "A dog runs.", "Someone plays guitar.", "A cat sleeps."]
     ours, theirs = encoder.encode(texts), minilm.encode(texts)
     # MiniLM's own pipeline is mean pooling + normalisation: the same directions

@@ -130,13 +130,15 @@ def test_evaluate_gives_what_the_command_line_gives(demo_folder, demo_world, tmp
 
 def test_api_errors_are_one_line(demo_folder, demo_world):
     import structcse
+    from eval.run import UsageError
     from score.model import MethodMismatchError
 
     simcse = structcse.load(demo_folder / "runs" / "simcse_unsup" / "model")
     with pytest.raises(MethodMismatchError, match="task relational_sts needs a model whose method has "
                                                   "relation_scores; .* is a simcse_unsup model"):
         structcse.evaluate(simcse, "relational_sts", data=demo_world.sts_dir)
-    with pytest.raises(TypeError, match="weights does not apply to task sts"):
+    assert issubclass(UsageError, ValueError)
+    with pytest.raises(UsageError, match=r"^weights does not apply to task sts \(it takes plots\)$"):
         structcse.evaluate(simcse, "sts", data=demo_world.sts_dir, weights="entailment=1")
     with pytest.raises(ValueError, match="task sts has no split 'trial'"):
         structcse.evaluate(simcse, "sts", data=demo_world.sts_dir, split="trial")

@@ -227,15 +227,15 @@ def test_the_same_pages_in_two_inputs_are_written_once_and_counted(demo_world, d
     assert run_ingest(cfg)["sets"]["sentences"]["rows"] == single["sets"]["sentences"]["rows"]  # resumed: the same
 
 
-def test_a_simcse_csv_without_hard_negatives_is_warned_about(tmp_path):
+def test_a_simcse_csv_without_hard_negatives_is_warned_about(tmp_path, project_log):
     from ingest.pairs import PairIngestConfig, PairSource
     from ingest.pairs.sources import resolve_sources
 
     csv = tmp_path / "nli.csv"
     csv.write_text("sent0,sent1\nA man plays a guitar.,A man plays music.\n")
-    said = []
     sources, _ = resolve_sources(PairIngestConfig(sources=[PairSource("simcse_csv", str(csv))], out=str(tmp_path / "o")),
-                                 str(tmp_path / "work"), said.append)
+                                 str(tmp_path / "work"))
+    said = project_log.lines
     assert "no hard_neg column" in sources[0]["warning"] and "nli_triplets" in sources[0]["warning"]
     assert any("warning" in line and "nli.csv" in line for line in said)
 

@@ -1,7 +1,7 @@
 """Every import between the project's packages, read from the source with ``ast`` (imports inside functions
 included): none points up the stage order, and no two modules import each other, directly or round a loop.
 
-    infra  <-  ingest  <-  score  <-  train  <-  eval  <-  tune  <-  structcse (demo, CLI)
+    infra  <-  ingest  <-  score  <-  train  <-  eval  <-  tune  <-  structcse (demo, CLI)  <-  bench
 
 ``python -m tests.test_imports`` prints the edges between packages ("pkg -> pkg (N imports)"), then any
 upward edge and any cycle, with file:line.
@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # lowest first: a package may import only those at or before its own place
-STAGE_ORDER = ("infra", "ingest", "score", "train", "eval", "tune", "structcse")
+# (bench: the measurements, above everything; a folder of scripts without an ``__init__.py``)
+STAGE_ORDER = ("infra", "ingest", "score", "train", "eval", "tune", "structcse", "bench")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def module_files(root: Path, packages=STAGE_ORDER) -> dict[str, Path]:
     modules = {}
     for package in packages:
         folder = root / package
-        if not (folder / "__init__.py").is_file():
+        if not folder.is_dir():
             continue
         for path in sorted(folder.rglob("*.py")):
             parts = path.relative_to(root).with_suffix("").parts

@@ -426,7 +426,7 @@ def test_pass1_ray_data_read_and_plain_tasks_write_the_same_bytes(demo_world, de
     def ingest(out, pass1):
         return run_ingest(IngestConfig(wikipedia=[str(demo_world.wikipedia_dump)],
                                        wikidata=[str(demo_world.wikidata_dump)], out=str(out), shard_bytes=1,
-                                       pass1=pass1, entity_link_threshold=ENTITY_LINK_THRESHOLD), log=lambda *a: None)
+                                       pass1=pass1, entity_link_threshold=ENTITY_LINK_THRESHOLD))
 
     outputs = {demo_sets[1]["pass1"]: demo_sets[0]}  # the fixture ran the default way
     manifest = ingest(tmp_path / "data", "data")

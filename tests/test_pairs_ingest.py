@@ -60,7 +60,7 @@ def main_config(nli_paths, demo_world):
 @pytest.fixture(scope="module")
 def main_run(main_config, ray_session, tmp_path_factory):
     out = tmp_path_factory.mktemp("pairs_main")
-    return out, run_pair_ingest(main_config(out), log=lambda *a: None)
+    return out, run_pair_ingest(main_config(out))
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def test_same_input_and_seed_same_bytes(main_run, main_config, tmp_path):
     out, _ = main_run
     cfg = main_config(tmp_path)
     cfg.memory_per_cpu = 1 << 20  # 64 KiB shuffle buckets: several, where the first run had one each
-    run_pair_ingest(cfg, log=lambda *a: None)
+    run_pair_ingest(cfg)
     for kind in ("nli_triplets", "relation_triples"):
         first = {p.name: p.read_bytes() for p in sorted((out / kind).glob("*.parquet"))}
         again = {p.name: p.read_bytes() for p in sorted((tmp_path / kind).glob("*.parquet"))}
@@ -295,7 +295,7 @@ def test_hf_dataset_from_a_local_folder(ray_session, tmp_path, nli_paths):
     cfg = PairIngestConfig(sources=[PairSource("hf", str(folder), preset="snli",
                                                hf_kwargs={"cache_dir": str(tmp_path / "hf_cache")})],
                            out=str(tmp_path / "out"), hf_chunk_rows=25)
-    run_pair_ingest(cfg, log=lambda *a: None)
+    run_pair_ingest(cfg)
     manifest = sets.read_manifest(tmp_path / "out" / "relation_triples")
     (source,) = manifest["sources"]
     no_gold = sum(r["gold_label"] == "-" for r in records)
@@ -328,7 +328,7 @@ def test_all_nli_triplets_by_name_from_a_local_copy(ray_session, tmp_path, nli_p
     monkeypatch.setenv("STRUCTCSE_HUB_COPIES", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     run_pair_ingest(PairIngestConfig(sources=[PairSource("hf", "sentence-transformers/all-nli")],
-                                     out=str(tmp_path / "out")), log=lambda *a: None)
+                                     out=str(tmp_path / "out")))
     triplets = read_set(tmp_path / "out" / "nli_triplets")
     assert len(triplets) == 50
     assert sorted(t["premise"] for t in triplets) == sorted(r["sent0"].strip() for r in rows)

@@ -153,7 +153,8 @@ def test_by_name_sick_r_is_read_at_the_revision_with_semevals_splits(monkeypatch
     validation and test splits); MTEB's pinned revision (all of SICK in its test split) with sick_protocol
     mteb."""
     from eval.sts_all import protocol_sources
-    from infra.hub_data import DEFAULT_DATA, MTEB_STS, SICK_R_SEMEVAL
+    from eval.tasks import DEFAULT_DATA
+    from infra.hub_data import MTEB_STS, SICK_R_SEMEVAL
     from score.sts_sets import hub_sets
 
     monkeypatch.delenv("STRUCTCSE_HUB_COPIES", raising=False)

@@ -126,7 +126,7 @@ def test_a_pending_score_is_ranked_without_an_error_and_a_missing_key_still_is_o
     assert any(r.levelno == logging.ERROR and "dev_spearmn" in r.getMessage() for r in records), records
 
 
-def test_the_jobs_processes_are_told_which_ray_is_theirs_through_its_runtime_env(monkeypatch):
+def test_the_jobs_processes_are_told_which_ray_is_theirs_through_its_runtime_env(monkeypatch, project_log):
     """Another Ray on the machine, before or after ours: the job's runtime env names ours (the state API's
     address for a local Ray, RAY_ADDRESS for a joined one), the preemption watcher is off there, and this
     process's environment is not changed; other instances running now are named, with the RAY_ADDRESS that
@@ -139,9 +139,9 @@ def test_the_jobs_processes_are_told_which_ray_is_theirs_through_its_runtime_env
     monkeypatch.delenv("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", raising=False)
     monkeypatch.setattr(infra.ray_compat, "find_gcs_addresses", lambda: ["10.0.0.7:6380", "10.0.0.5:6379"])
     before = dict(os.environ)
-    said = []
-    kwargs = local_init_kwargs({"address": "local", "runtime_env": {"env_vars": {"MINE": "1"}}}, said.append)
+    kwargs = local_init_kwargs({"address": "local", "runtime_env": {"env_vars": {"MINE": "1"}}})
     assert dict(os.environ) == before
+    said = project_log.lines
     env_vars = kwargs["runtime_env"]["env_vars"]
     assert env_vars["RAY_API_SERVER_ADDRESS"] == f"http://127.0.0.1:{kwargs['dashboard_port']}", kwargs
     assert env_vars["RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"] == "0" and env_vars["MINE"] == "1", env_vars
@@ -150,8 +150,9 @@ def test_the_jobs_processes_are_told_which_ray_is_theirs_through_its_runtime_env
     assert "ray stop" not in said[0], said
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")  # named: joins it, nothing to say; its workers get it too
     monkeypatch.setenv("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "1")  # the user's: Ray Train passes it on
-    said.clear()
-    env_vars = local_init_kwargs({}, said.append)["runtime_env"]["env_vars"]
+    project_log.clear()
+    env_vars = local_init_kwargs({})["runtime_env"]["env_vars"]
+    said = project_log.lines
     assert said == [] and env_vars == {"RAY_ADDRESS": "10.0.0.5:6379"}, (said, env_vars)
 
 

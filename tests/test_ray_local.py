@@ -28,7 +28,7 @@ def cluster_file(tmp_path, monkeypatch):
     return tmp_path / "ray_current_cluster"
 
 
-def test_a_dead_head_is_named_and_a_local_ray_is_asked_for(cluster_file):
+def test_a_dead_head_is_named_and_a_local_ray_is_asked_for(cluster_file, project_log):
     from ray._private.services import get_ray_address_from_environment
 
     from infra.ray_local import local_init_kwargs
@@ -37,31 +37,30 @@ def test_a_dead_head_is_named_and_a_local_ray_is_asked_for(cluster_file):
     cluster_file.write_text(address)
     # what plain ray.init() would connect to (and retry for minutes)
     assert get_ray_address_from_environment(None, str(cluster_file.parent)) == address
-    said = []
     started = time.monotonic()
-    kwargs = local_init_kwargs({"num_cpus": 2, "_temp_dir": str(cluster_file.parent)}, said.append)
+    kwargs = local_init_kwargs({"num_cpus": 2, "_temp_dir": str(cluster_file.parent)})
     assert time.monotonic() - started < 5
+    said = project_log.lines
     assert ray_args(kwargs) == {"num_cpus": 2, "_temp_dir": str(cluster_file.parent), "address": "local"}
     assert len(said) == 1 and address in said[0] and str(cluster_file) in said[0]
     assert "RAY_ADDRESS=" in said[0] and "`ray stop` (" not in said[0]  # deleting the file, not stopping every Ray
 
 
-def test_a_live_head_an_explicit_address_or_no_file_is_left_to_ray(cluster_file, monkeypatch):
+def test_a_live_head_an_explicit_address_or_no_file_is_left_to_ray(cluster_file, monkeypatch, project_log):
     from infra.ray_local import local_init_kwargs
 
     temp = {"_temp_dir": str(cluster_file.parent)}
-    said = []
-    assert ray_args(local_init_kwargs(temp, said.append)) == temp  # no file
+    assert ray_args(local_init_kwargs(temp)) == temp  # no file
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         live = f"127.0.0.1:{listener.getsockname()[1]}"
         cluster_file.write_text(live)
-        kwargs = local_init_kwargs(temp, said.append)
+        kwargs = local_init_kwargs(temp)
         assert ray_args(kwargs) == temp  # a head answers: ray.init() joins it; its processes are told which
         assert kwargs["runtime_env"]["env_vars"]["RAY_ADDRESS"] == live
     cluster_file.write_text(f"127.0.0.1:{closed_port()}")
-    assert ray_args(local_init_kwargs({**temp, "address": "auto"}, said.append)) == {**temp, "address": "auto"}
+    assert ray_args(local_init_kwargs({**temp, "address": "auto"})) == {**temp, "address": "auto"}
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
-    assert ray_args(local_init_kwargs(temp, said.append)) == temp
-    assert said == []
+    assert ray_args(local_init_kwargs(temp)) == temp
+    assert project_log.lines == []

@@ -186,7 +186,7 @@ def test_search_report_shows_the_untrained_encoder_and_the_base_config(tmp_path,
 
     monkeypatch.setattr(report, "_plot_curves", plot)
     outcome = report.write_search_report(results, base, settings, "dev_spearman", str(tmp_path / "tune"), private,
-                                         log=lambda *a: None, max_t=1440,
+                                         max_t=1440,
                                          untrained={"score": 0.6238, "model": "tiny", "pooling": "mean"})
     text = (tmp_path / "tune" / "search_report.md").read_text()
     assert f"Split: dev (`{tmp_path / 'dev'}`)" in text
@@ -213,7 +213,7 @@ def test_search_report_says_when_the_untrained_encoder_was_not_scored(tmp_path):
 
     base, settings, private, results = _search(tmp_path)
     outcome = write_search_report(results, base, settings, "dev_spearman", str(tmp_path / "tune"), private,
-                                  log=lambda *a: None, max_t=1440,
+                                  max_t=1440,
                                   untrained={"score": None, "error": "RuntimeError: no pool"})
     text = (tmp_path / "tune" / "search_report.md").read_text()
     assert "Untrained encoder: not scored (RuntimeError: no pool)." in text
@@ -258,18 +258,18 @@ def test_the_untrained_encoder_is_scored_by_the_search_pool_once(demo_world, tmp
                                  "batch_size": 16, "max_steps": 3}).validate()
     pool = _LocalPool("sts_spearman", str(demo_world.sts_dir))
     monkeypatch.setattr(ray, "get", lambda value, timeout=None: value)
-    scored = score_untrained_encoder(pool, cfg, {}, str(tmp_path / "tune"), "dev_spearman", log=print)
+    scored = score_untrained_encoder(pool, cfg, {}, str(tmp_path / "tune"), "dev_spearman")
     metric = DEV_METRICS["sts_spearman"]
     Encoder(str(bert), "mean", 32, None).save_sentence_transformer(tmp_path / "direct")
     direct = score_model_dir(metric, tmp_path / "direct", metric.read(str(demo_world.sts_dir)))
     assert scored["score"] == pytest.approx(direct, abs=1e-6) and scored["pooling"] == "mean"
     assert (tmp_path / "tune" / UNTRAINED_DIR / "model" / "modules.json").is_file()
-    again = score_untrained_encoder(pool, cfg, {}, str(tmp_path / "tune"), "dev_spearman", log=print)
+    again = score_untrained_encoder(pool, cfg, {}, str(tmp_path / "tune"), "dev_spearman")
     assert again["score"] == scored["score"] and pool.calls == 1
 
 
 def test_the_demo_table_has_the_base_first_deltas_its_split_and_similarity_and_the_best_per_column(tmp_path):
-    from structcse.cli import BASE_NAME, summary_line, write_demo_report
+    from structcse.demo_pipeline import BASE_NAME, summary_line, write_demo_report
 
     rows = [{"model": BASE_NAME, "sts_dev": 0.6238, "sts_test": 0.60, "country_p10": 0.30, "industry_p10": 0.20,
              "srsd": 0.25},

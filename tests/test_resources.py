@@ -90,18 +90,19 @@ def test_the_resources_before_ray_starts_are_the_ones_ray_starts_with(ray_sessio
     assert local_node_resources()["CPU"] >= 1
 
 
-def test_with_an_autoscaler_the_wait_is_said_in_one_line(tmp_path):
+def test_with_an_autoscaler_the_wait_is_said_in_one_line(tmp_path, project_log):
     from train.ray_env import check_resources
 
-    said = []
     check_resources(_cfg(tmp_path, num_workers=2, use_gpu=True), {"CPU": 2.0}, where="the cluster",
-                    autoscaled=True, log=said.append)
-    assert said == ["[train] waiting for 2 worker(s) x 1 CPU + 1 GPU: the autoscaler adds nodes (the cluster has "
-                    "0 GPUs now)"]
-    said.clear()
-    check_resources(_cfg(tmp_path, num_workers=2, use_gpu=True), {"CPU": 8.0, "GPU": 2.0}, autoscaled=True,
-                    log=said.append)
-    assert said == []  # enough: nothing to wait for
+                    autoscaled=True)
+    assert project_log.lines == ["[train] waiting for 2 worker(s) x 1 CPU + 1 GPU: the autoscaler adds nodes (the "
+                                 "cluster has 0 GPUs now)"]
+    project_log.clear()
+    check_resources(_cfg(tmp_path, num_workers=2, use_gpu=True), {"CPU": 8.0, "GPU": 2.0}, autoscaled=True)
+    assert project_log.lines == []  # enough: nothing to wait for
+    check_resources(_cfg(tmp_path, num_workers=2, use_gpu=True), {"CPU": 2.0}, where="the cluster",
+                    autoscaled=True, quiet=True)
+    assert project_log.lines == []  # quiet: another run's check (a Tune search's searched values)
 
 
 def test_an_autoscaler_is_one_that_names_node_types_from_a_cluster_config(monkeypatch):

@@ -147,7 +147,8 @@ def test_a_mistyped_checkpoint_metric_exits_2_in_one_line_within_seconds(world, 
 
 
 def test_an_elastic_minimum_the_machine_cannot_place_is_refused_and_an_autoscaler_is_waited_for(ray_session,
-                                                                                                tmp_path):
+                                                                                                tmp_path,
+                                                                                                project_log):
     from train.config import ConfigError, TrainConfig
     from train.ray_env import check_cluster_resources, check_resources
 
@@ -159,8 +160,8 @@ def test_an_elastic_minimum_the_machine_cannot_place_is_refused_and_an_autoscale
     message = str(caught.value)
     assert "\n" not in message and "num_workers=4-8 (elastic)" in message and "wait forever" in message
     assert f"this machine has {cpus:g} CPUs" in message and f"--num-workers {int(cpus)}-8" in message
-    said = []
-    check_resources(cfg, {"CPU": cpus}, where="the cluster", autoscaled=True, log=said.append)
-    assert said == [f"[train] waiting for 4-8 worker(s) x 1 CPU: the autoscaler adds nodes (the cluster has {cpus:g} "
-                    "CPUs now)"]
+    project_log.clear()
+    check_resources(cfg, {"CPU": cpus}, where="the cluster", autoscaled=True)
+    assert project_log.lines == [f"[train] waiting for 4-8 worker(s) x 1 CPU: the autoscaler adds nodes (the cluster "
+                                 f"has {cpus:g} CPUs now)"]
     check_cluster_resources(cfg.with_overrides([f"num_workers=[{int(cpus)},8]"]), started_here=True)  # placeable

@@ -21,11 +21,12 @@ def _sets(cfg):
 
 def _started(cfg, run_dir):
     """A run folder as a first run leaves it: its key, and a checkpoint."""
-    assert check_run_key(cfg, str(run_dir), _sets(cfg), log=lambda *a: None) == "fresh"
+    assert check_run_key(cfg, str(run_dir), _sets(cfg)) == "fresh"
     (run_dir / "step-0000002").mkdir(parents=True)
 
 
-def test_a_rerun_with_another_config_set_or_model_is_refused_naming_what_differs(world, tmp_path):  # noqa: F811
+def test_a_rerun_with_another_config_set_or_model_is_refused_naming_what_differs(world, tmp_path,  # noqa: F811
+                                                                                 project_log):
     cfg = _cfg(world, tmp_path, method="simcse_unsup", run_name="keyed", max_steps=2)
     run_dir = tmp_path / "runs" / "keyed"
     _started(cfg, run_dir)
@@ -57,13 +58,15 @@ def test_a_rerun_with_another_config_set_or_model_is_refused_naming_what_differs
     with pytest.raises(ConfigError, match=r"model\."):
         check_run_key(other, str(run_dir), _sets(other))
     # --overwrite: the old run removed, a fresh key written
-    said = []
-    assert check_run_key(other, str(run_dir), _sets(other), overwrite=True, log=said.append) == "fresh"
+    sets = _sets(other)
+    project_log.clear()
+    assert check_run_key(other, str(run_dir), sets, overwrite=True) == "fresh"
+    said = project_log.lines
     assert not (run_dir / "step-0000002").exists() and "removing the previous run" in said[0]
     assert json.loads((run_dir / RUN_KEY).read_text())["model"]["folder"] == str(model)
 
 
-def test_resume_and_overwrite_guard_their_folders(world, tmp_path):  # noqa: F811
+def test_resume_and_overwrite_guard_their_folders(world, tmp_path, project_log):  # noqa: F811
     cfg = _cfg(world, tmp_path, method="simcse_unsup", run_name="guarded")
     run_dir = tmp_path / "runs" / "guarded"
     with pytest.raises(ConfigError, match="--resume: no run to resume"):
@@ -78,8 +81,10 @@ def test_resume_and_overwrite_guard_their_folders(world, tmp_path):  # noqa: F81
     assert (keep / "notes.txt").read_text() == "mine"
     # a run folder from before keys: resumed with a warning, and keyed from then on
     (run_dir / "step-0000004").mkdir(parents=True)
-    said = []
-    assert check_run_key(cfg, str(run_dir), _sets(cfg), log=said.append) == "resume"
+    sets = _sets(cfg)
+    project_log.clear()
+    assert check_run_key(cfg, str(run_dir), sets) == "resume"
+    said = project_log.lines
     assert "no run_key.json" in said[0] and (run_dir / RUN_KEY).is_file()
 
 

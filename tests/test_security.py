@@ -302,7 +302,7 @@ def test_configs_and_urls_holding_a_secret_are_refused_without_echoing_it(tmp_pa
     assert SECRETS["AWS_SECRET_ACCESS_KEY"] not in str(caught.value)
 
 
-def test_tune_withholds_cloud_credentials_from_its_trials_and_puts_them_back(monkeypatch):
+def test_tune_withholds_cloud_credentials_from_its_trials_and_puts_them_back(monkeypatch, project_log):
     """Ray Tune copies AWS_* into every trial's runtime env, which Ray logs in clear: with local storage
     they are out of the environment while the search runs and back after; with remote storage (the driver
     needs them) they stay, and the user is told once."""
@@ -313,12 +313,12 @@ def test_tune_withholds_cloud_credentials_from_its_trials_and_puts_them_back(mon
 
     for var in TUNE_PROPAGATED_CREDENTIALS:
         monkeypatch.setenv(var, f"value-of-{var}")
-    said = []
-    with _credentials_withheld_from_trials("/tmp/runs", said.append):
+    with _credentials_withheld_from_trials("/tmp/runs"):
         assert [v for v in TUNE_PROPAGATED_CREDENTIALS if v in os.environ] == []
     assert {v: os.environ[v] for v in TUNE_PROPAGATED_CREDENTIALS} == {
-        v: f"value-of-{v}" for v in TUNE_PROPAGATED_CREDENTIALS} and said == []
-    with _credentials_withheld_from_trials("s3://bucket/runs", said.append):
+        v: f"value-of-{v}" for v in TUNE_PROPAGATED_CREDENTIALS} and project_log.lines == []
+    with _credentials_withheld_from_trials("s3://bucket/runs"):
         assert all(os.environ[v] == f"value-of-{v}" for v in TUNE_PROPAGATED_CREDENTIALS)
+    said = project_log.lines
     assert len(said) == 1 and "runtime_env_agent.log" in said[0]
     assert not [v for v in TUNE_PROPAGATED_CREDENTIALS if f"value-of-{v}" in said[0]]

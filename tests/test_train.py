@@ -668,19 +668,19 @@ def test_a_config_can_be_set_away_from_its_paper_and_bad_values_are_named():
         load_config(REPO / "configs" / "gausscse.yaml", ["gausscse.variant=ent+foo", "data=x"]).validate()
 
 
-def test_other_ray_instances_are_named_before_a_second_local_ray_starts(ray_session, monkeypatch):
+def test_other_ray_instances_are_named_before_a_second_local_ray_starts(ray_session, monkeypatch, project_log):
     """For a new driver the test session's Ray is another instance on this machine: the check
     names its GCS address and how to avoid the clash; with RAY_ADDRESS set it stays quiet."""
     from infra.ray_local import warn_if_other_ray_instances
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     own = ray_session.get_runtime_context().gcs_address
-    said = []
-    assert own in warn_if_other_ray_instances(said.append, {"address": "local"})
+    assert own in warn_if_other_ray_instances({"address": "local"})
+    said = project_log.lines
     assert len(said) == 1 and own in said[0] and "RAY_ADDRESS" in said[0]
     monkeypatch.setenv("RAY_ADDRESS", own)
-    said.clear()
-    assert warn_if_other_ray_instances(said.append, {"address": "local"}) == [] and said == []
+    project_log.clear()
+    assert warn_if_other_ray_instances({"address": "local"}) == [] and project_log.lines == []
 
 
 def test_workers_that_would_starve_ray_data_are_refused_with_the_setting_that_fits(tmp_path):

@@ -56,9 +56,9 @@ def test_a_finished_search_and_another_search_in_its_folder_are_refused(demo_wor
     validate_settings(settings)  # as run_search does first (it fills in num_samples)
     _write_state(str(tmp_path / "runs" / "done"), make_plan(base).worker_config, settings, done=True)
     with pytest.raises(ConfigError, match=r"has finished \(its report: .*done/search_report\.md\)"):
-        run_search(base, settings, log=lambda *a: None)
+        run_search(base, settings)
     with pytest.raises(ConfigError, match="another base config"):
-        run_search(base.with_overrides(["seed=7"]), settings, log=lambda *a: None)
+        run_search(base.with_overrides(["seed=7"]), settings)
 
 
 @pytest.mark.end_to_end

@@ -37,22 +37,22 @@ def test_a_rerun_with_another_search_space_is_refused_in_a_bucket_as_on_disk(kin
     folder = f"{storage}/s"
     base = _base(demo_tiny_bert, demo_sets[0], demo_world.sts_dir)
     worker_base = make_plan(base).worker_config
-    assert _check_restore(folder, worker_base, _settings(storage), log=print) is False  # a fresh search
+    assert _check_restore(folder, worker_base, _settings(storage)) is False  # a fresh search
     fs, state = filesystem(f"{folder}/{STATE_FILE}")
     assert fs.isfile(state)
     with pytest.raises(ConfigError) as refused:
-        run_search(base, _settings(storage, lr=1e-3), log=lambda *a: None)
+        run_search(base, _settings(storage, lr=1e-3))
     assert str(refused.value) == (f"{folder} holds a search with another base config or settings; use another "
                                   "--name (or remove that folder to start over)")
     _write_state(folder, worker_base, _settings(storage), done=True)
     with pytest.raises(ConfigError) as finished:
-        run_search(base, _settings(storage), log=lambda *a: None)
+        run_search(base, _settings(storage))
     assert str(finished.value) == (f"the search in {folder} has finished (its report: {folder}/search_report.md); "
                                    "use another --name to run it again")
     fs.rm_file(state)
     fs.pipe_file(f"{state.rsplit('/', 1)[0]}/tuner.pkl", b"")  # what Tune's can_restore looks for
     with pytest.raises(ConfigError) as foreign:
-        run_search(base, _settings(storage), log=lambda *a: None)
+        run_search(base, _settings(storage))
     assert str(foreign.value) == f"{folder} holds a Tune experiment this command did not start; use another --name"
 
 
@@ -60,9 +60,9 @@ def test_memory_storage_and_a_missing_bucket_are_refused_in_one_line(demo_world,
                                                                      s3_server):
     base = _base(demo_tiny_bert, demo_sets[0], demo_world.sts_dir)
     with pytest.raises(ConfigError, match="Tune's trials run in other processes"):
-        run_search(base, _settings("memory://tune"), log=lambda *a: None)
+        run_search(base, _settings("memory://tune"))
     with pytest.raises(ConfigError, match="bucket 'no-such-bucket-7' does not exist"):
-        run_search(base, _settings("s3://no-such-bucket-7/tune"), log=lambda *a: None)
+        run_search(base, _settings("s3://no-such-bucket-7/tune"))
 
 
 def test_the_untrained_key_changes_with_dev_content_seed_pooling_options_and_max_len(s3_server, tmp_path):

@@ -100,7 +100,7 @@ def test_searches_named_alike_get_pools_of_their_own_and_a_live_search_is_not_jo
     assert _one_line(held).startswith(f"search folder {search_a.folder} is being written by python -m tune --name tune")
     base = _base(demo_tiny_bert, demo_sets[0], demo_world.sts_dir)
     with pytest.raises(LeaseHeld, match="is being written by python -m tune --name tune"):
-        run_search(base, _settings(Path(search_a.folder).parent, name="tune"), log=lambda *a: None)
+        run_search(base, _settings(Path(search_a.folder).parent, name="tune"))
 
 
 # ---------------------------------------------------------------- 2. a score that never comes
@@ -155,7 +155,7 @@ def test_checkpoints_left_unscored_are_counted_in_the_report(tmp_path):
     stats = {"size": 1, "scored": [3], "timed_out": 2, "retried": 1, "cancelled": 0,
              "unscored": [{"trial_id": "t0", "step": 16, "error": error}]}
     outcome = write_search_report(results, base, settings, "dev_spearman", str(tmp_path / "tune"), private,
-                                  log=lambda *a: None, max_t=992, untrained={"score": None, "error": "not asked"},
+                                  max_t=992, untrained={"score": None, "error": "not asked"},
                                   pool_stats=stats)
     text = (tmp_path / "tune" / "search_report.md").read_text()
     assert "**No trial was scored.**" in text and outcome.baseline_line == "no trial was scored"
@@ -227,7 +227,7 @@ def test_the_report_states_the_base_configs_budget_when_it_was_cut_short(tmp_pat
                _result("best1", {"lr": 1e-3, "batch_size": 16}, [256, 512, 768, 992],
                        [(256, 0.61), (512, 0.62), (992, 0.63)], tmp_path)]
     outcome = write_search_report(results, base, settings, "dev_spearman", str(tmp_path / "tune"), private,
-                                  log=lambda *a: None, max_t=992, untrained={"score": None, "error": "not asked"})
+                                  max_t=992, untrained={"score": None, "error": "not asked"})
     assert outcome.base_config == {"trial_id": "base0", "score": 0.60, "examples_seen": 256, "budget": 992,
                                    "full_budget": False, "ended": "stopped at 256 of 992 examples"}
     assert outcome.baseline_line == ("best dev_spearman 0.6300: the best trial is +0.0300 over the base config "
@@ -237,7 +237,7 @@ def test_the_report_states_the_base_configs_budget_when_it_was_cut_short(tmp_pat
             "of its 992 examples") in text
     results[0] = _result("base0", {"lr": 3e-4, "batch_size": 16}, [256, 512, 768, 992], [(992, 0.60)], tmp_path)
     full = write_search_report(results, base, settings, "dev_spearman", str(tmp_path / "tune"), private,
-                               log=lambda *a: None, max_t=992, untrained={"score": None, "error": "not asked"})
+                               max_t=992, untrained={"score": None, "error": "not asked"})
     assert full.base_config["full_budget"] and full.base_config["budget"] == 992
     assert full.baseline_line == "best dev_spearman 0.6300: the best trial is +0.0300 over the base config (0.6000)"
 
@@ -294,21 +294,21 @@ def test_a_resumed_search_over_changed_dev_or_training_data_is_refused(demo_worl
     base = make_plan(_base(demo_tiny_bert, sets, dev)).worker_config
     folder = str(tmp_path / "runs" / "s")
     settings = _settings(tmp_path / "runs", name="s")
-    assert check_restore(folder, base, settings, log=print) is False  # a fresh search: its state written
-    assert check_restore(folder, base, settings, log=print) is False  # the same data: it may continue
+    assert check_restore(folder, base, settings) is False  # a fresh search: its state written
+    assert check_restore(folder, base, settings) is False  # the same data: it may continue
     dev_file = dev / "sts-dev.csv"
     dev_file.write_text(dev_file.read_text().replace("\t2.", "\t3.", 1))
     with pytest.raises(ConfigError) as changed:
-        check_restore(folder, base, settings, log=print)
+        check_restore(folder, base, settings)
     assert _one_line(changed).startswith(f"{folder} holds a search over other data: dev_data ({dev}) changed since "
                                          "it started; its trials would mix the two")
     shutil.rmtree(folder)
-    assert check_restore(folder, base, settings, log=print) is False
+    assert check_restore(folder, base, settings) is False
     part = sorted((sets / "sentences").glob("*.parquet"))[0]
     part.write_bytes(part.read_bytes())  # the same bytes written again: another file in the set's folder
     os.utime(part, (time.time() + 5, time.time() + 5))
     with pytest.raises(ConfigError, match=r"over other data: set sentences changed since it started"):
-        check_restore(folder, base, settings, log=print)
+        check_restore(folder, base, settings)
 
 
 # ---------------------------------------------------------------- 6. the trials at once, on a resume
@@ -364,7 +364,7 @@ def test_a_searched_key_every_trial_overrides_is_refused_naming_it(key, values, 
                                                                   demo_tiny_bert, tmp_path):
     base = _base(demo_tiny_bert, demo_sets[0], demo_world.sts_dir)
     with pytest.raises(ConfigError) as refused:
-        run_search(base, _settings(tmp_path, search_space={key: {"choice": values}}), log=lambda *a: None)
+        run_search(base, _settings(tmp_path, search_space={key: {"choice": values}}))
     assert _one_line(refused).startswith(f"search space: {key!r} cannot be searched: each trial ")
     assert not (tmp_path / "tune").exists()  # refused before anything was written
 
@@ -380,8 +380,7 @@ def test_the_untrained_encoder_is_scored_per_encoder_shape(search_a, demo_world,
 
     base = _base(demo_tiny_bert, "x", demo_world.sts_dir)
     configs = {"cls1": base.with_overrides(["pooling=cls"]), "lr2": base.with_overrides(["lr=1e-3"])}
-    scored = score_untrained_encoders(search_a.pool, base, configs, {}, str(tmp_path / "tune"), "dev_spearman",
-                                      log=print)
+    scored = score_untrained_encoders(search_a.pool, base, configs, {}, str(tmp_path / "tune"), "dev_spearman")
     assert len(scored["shapes"]) == 2 and scored["shapes"][0] is scored["base"]
     assert scored["by_trial"]["lr2"] is scored["base"] and scored["base"]["pooling"] == "mean"
     cls = scored["by_trial"]["cls1"]
@@ -410,7 +409,7 @@ def test_ended_is_each_trials_own_and_a_grace_period_past_max_t_is_refused(demo_
 
     short = _base(demo_tiny_bert, demo_sets[0], demo_world.sts_dir)  # at most 12 steps x 16: max_t <= 192
     with pytest.raises(ConfigError) as refused:
-        run_search(short, _settings(tmp_path, grace_period=192), log=lambda *a: None)
+        run_search(short, _settings(tmp_path, grace_period=192))
     assert re.fullmatch(r"grace_period 192 >= max_t \d+ examples: ASHA's first rung would be at the end of every "
                         r"trial, so it could stop none; lower grace_period or use scheduler fifo", _one_line(refused))
     assert not (tmp_path / "tune").exists()

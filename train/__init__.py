@@ -17,6 +17,7 @@ Public API::
 
 from __future__ import annotations
 
+import infra.logs  # noqa: F401  (its import gives the project's loggers their handler: infra.logs.project_lines)
 from train.config import ConfigError, TrainConfig, load_config
 
 __all__ = ["ConfigError", "TrainConfig", "load_config"]

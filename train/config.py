@@ -52,6 +52,10 @@ MIXED_PRECISION = ("auto", "none", "bf16", "bf16_weights", "fp16")
 FEEDS = ("auto", "memory", "stream")
 
 
+def _invalid(message: str) -> ConfigError:
+    return ConfigError(f"invalid config: {message}")
+
+
 @dataclass
 class TrainConfig:
     """Every knob of a training run. Defaults are SimCSE-unsup BERT-base's (Gao et al. 2021).
@@ -298,11 +302,20 @@ class TrainConfig:
         """Check values (not just types); raises ConfigError. Returns self."""
         from train.methods import METHODS
 
-        def bad(msg: str) -> ConfigError:
-            return ConfigError(f"invalid config: {msg}")
+        bad = _invalid
+        self._validate_choices(bad, METHODS)
+        self._validate_names(bad)
+        self._validate_sizes(bad)
+        self._validate_workers(bad)
+        self._validate_dev_data(bad)
+        self._validate_checkpoint_metric(bad)
+        METHODS[self.method].validate_options(self.options, self)
+        return self
 
-        if self.method not in METHODS:
-            raise bad(f"method {self.method!r} is not one of {sorted(METHODS)}")
+    def _validate_choices(self, bad, methods) -> None:
+        """Each setting that names one of a few choices, and the pairs of them that cannot run together."""
+        if self.method not in methods:
+            raise bad(f"method {self.method!r} is not one of {sorted(methods)}")
         if self.pooling not in POOLINGS:
             raise bad(f"pooling {self.pooling!r} is not one of {list(POOLINGS)}")
         if self.mixed_precision not in MIXED_PRECISION:
@@ -314,6 +327,9 @@ class TrainConfig:
         if self.mixed_precision in ("fp16", "bf16_weights") and not self.use_gpu:
             # bf16_weights on CPU: its LayerNorm and embedding gradients would be summed in bf16 there
             raise bad(f"mixed_precision={self.mixed_precision} needs use_gpu=true (use bf16 on CPU)")
+
+    def _validate_names(self, bad) -> None:
+        """No secret in the config; a run name that is one folder; data and model given."""
         from infra.secrets import SecretInConfigError, check_no_secrets
 
         try:
@@ -327,6 +343,9 @@ class TrainConfig:
             raise bad("data is empty: give the ingest output folder (data=PATH or --data PATH)")
         if not self.model:
             raise bad("model is empty")
+
+    def _validate_sizes(self, bad) -> None:
+        """Counts, rates and limits in their ranges."""
         for key in ("max_len", "epochs", "batch_size"):
             if getattr(self, key) < 1:
                 raise bad(f"{key} must be >= 1, got {getattr(self, key)}")
@@ -338,15 +357,6 @@ class TrainConfig:
         if self.feed == "memory" and (self.pretokenize or self.length_bucketing):
             raise bad("feed=memory: pretokenize and length_bucketing work on Ray Data's stream; set feed=stream "
                       "(or auto) or turn them off")
-        if self.elastic:
-            self._validate_elastic(bad)
-        elif self.num_workers < 0:
-            raise bad(f"num_workers must be >= 0, got {self.num_workers}")
-        world = max(self.max_workers, 1)
-        if self.batch_size % world:
-            raise bad(f"batch_size={self.batch_size} (global) is not divisible by num_workers={world}")
-        if self.batch_size // world < 2:
-            raise bad("each worker needs a local batch of at least 2 (in-batch negatives)")
         if self.worker_start_timeout_s is not None and not self.worker_start_timeout_s > 0:
             raise bad("worker_start_timeout_s must be > 0 or null")
         if self.chunk_size is not None and self.chunk_size < 1:
@@ -368,14 +378,26 @@ class TrainConfig:
             raise bad("cpus_per_worker must be > 0 or null")
         if not self.validation_timeout_s > 0:
             raise bad("validation_timeout_s must be > 0")
+
+    def _validate_workers(self, bad) -> None:
+        """The workers (elastic or fixed) and the global batch they split."""
+        if self.elastic:
+            self._validate_elastic(bad)
+        elif self.num_workers < 0:
+            raise bad(f"num_workers must be >= 0, got {self.num_workers}")
+        world = max(self.max_workers, 1)
+        if self.batch_size % world:
+            raise bad(f"batch_size={self.batch_size} (global) is not divisible by num_workers={world}")
+        if self.batch_size // world < 2:
+            raise bad("each worker needs a local batch of at least 2 (in-batch negatives)")
+
+    def _validate_dev_data(self, bad) -> None:
+        """A dev set that is there (a path, a URI, or a name on the hub for its metric)."""
         if self.dev_data is not None or self.dev_metric is not None:
             metric = metric_for(self)
             if (self.dev_data is not None and not is_uri(self.dev_data) and not Path(local_path(self.dev_data)).exists()
                     and not metric.named_on_the_hub(self.dev_data)):
                 raise bad(f"dev_data {self.dev_data!r} does not exist (the {metric.name} metric reads {metric.data})")
-        self._validate_checkpoint_metric(bad)
-        METHODS[self.method].validate_options(self.options, self)
-        return self
 
 
 def metric_for(cfg: TrainConfig):
@@ -474,40 +496,47 @@ def _build_dataclass(cls, values: dict, where: str, source: str, *, prefix: str 
 def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     if type(value).__module__ == "numpy" and hasattr(value, "item"):  # numpy scalars (tune samples)
         value = value.item()
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        for option in inner[:-1]:
-            try:
-                return _coerce(value, option, key, source)
-            except ConfigError:
-                pass
+        return _coerce_union(value, args, key, source)
+    coerced = _coerce_one(value, tp, origin, args, key, source)
+    if coerced is _WRONG:
+        raise ConfigError(f"{source}: key {key!r} expects {getattr(tp, '__name__', tp)}, got {value!r} "
+                          f"({type(value).__name__})")
+    return coerced
+
+
+def _coerce_union(value: Any, args: tuple, key: str, source: str) -> Any:
+    """The first of a union's types that ``value`` reads as (None for an optional's None)."""
+    if value is None and type(None) in args:
+        return None
+    inner = [a for a in args if a is not type(None)]
+    for option in inner[:-1]:
         try:
-            return _coerce(value, inner[-1], key, source)
+            return _coerce(value, option, key, source)
         except ConfigError:
-            if len(inner) == 1:
-                raise
-            names = " or ".join(str(getattr(a, "__name__", a)) if typing.get_origin(a) is None else str(a) for a in inner)
-            raise ConfigError(f"{source}: key {key!r} expects {names}, got {value!r} ({type(value).__name__})") from None
+            pass
+    try:
+        return _coerce(value, inner[-1], key, source)
+    except ConfigError:
+        if len(inner) == 1:
+            raise
+        names = " or ".join(str(getattr(a, "__name__", a)) if typing.get_origin(a) is None else str(a) for a in inner)
+        raise ConfigError(f"{source}: key {key!r} expects {names}, got {value!r} ({type(value).__name__})") from None
 
-    def wrong() -> ConfigError:
-        return ConfigError(
-            f"{source}: key {key!r} expects {getattr(tp, '__name__', tp)}, got {value!r} ({type(value).__name__})"
-        )
 
+_WRONG = object()  # _coerce_one: the value is not of the type
+
+
+def _coerce_one(value: Any, tp: Any, origin: Any, args: tuple, key: str, source: str) -> Any:
+    """``value`` as ``tp`` (one type, not a union), or ``_WRONG``: no bool for an int, an int for a whole float,
+    a float from YAML's "3e-5" string."""
     if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise wrong()
+        return value if isinstance(value, bool) else _WRONG
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise wrong()
+        return int(value) if isinstance(value, float) and value.is_integer() else _WRONG
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -515,20 +544,15 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
             try:
                 out = float(value)
             except ValueError:
-                raise wrong() from None
-            if math.isfinite(out):
-                return out
-        raise wrong()
+                return _WRONG
+            return out if math.isfinite(out) else _WRONG
+        return _WRONG
     if tp is str:
-        if isinstance(value, str):
-            return value
-        raise wrong()
+        return value if isinstance(value, str) else _WRONG
     if origin is list:
-        if isinstance(value, (list, tuple)):
-            return [_coerce(v, args[0], key, source) for v in value] if args else list(value)
-        raise wrong()
+        if not isinstance(value, (list, tuple)):
+            return _WRONG
+        return [_coerce(v, args[0], key, source) for v in value] if args else list(value)
     if tp is dict or origin is dict:
-        if isinstance(value, dict):
-            return value
-        raise wrong()
+        return value if isinstance(value, dict) else _WRONG
     return value

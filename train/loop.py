@@ -50,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import math
 import sys
 import tempfile
@@ -75,6 +76,8 @@ from train.progress import ProgressWriter
 from train.saved_models import save_model
 from train.step import forward_backward
 
+# rank 0's lines ("[train] step …"): on the worker's stdout, which Ray forwards to the driver (infra.logs)
+log = logging.getLogger(__name__)
 MODEL_DIR = "model"
 # Under Tune a checkpoint's dev score arrives after its report (the evaluation pool's, through Ray Train's
 # asynchronous validation, which overwrites the reported value): the report carries the score's key already, at
@@ -135,13 +138,6 @@ def _clock(seconds: float) -> str:
         return "?"
     s = int(round(seconds))
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-
-
-def say(line: str) -> None:
-    """One line on the worker's stdout. Not ``print``: Ray Train patches it to log through its logger AND
-    echo to the redirected stdout, so every line reached the console twice."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def build_trainee(cfg: TrainConfig, data_info: dict) -> Trainee:
@@ -242,7 +238,7 @@ def train_loop_per_worker(config: dict) -> dict:
     if rank == 0:
         position = f"from its batch {skip}" if cfg.elastic else f"skipping {skip} batches"
         where = f"resumed at step {step} (epoch {epoch}, {position}) from {resumed_from}" if state else "fresh start"
-        say(
+        log.info(
             f"[train] {cfg.method} on {world} worker(s): global batch {cfg.batch_size} ({local_bs}/worker), "
             f"{steps_per_epoch} steps/epoch, {total_steps} steps in all, {torch.get_num_threads()} torch threads; {where}"
         )
@@ -326,8 +322,8 @@ def train_loop_per_worker(config: dict) -> dict:
                 loss = meter.global_mean()  # every rank: the mean over all workers' losses
                 if rank == 0:
                     if progress is None:
-                        say(f"[train] step {step}/{total_steps} ({100 * step / total_steps:.0f}%) loss "
-                            f"{loss:.5g} {eta.line(step)}")
+                        log.info(f"[train] step {step}/{total_steps} ({100 * step / total_steps:.0f}%) loss "
+                                 f"{loss:.5g} {eta.line(step)}")
                     reporter.tracking.log(step, {"loss": loss, **learning_rates(optimizer, scheduler)})
             if (cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0) or step >= total_steps:
                 resume = (epoch + 1, 0) if done >= steps_per_epoch else (epoch, done)
@@ -400,8 +396,8 @@ def record_resize(run_folder: str, resize: dict, tracking) -> None:
     now = time.time()
     since = resize.get("checkpoint_reported_at")
     resize = {**resize, "first_step_at": now, "seconds_lost": round(now - since, 2) if since else None}
-    say(f"[train] resized: {resize['from']} -> {resize['to']} worker(s) at step {resize['step']}, {resize['why']}; "
-        f"{resize['seconds_lost']} s since the checkpoint it resumed from")
+    log.info(f"[train] resized: {resize['from']} -> {resize['to']} worker(s) at step {resize['step']}, "
+             f"{resize['why']}; {resize['seconds_lost']} s since the checkpoint it resumed from")
     tracking.log(resize["step"], {"world_size": resize["to"]})
     append_text(f"{run_folder}/{RESIZES_FILE}", json.dumps(resize) + "\n")
 
@@ -600,8 +596,8 @@ class Reporter:
                 self.tracking.report(step, metrics, self.dev[0].key if self.dev is not None else None)
                 checkpoint = self._kept(tmp, step)
                 extra = f" {self.dev[0].key} {metrics[self.dev[0].key]:.4f}" if self.dev is not None else ""
-                say(f"[train] step {step} epoch {epoch} loss {metrics['loss']:.5g} "
-                    f"{metrics['examples_per_s']:.1f} examples/s{extra}")
+                log.info(f"[train] step {step} epoch {epoch} loss {metrics['loss']:.5g} "
+                         f"{metrics['examples_per_s']:.1f} examples/s{extra}")
             validation = False
             if self.async_validation:  # the pool scores this checkpoint while training goes on
                 from ray.train.v2.api.validation_config import ValidationTaskConfig

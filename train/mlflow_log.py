@@ -13,10 +13,12 @@ optimizer step). A resumed run continues its MLflow run: its id is kept in the r
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 from infra.storage import filesystem
 
+log = logging.getLogger(__name__)
 RUN_ID_FILE = "mlflow_run.json"
 
 
@@ -26,8 +28,8 @@ def wanted() -> bool:
     try:
         import mlflow  # noqa: F401
     except ImportError:
-        print("[train] MLFLOW_TRACKING_URI is set but the mlflow package is not installed here: no MLflow "
-              "logging (pip install mlflow-skinny)", flush=True)
+        log.warning("[train] MLFLOW_TRACKING_URI is set but the mlflow package is not installed here: no MLflow "
+                    "logging (pip install mlflow-skinny)")
         return False
     return True
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from train.config import ConfigError, TrainConfig, metric_for
 from train.feeds import resolve_feed
 from train.methods import get_method
 
+log = logging.getLogger(__name__)
 PLAN_FILE = "run_plan.json"
 
 
@@ -195,11 +196,12 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
     )
 
 
-def print_plan(plan: RunPlan, log=None) -> None:
+def print_plan(plan: RunPlan) -> None:
+    """The plan's lines (``RunPlan.lines``), secrets redacted, as this module's log lines."""
     from infra.secrets import redact_text
 
     for line in plan.lines():
-        (log or partial(print, flush=True))(redact_text(line))
+        log.info(redact_text(line))
 
 
 def record_plan(plan: RunPlan) -> str:

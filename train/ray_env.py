@@ -3,13 +3,15 @@ host checks that keep a local run from stalling."""
 
 from __future__ import annotations
 
-from functools import partial
+import logging
 
 from infra.ray_local import ensure_ray
 from train.config import ConfigError, TrainConfig
 
+log = logging.getLogger(__name__)
 
-def ray_for_training(cfg: TrainConfig, log=None) -> None:
+
+def ray_for_training(cfg: TrainConfig) -> None:
     """Ray up for a training run (``ensure_ray``); when this call brought it up, the run's workers are
     checked against the cluster (``check_cluster_resources``). A Ray the caller brought up (the demo, a
     Tune trial, the tests) is the caller's to check."""
@@ -20,8 +22,8 @@ def ray_for_training(cfg: TrainConfig, log=None) -> None:
     if ray.is_initialized():
         return
     started_here = starts_local_ray()  # not a `ray start` head that ensure_ray joins: that one may autoscale
-    ensure_ray(log)
-    check_cluster_resources(cfg, started_here=started_here, log=log)
+    ensure_ray()
+    check_cluster_resources(cfg, started_here=started_here)
 
 
 def check_resources_before_ray(cfg: TrainConfig, init_kwargs: dict | None = None) -> None:
@@ -43,11 +45,12 @@ def check_resources_before_ray(cfg: TrainConfig, init_kwargs: dict | None = None
                     where="this machine")
 
 
-def check_cluster_resources(cfg: TrainConfig, *, started_here: bool = False, log=None) -> None:
+def check_cluster_resources(cfg: TrainConfig, *, started_here: bool = False, quiet: bool = False) -> None:
     """The run's workers checked against the connected Ray's ``ray.cluster_resources()``
     (``check_resources``). A Ray this process started (``started_here``) is this machine, with no
     autoscaler; a joined cluster has one only if its autoscaler reports itself with a cluster config
-    (``infra.ray_compat.cluster_has_autoscaler``), and there a shortage is waited for, not refused."""
+    (``infra.ray_compat.cluster_has_autoscaler``), and there a shortage is waited for, not refused.
+    ``quiet``: the wait and an autoscaler that does not answer are not said (a check of another run's)."""
     import ray
 
     from infra.ray_compat import RayInternalMissing, cluster_has_autoscaler
@@ -57,15 +60,16 @@ def check_cluster_resources(cfg: TrainConfig, *, started_here: bool = False, log
     except RayInternalMissing:
         raise
     except Exception as e:  # the cluster did not answer: the run goes on, placed by Ray alone
-        (log or partial(print, flush=True))(f"[train] warning: cannot tell whether the cluster has an autoscaler "
-                                            f"({type(e).__name__}: {e}); its resources are not checked")
+        if not quiet:
+            log.warning(f"[train] warning: cannot tell whether the cluster has an autoscaler "
+                        f"({type(e).__name__}: {e}); its resources are not checked")
         return
     check_resources(cfg, ray.cluster_resources(), where="this machine" if started_here else "the cluster",
-                    autoscaled=autoscaled, log=log)
+                    autoscaled=autoscaled, quiet=quiet)
 
 
 def check_resources(cfg: TrainConfig, resources: dict, *, where: str = "this machine", autoscaled: bool = False,
-                    log=None) -> None:
+                    quiet: bool = False) -> None:
     """A run whose workers a Ray without an autoscaler can never place waits for them forever: a
     one-line ConfigError before the run starts, saying what ``where`` has (``resources``: Ray's CPU and
     GPU counts), what the config asks and what to do. Refused: GPUs (``use_gpu``) beyond the GPUs there;
@@ -73,7 +77,7 @@ def check_resources(cfg: TrainConfig, resources: dict, *, where: str = "this mac
     fit (Ray Train would wait for them, saying so only at INFO); workers that leave Ray Data no CPU
     (``check_worker_cpus``). Local mode (``num_workers`` 0) runs in the driver: only its GPU is checked, on
     this machine. With an autoscaler (``autoscaled``) the wait is the way to get nodes: one line says what is
-    awaited."""
+    awaited (unless ``quiet``)."""
     cpus, gpus = float(resources.get("CPU", 0.0)), float(resources.get("GPU", 0.0))
     has = f"{where} has {cpus:g} CPUs and {gpus:g} GPUs"
     workers = cfg.min_workers  # an elastic run starts with min
@@ -88,12 +92,11 @@ def check_resources(cfg: TrainConfig, resources: dict, *, where: str = "this mac
     if autoscaled:
         short_gpus, short_cpus = cfg.use_gpu and cfg.max_workers > gpus, cfg.max_workers * per_worker > cpus
         workers = f"{cfg.min_workers}-{cfg.max_workers}" if cfg.elastic else workers
-        if short_gpus or short_cpus:
+        if (short_gpus or short_cpus) and not quiet:
             asked = f"{per_worker:g} CPU" + (" + 1 GPU" if cfg.use_gpu else "")
             now = f"{gpus:g} GPUs" if short_gpus else f"{cpus:g} CPUs"
-            (log or partial(print, flush=True))(
-                f"[train] waiting for {workers} worker(s) x {asked}: the autoscaler adds nodes (the cluster has "
-                f"{now} now)")
+            log.info(f"[train] waiting for {workers} worker(s) x {asked}: the autoscaler adds nodes (the cluster has "
+                     f"{now} now)")
         return
     wait = "no autoscaler adds any, so the run would wait forever"
     if short_gpus:

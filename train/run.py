@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from functools import partial
 
 from infra.storage import arrow_filesystem, is_uri
 from train.config import TrainConfig
@@ -48,11 +47,10 @@ def run(cfg: TrainConfig, callbacks=(), *, resume: bool = False, overwrite: bool
     from train.run_key import check_run_key, run_fingerprint
 
     started = time.time()
-    log = partial(print, flush=True)
     plan = make_plan(cfg)
     with run_lease(plan.run_folder, f"python -m train --name {cfg.name}"):
-        check_run_key(plan.config, plan.run_folder, plan.set_paths, resume=resume, overwrite=overwrite, log=log)
-        return _run(cfg, plan, callbacks, started, log, run_fingerprint)
+        check_run_key(plan.config, plan.run_folder, plan.set_paths, resume=resume, overwrite=overwrite)
+        return _run(cfg, plan, callbacks, started, run_fingerprint)
 
 
 @contextmanager
@@ -74,10 +72,10 @@ def run_lease(run_folder: str, command: str):
         yield lease
 
 
-def _run(cfg: TrainConfig, plan: RunPlan, callbacks, started: float, log, run_fingerprint) -> TrainOutcome:
+def _run(cfg: TrainConfig, plan: RunPlan, callbacks, started: float, run_fingerprint) -> TrainOutcome:
     from train.progress import PROGRESS_FILE, ProgressBar, wants_bar
 
-    print_plan(plan, log)
+    print_plan(plan)
     record_plan(plan)
     progress_file = f"{plan.run_folder}/{PROGRESS_FILE}" if wants_bar(run_dir=plan.run_folder) else None
     trainer = build_trainer(cfg, callbacks=callbacks, progress_file=progress_file, plan=plan,

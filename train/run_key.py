@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -36,6 +37,7 @@ from infra.uris import as_local, is_uri
 from ingest.sets import file_digest, manifest_path, read_json, write_json
 from train.config import ConfigError, TrainConfig
 
+log = logging.getLogger(__name__)
 RUN_KEY = "run_key.json"
 RUN_ID = "run_id"  # written with the key at a fresh start; not part of what is compared
 RESUME_FREE = frozenset({
@@ -94,7 +96,7 @@ def _has_checkpoints(fs, run_dir: str) -> bool:
 
 
 def check_run_key(cfg: TrainConfig, run_dir: str, set_paths: dict, *, resume: bool = False,
-                  overwrite: bool = False, log=print) -> str:
+                  overwrite: bool = False) -> str:
     """Before Ray starts: ``"fresh"`` (key written), ``"resume"`` (same key), or a ``ConfigError``.
 
     ``overwrite``: an existing run folder is removed first (only one that holds a run: checkpoints, a
@@ -107,7 +109,7 @@ def check_run_key(cfg: TrainConfig, run_dir: str, set_paths: dict, *, resume: bo
         markers = ("run_key.json", "train_summary.json", "checkpoint_manager_snapshot.json")
         if not (any(fs.exists(f"{local}/{m}") for m in markers) or fs.glob(f"{local}/step-*")):
             raise ConfigError(f"--overwrite: {run_dir} exists but holds no training run; not removing it")
-        log(f"[train] --overwrite: removing the previous run at {run_dir}")
+        log.info(f"[train] --overwrite: removing the previous run at {run_dir}")
         from infra.owned import OWNER, remove_owned
 
         for entry in fs.ls(local, detail=False):  # all but this run's lease and the folder's owner mark
@@ -121,8 +123,8 @@ def check_run_key(cfg: TrainConfig, run_dir: str, set_paths: dict, *, resume: bo
         return "fresh"
     old = read_json(f"{run_dir.rstrip('/')}/{RUN_KEY}")
     if old is None:
-        log(f"[train] warning: {run_dir} has checkpoints but no {RUN_KEY} (written before runs were keyed): "
-            "resuming without checking that it trained the same config, sets and base model")
+        log.warning(f"[train] warning: {run_dir} has checkpoints but no {RUN_KEY} (written before runs were keyed): "
+                    "resuming without checking that it trained the same config, sets and base model")
         write_json({**key, RUN_ID: uuid.uuid4().hex}, f"{run_dir.rstrip('/')}/{RUN_KEY}")
         return "resume"
     differences = _differences({k: v for k, v in old.items() if k != RUN_ID}, key)

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,8 @@ from infra.uris import is_uri, put_files
 from train.checkpoints import dir_name
 from train.config import TrainConfig
 from tune.trials import base_values, resolved_trial_config
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -106,7 +109,7 @@ def _better(a, b, mode) -> bool:
     return a is not None and (b is None or (a > b if mode == "max" else a < b))
 
 
-def write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict, log=print,
+def write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict,
                         max_t: int | None = None, untrained: dict | None = None, untrained_by_trial: dict | None = None,
                         pool_stats: dict | None = None):
     """The search's report, plots, ``best_config.yaml`` and ``best_model/`` in ``folder`` (a local folder or a
@@ -117,9 +120,9 @@ def write_search_report(results, base: TrainConfig, settings, metric: str, folde
     the evaluation pool's counts (scores, timeouts, retries, checkpoints left unscored)."""
     kwargs = {"untrained": untrained, "untrained_by_trial": untrained_by_trial, "pool_stats": pool_stats}
     if not is_uri(folder):
-        return _write_search_report(results, base, settings, metric, folder, private, log, max_t, **kwargs)
+        return _write_search_report(results, base, settings, metric, folder, private, max_t, **kwargs)
     with tempfile.TemporaryDirectory(prefix="structcse-search-") as staging:
-        outcome = _write_search_report(results, base, settings, metric, staging, private, log, max_t, remote=folder,
+        outcome = _write_search_report(results, base, settings, metric, staging, private, max_t, remote=folder,
                                        **kwargs)
         put_files(staging, folder)  # the folder holds the trials too: files added, nothing replaced
     outcome.folder = folder
@@ -177,7 +180,7 @@ def _pool_line(stats: dict) -> str:
     return line + "."
 
 
-def _write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict, log,
+def _write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict,
                          max_t: int | None, remote: str | None = None, untrained: dict | None = None,
                          untrained_by_trial: dict | None = None, pool_stats: dict | None = None):
     folder_path = Path(folder)
@@ -307,10 +310,10 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
                       "config: `best_config.yaml`."), ""]
         else:
             lines += [f"The best checkpoint ({checkpoint}) was not kept: no `best_model/`.", ""]
-            log(f"[tune] warning: the best checkpoint {checkpoint} was not kept (keep_checkpoints)")
+            log.warning(f"[tune] warning: the best checkpoint {checkpoint} was not kept (keep_checkpoints)")
     files["report"] = str(folder_path / "search_report.md")
     Path(files["report"]).write_text("\n".join(lines))
-    log(f"[tune] report: {(remote or str(folder_path)).rstrip('/')}/search_report.md")
+    log.info(f"[tune] report: {(remote or str(folder_path)).rstrip('/')}/search_report.md")
     if best is None:
         line = "no trial was scored"
     else:

@@ -29,12 +29,14 @@ Pieces:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from pathlib import Path
 
 from infra.uris import as_local, is_uri
 
+log = logging.getLogger(__name__)
 RESULT_KEYS = ("scorer", "score_started_at", "score_finished_at", "score_s")
 
 
@@ -367,7 +369,7 @@ class PoolValidation:
             try:  # the queue holds one item; the trial's driver takes it within a second
                 self.forward.put({**scores, "step": step, "examples_seen": examples_seen}, timeout=self.timeout_s)
             except Exception as e:  # noqa: BLE001 - the trial was stopped (its queue is gone): the score still counts
-                print(f"[eval-pool] score of step {step} not forwarded to Tune: {type(e).__name__}: {e}", flush=True)
+                log.warning(f"[eval-pool] score of step {step} not forwarded to Tune: {type(e).__name__}: {e}")
         return scores
 
 

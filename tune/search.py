@@ -32,6 +32,7 @@ a user reads beside them.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from pathlib import Path
@@ -71,6 +72,8 @@ from tune.state import (  # noqa: F401 - read from here by callers and tests
     write_state,
 )
 from tune.trials import base_values, resolved_trial_config, trained_examples
+
+log = logging.getLogger(__name__)
 
 # A trial's driver only builds and waits on its TorchTrainer: it reserves no CPU (the Train workers
 # and Ray Data's tasks need them), only a little memory, so a bundle exists for Tune to place. On a
@@ -167,7 +170,7 @@ TUNE_PROPAGATED_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AW
 
 
 @contextlib.contextmanager
-def _credentials_withheld_from_trials(storage: str, log):
+def _credentials_withheld_from_trials(storage: str):
     """Keep cloud credentials out of the trials' runtime env (docs/security.md).
 
     Trials get credentials as every other Ray worker does: from their node's environment (a local Ray
@@ -177,9 +180,9 @@ def _credentials_withheld_from_trials(storage: str, log):
     """
     held = {k: os.environ[k] for k in TUNE_PROPAGATED_CREDENTIALS if k in os.environ}
     if held and is_uri(storage):
-        log(f"[tune] warning: Ray Tune copies {', '.join(sorted(held))} from this environment into every trial's "
-            "runtime env, which Ray logs in clear (runtime_env_agent.log); on a cluster unset them here and let "
-            "the nodes' instance profile supply credentials")
+        log.warning(f"[tune] warning: Ray Tune copies {', '.join(sorted(held))} from this environment into every "
+                    "trial's runtime env, which Ray logs in clear (runtime_env_agent.log); on a cluster unset them "
+                    "here and let the nodes' instance profile supply credentials")
         held = {}
     for k in held:
         del os.environ[k]
@@ -211,7 +214,7 @@ def _scores_arrive_apart_from_training_reports():
     return tune_metric_checking_off()
 
 
-def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOutcome:
+def run_search(base: TrainConfig, settings: TuneSettings) -> SearchOutcome:
     """Run (or continue) the search; write its report; return the best trial's config and metrics."""
     from infra.secrets import SecretInConfigError, check_no_secrets
     from train.config import metric_for
@@ -247,10 +250,10 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
     _check_storage(storage)
     with search_lease(folder, settings.name):
         data = search_data(base, plan.set_pins)
-        restoring = check_restore(folder, base, settings, log, data=data)
+        restoring = check_restore(folder, base, settings, data=data)
         if settings.searcher == "grid":
-            log(f"[tune] grid of {grid_size(settings)} trials")
-        ray_for_training(base, log)  # a local Ray that can never run the base config's workers: refused here
+            log.info(f"[tune] grid of {grid_size(settings)} trials")
+        ray_for_training(base)  # a local Ray that can never run the base config's workers: refused here
         private = {  # the same on a restore (the search's base config and data are checked equal), but the pool's
             "base": base.to_dict(),
             "storage_path": f"{folder}/trials",
@@ -261,18 +264,18 @@ def run_search(base: TrainConfig, settings: TuneSettings, log=print) -> SearchOu
             "num_rows": plan.num_rows,
         }
         results, untrained, pool_stats, started = _run_trials(base, settings, plan, folder, storage, private, restoring,
-                                                              max_t, metric, dev_metric, log)
+                                                              max_t, metric, dev_metric)
         write_state(folder, base, settings, done=True, data=data)
-    outcome = write_search_report(results, base, settings, metric, folder, private, log=log, max_t=max_t,
+    outcome = write_search_report(results, base, settings, metric, folder, private, max_t=max_t,
                                   untrained=untrained["base"], untrained_by_trial=untrained["by_trial"],
                                   pool_stats=pool_stats)
-    log(f"[tune] {len(results)} trials in {time.time() - started:.0f} s; best {metric}="
-        f"{outcome.best_metrics.get(metric, float('nan')):.4f} with {outcome.best_config}")
-    log(f"[tune] {outcome.baseline_line}")
+    log.info(f"[tune] {len(results)} trials in {time.time() - started:.0f} s; best {metric}="
+             f"{outcome.best_metrics.get(metric, float('nan')):.4f} with {outcome.best_config}")
+    log.info(f"[tune] {outcome.baseline_line}")
     return outcome
 
 
-def _run_trials(base, settings, plan, folder, storage, private, restoring, max_t, metric, dev_metric, log):
+def _run_trials(base, settings, plan, folder, storage, private, restoring, max_t, metric, dev_metric):
     """The trials, on an evaluation pool of this run's own; then the untrained encoders on the same pool.
     Returns (Tune's results, the untrained encoders' scores, the pool's counts, when it started)."""
     import ray
@@ -289,23 +292,23 @@ def _run_trials(base, settings, plan, folder, storage, private, restoring, max_t
     pool_stats = {}
     try:
         if restoring:
-            log(f"[tune] continuing the interrupted search in {folder}")
+            log.info(f"[tune] continuing the interrupted search in {folder}")
             tuner = restore_tuner(folder, trainable, settings)
         else:
             param_space = build_search_space(settings.search_space, grid=settings.searcher == "grid")
             tuner = build_tuner(trainable, param_space, settings, storage, base, max_t, metric)
-        with _credentials_withheld_from_trials(storage, log), _scores_arrive_apart_from_training_reports():
+        with _credentials_withheld_from_trials(storage), _scores_arrive_apart_from_training_reports():
             results = tuner.fit()
         # every trial's step 0, by the same pool: the report's baselines besides the base config's trial
         trial_configs = {}
         for result in results:
             with contextlib.suppress(Exception):  # a trial whose config does not resolve has no row to compare
                 trial_configs[_trial_id(result)] = resolved_trial_config(result.config or {}, private, "untrained")
-        untrained = score_untrained_encoders(pool, base, trial_configs, plan.data_info, folder, metric, log=log)
+        untrained = score_untrained_encoders(pool, base, trial_configs, plan.data_info, folder, metric)
     finally:
         with contextlib.suppress(Exception):  # the search's own error (if any) is the one to see
             pool_stats = ray.get(pool.stats.remote(), timeout=60)
-            log(f"[tune] evaluation pool: {pool_stats}")
+            log.info(f"[tune] evaluation pool: {pool_stats}")
         stop_pool(pool_name, POOL_NAMESPACE)
     return results, untrained, pool_stats, started
 

@@ -184,7 +184,7 @@ def check_searched_resources(base: TrainConfig, settings: TuneSettings) -> None:
         try:
             variant = dataclasses.replace(base, **{key: largest})
             if ray.is_initialized():
-                check_cluster_resources(variant, log=lambda *_: None)  # an autoscaler's wait is the base's to say
+                check_cluster_resources(variant, quiet=True)  # an autoscaler's wait is the base's to say
             else:
                 check_resources_before_ray(variant)
         except ConfigError as e:

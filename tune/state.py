@@ -92,7 +92,7 @@ def search_fingerprint(base: TrainConfig, settings) -> str:
                                                          if k not in RESUMABLE_SETTINGS}})
 
 
-def check_restore(folder: str, base: TrainConfig, settings, log, data: dict | None = None) -> bool:
+def check_restore(folder: str, base: TrainConfig, settings, data: dict | None = None) -> bool:
     """True when ``folder`` (a local folder or a URI, read through ``infra.storage``) holds this same search over
     the same data, interrupted; a different search there, or this search over data that changed since, is an
     error; a finished one is run again from scratch only after its folder is removed (by the user). ``data``:

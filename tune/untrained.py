@@ -4,11 +4,13 @@ trial is compared with the encoder it started from."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from infra.uris import is_uri
 from tune.state import _digest, content_fingerprint
 
+log = logging.getLogger(__name__)
 UNTRAINED_DIR = "untrained_encoder"  # {storage}/{name}/untrained_encoder/model: the base config's trials' step 0
 UNTRAINED_SCORE = "score.json"
 # what build_trainee and the pool's scorers read from the config: a change to any of them changes the score
@@ -46,7 +48,7 @@ def _kept_untrained_score(where: str) -> dict | None:
         return None
 
 
-def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key: str, log=print,
+def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key: str,
                             where: str | None = None) -> dict:
     """The dev score of the untrained encoder (what every trial of ``cfg``'s shape starts from: ``cfg``'s base
     model and pooling, the method's heads freshly made with ``cfg.seed``, as ``train.loop.build_trainee`` makes
@@ -76,8 +78,8 @@ def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key:
         if kept is not None and kept.get("key") == key and kept.get("score") is not None:
             return kept
         if kept is not None:
-            log(f"[tune] the untrained encoder's score in {where} was for another dev set, model or config: "
-                "scoring it again")
+            log.info(f"[tune] the untrained encoder's score in {where} was for another dev set, model or config: "
+                     "scoring it again")
         import ray
         from ray.exceptions import GetTimeoutError
 
@@ -105,7 +107,7 @@ def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key:
         write_text_atomic(f"{where}/{UNTRAINED_SCORE}", json.dumps(out, indent=2, default=str))
         return out
     except Exception as e:  # noqa: BLE001 - the search's results stand; the report says it has no such row
-        log(f"[tune] warning: the untrained encoder ({cfg.model}) was not scored: {type(e).__name__}: {e}")
+        log.warning(f"[tune] warning: the untrained encoder ({cfg.model}) was not scored: {type(e).__name__}: {e}")
         return {"score": None, "metric": metric_key, "model": cfg.model, "error": f"{type(e).__name__}: {e}"}
 
 
@@ -119,8 +121,7 @@ def encoder_shape(cfg, base) -> dict:
     return shape
 
 
-def score_untrained_encoders(pool, base, trial_configs: dict, data_info: dict, folder: str, metric_key: str,
-                             log=print) -> dict:
+def score_untrained_encoders(pool, base, trial_configs: dict, data_info: dict, folder: str, metric_key: str) -> dict:
     """The untrained encoder of ``base`` and of every other encoder shape among ``trial_configs`` (``{trial id:
     its TrainConfig}``), each scored once (:func:`score_untrained_encoder`; a shape other than the base's in
     ``untrained_encoder-<key>/``). Returns ``{"base": the base's result, "by_trial": {trial id: its shape's
@@ -129,7 +130,7 @@ def score_untrained_encoders(pool, base, trial_configs: dict, data_info: dict, f
     import dataclasses
 
     base_key = untrained_key(base, data_info, metric_key)
-    scored = {base_key: {**score_untrained_encoder(pool, base, data_info, folder, metric_key, log=log), "shape": {}}}
+    scored = {base_key: {**score_untrained_encoder(pool, base, data_info, folder, metric_key), "shape": {}}}
     by_trial = {}
     for trial_id, cfg in trial_configs.items():
         # a trial's base_pooling is false when pooling is searched; its encoder is built from pooling alone
@@ -137,7 +138,7 @@ def score_untrained_encoders(pool, base, trial_configs: dict, data_info: dict, f
         key = untrained_key(cfg, data_info, metric_key)
         if key not in scored:
             where = f"{folder.rstrip('/')}/{UNTRAINED_DIR}-{key[:12]}"
-            scored[key] = {**score_untrained_encoder(pool, cfg, data_info, folder, metric_key, log=log, where=where),
+            scored[key] = {**score_untrained_encoder(pool, cfg, data_info, folder, metric_key, where=where),
                            "shape": encoder_shape(cfg, base)}
         by_trial[trial_id] = scored[key]
     return {"base": scored[base_key], "by_trial": by_trial, "shapes": list(scored.values())}

@@ -76,19 +76,7 @@ def aspect_labels_from_wikidata_set(path, *, cls: str = "Q4830453", properties=(
     rows, claims = _flat(table, "claims")
     props, vals = claims.field("property"), claims.field("value")
 
-    classes = {cls}
-    if subclasses:  # the P279* closure of cls over the set's own P279 claims
-        is_sub = pc.equal(props, "P279")
-        children = defaultdict(set)
-        for child, parent in zip(pc.take(qids, pc.filter(rows, is_sub)).to_pylist(),
-                                 pc.filter(vals, is_sub).to_pylist()):
-            children[parent].add(child)
-        todo = [cls]
-        while todo:
-            for child in children.pop(todo.pop(), ()):
-                if child not in classes:
-                    classes.add(child)
-                    todo.append(child)
+    classes = _subclasses(cls, qids, rows, props, vals) if subclasses else {cls}
     is_member = pc.and_(pc.equal(props, "P31"), pc.is_in(vals, pa.array(sorted(classes), pa.string())))
     members = {r for r in pc.filter(rows, is_member).to_pylist() if r in titles_by_row}
 
@@ -110,14 +98,35 @@ def aspect_labels_from_wikidata_set(path, *, cls: str = "Q4830453", properties=(
             raise ValueError(f"no item of class wd:{cls} with an article in {wiki} has property {pid} in the "
                              f"wikidata set at {path}; is {pid} right?")
 
-    needed = pa.array(sorted({v for labels in values.values() for v in labels}), pa.string())
-    label_rows = pc.is_in(qids, needed)
-    if len(needed):
-        rows, labels = _flat(table.filter(label_rows), "labels")
-        in_language = pc.equal(labels.field("language"), language)
-        owners = pc.take(pc.filter(qids, label_rows), pc.filter(rows, in_language))
-        text_of = dict(zip(owners.to_pylist(), pc.filter(labels.field("value"), in_language).to_pylist()))
-        for labels_of in values.values():
-            for value in labels_of:
-                labels_of[value] = text_of.get(value, value)
+    _label_values(table, qids, values, language)
     return aspect_table(wiki, titles, values)
+
+
+def _subclasses(cls: str, qids, rows, props, vals) -> set[str]:
+    """``cls`` and its P279* closure over the set's own P279 claims."""
+    is_sub = pc.equal(props, "P279")
+    children = defaultdict(set)
+    for child, parent in zip(pc.take(qids, pc.filter(rows, is_sub)).to_pylist(), pc.filter(vals, is_sub).to_pylist()):
+        children[parent].add(child)
+    classes, todo = {cls}, [cls]
+    while todo:
+        for child in children.pop(todo.pop(), ()):
+            if child not in classes:
+                classes.add(child)
+                todo.append(child)
+    return classes
+
+
+def _label_values(table: pa.Table, qids, values: dict[tuple[str, str], dict[str, str]], language: str) -> None:
+    """Each value QID in ``values`` replaced by its label in ``language`` where the set has one (in place)."""
+    needed = pa.array(sorted({v for labels in values.values() for v in labels}), pa.string())
+    if not len(needed):
+        return
+    label_rows = pc.is_in(qids, needed)
+    rows, labels = _flat(table.filter(label_rows), "labels")
+    in_language = pc.equal(labels.field("language"), language)
+    owners = pc.take(pc.filter(qids, label_rows), pc.filter(rows, in_language))
+    text_of = dict(zip(owners.to_pylist(), pc.filter(labels.field("value"), in_language).to_pylist()))
+    for labels_of in values.values():
+        for value in labels_of:
+            labels_of[value] = text_of.get(value, value)

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import os
 from collections import Counter, defaultdict
@@ -71,6 +72,7 @@ import pyarrow as pa
 from ingest import schemas
 from ingest.sets import stable_hash, write_json, write_manifest, write_table
 
+log = logging.getLogger(__name__)
 HEADER = ["from_paper_id", "to_paper_id", "label"]
 LABELS = ("y", "n")
 ID_KEYS = ("paper_id", "id", "paperId")
@@ -321,7 +323,7 @@ def _write_rows(rows: list[dict], schema: pa.Schema, path: str) -> tuple[int, li
 
 
 def build_pwc_sets(root: str | Path, out: str, *, aspects: list[str] | None = None, fold=1, seed: int = 42,
-                   triplets_per_anchor: int | None = 1, unknown: str = "skip", log=print) -> dict:
+                   triplets_per_anchor: int | None = 1, unknown: str = "skip") -> dict:
     """Write ``OUT/<aspect>/aspect_triplets/`` (train csv) and ``OUT/aspect_docs/`` (test csv) of one
     fold, with manifests; returns the overall manifest (also ``OUT/manifest.json``). ``aspects``:
     default every aspect folder found under ``root/folds``."""
@@ -356,8 +358,8 @@ def build_pwc_sets(root: str | Path, out: str, *, aspects: list[str] | None = No
         test_summaries[aspect] = test.summary()
         per_aspect[aspect] = {"triplets": written, "train_pairs": train.summary(), **stats,
                               "test_pairs": test.summary(), "docs": stats_d}
-        log(f"[pwc] {aspect} fold {fold}: {written} triplets from {train.read} train pairs "
-            f"(skipped {dict(train.skipped)}); {stats_d['docs']} test docs, {stats_d['seeds']} seeds")
+        log.info(f"[pwc] {aspect} fold {fold}: {written} triplets from {train.read} train pairs "
+                 f"(skipped {dict(train.skipped)}); {stats_d['docs']} test docs, {stats_d['seeds']} seeds")
     written_docs, doc_files = _write_rows(doc_rows, schemas.ASPECT_DOCS, f"{out}/aspect_docs")
     write_manifest(f"{out}/aspect_docs", "aspect_docs", written_docs, source="pwc", config=config, inputs=inputs,
                    files=doc_files,

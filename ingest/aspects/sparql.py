@@ -30,6 +30,7 @@ import email.utils
 import hashlib
 import http.client
 import json
+import logging
 import time
 import urllib.error
 from datetime import datetime, timezone
@@ -50,6 +51,7 @@ from ingest.aspects.validate import (
     wiki_site,
 )
 
+log = logging.getLogger(__name__)
 WDQS = "https://query.wikidata.org/sparql"
 ENTITY = "http://www.wikidata.org/entity/"
 GENID = "http://www.wikidata.org/.well-known/genid/"  # somevalue snaks in the WDQS RDF
@@ -133,9 +135,9 @@ class _Client:
     """One request at a time through SPARQLWrapper, with retries and the on-disk cache."""
 
     def __init__(self, endpoint: str, user_agent: str, timeout: float, max_retries: int, backoff_base: float,
-                 backoff_cap: float, cache_dir, log):
+                 backoff_cap: float, cache_dir):
         self.endpoint, self.shown = endpoint, redact(endpoint)
-        self.max_retries, self.backoff_base, self.backoff_cap, self.log = max_retries, backoff_base, backoff_cap, log
+        self.max_retries, self.backoff_base, self.backoff_cap = max_retries, backoff_base, backoff_cap
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.wrapper = SPARQLWrapper(endpoint, agent=user_agent)
         self.wrapper.setReturnFormat(JSON)
@@ -194,8 +196,8 @@ class _Client:
                 raise self._fail(f"{problem}, still failing after {self.max_retries} retries", where, query)
             if wait is None:
                 wait = min(self.backoff_cap, self.backoff_base * 2 ** attempt)
-            self.log(f"[aspects] {self.shown}: {problem} at {where}; retry {attempt + 1}/{self.max_retries} "
-                     f"in {wait:.1f} s")
+            log.warning(f"[aspects] {self.shown}: {problem} at {where}; retry {attempt + 1}/{self.max_retries} "
+                        f"in {wait:.1f} s")
             time.sleep(wait)
         text = body.decode("utf-8", errors="replace")
         try:
@@ -222,7 +224,7 @@ def fetch_aspect_labels(endpoint: str = WDQS, *, cls: str = "Q4830453", properti
                         wiki: str = "enwiki", language: str = "en", subclasses: bool = False,
                         page_size: int = 10000, user_agent: str = DEFAULT_USER_AGENT, cache_dir=None,
                         max_retries: int = 6, timeout: float = 60, backoff_base: float = 1.0,
-                        backoff_cap: float = 60.0, log=print) -> pa.Table:
+                        backoff_cap: float = 60.0) -> pa.Table:
     """The ``schemas.ASPECT_LABELS`` table of the items of ``cls`` with an article in ``wiki``, one row
     per (item, property) with at least one value, from the SPARQL ``endpoint`` (see the module doc)."""
     cls = check_qid(cls, "aspects.class")
@@ -236,7 +238,7 @@ def fetch_aspect_labels(endpoint: str = WDQS, *, cls: str = "Q4830453", properti
     if not isinstance(endpoint, str) or urlsplit(endpoint).scheme not in ("http", "https"):
         raise ValueError("aspects.endpoint: not an http(s) URL")
     site = wiki_site(wiki)
-    client = _Client(endpoint, user_agent.strip(), timeout, max_retries, backoff_base, backoff_cap, cache_dir, log)
+    client = _Client(endpoint, user_agent.strip(), timeout, max_retries, backoff_base, backoff_cap, cache_dir)
     titles: dict[str, str] = {}
     values: dict[tuple[str, str], dict[str, str]] = {}
     for pid in properties:
@@ -271,7 +273,7 @@ def fetch_aspect_labels(endpoint: str = WDQS, *, cls: str = "Q4830453", properti
             if after is not None and last <= after:
                 raise SparqlError(f"endpoint {client.shown}: keyset paging did not advance at {where}")
             after = last
-        log(f"[aspects] {pid}: {items_total} items of wd:{cls} with an {wiki} article in {page} page(s)")
+        log.info(f"[aspects] {pid}: {items_total} items of wd:{cls} with an {wiki} article in {page} page(s)")
         if items_total == 0:
             _explain_empty(client, cls, pid, site, wiki, subclasses)
     missing = sorted({qid for qid, _ in values} - set(titles))

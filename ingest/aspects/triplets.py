@@ -34,6 +34,7 @@ and property, from ``sparql.py`` or ``offline.py``) and the ``intros`` set.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
@@ -46,6 +47,7 @@ from ingest.sets import align, read_dataset, row_hashes, stable_hash, write_json
     write_table
 from ingest.shuffle import Shuffle, key_groups, map_buckets, map_keys
 
+log = logging.getLogger(__name__)
 _STR, _INT = pa.string(), pa.int64()
 _SEP = "\x1f"  # list columns cannot ride through an Arrow join: labels travel joined
 RANDOM_PREFIX = "random:"
@@ -325,19 +327,19 @@ def _write_files(bucket: pa.Table, out: str, specs: dict) -> pa.Table:
 # ---------------------------------------------------------------- the driver
 
 
-def build_aspect_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConfig, log=print) -> dict:
+def build_aspect_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConfig) -> dict:
     """Write ``OUT/<variant>/aspect_triplets/`` and ``OUT/aspect_docs/`` (with manifests) from the
     label table and the ``intros`` set; returns the overall manifest (also ``OUT/manifest.json``)."""
     cfg.validate()
     out = out.rstrip("/")
     shuffle = Shuffle.in_work(f"{out}/_work", cfg.memory_per_cpu)
     try:
-        return _write_sets(labels, intros_path, out, cfg, shuffle, log)
+        return _write_sets(labels, intros_path, out, cfg, shuffle)
     finally:
         shuffle.remove()
 
 
-def _write_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConfig, shuffle: Shuffle, log) -> dict:
+def _write_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConfig, shuffle: Shuffle) -> dict:
     import ray.data
 
     texts = _texts(labels, intros_path, cfg, shuffle)
@@ -350,7 +352,7 @@ def _write_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConf
     entities = dict(sorted(Counter(status.values()).items()))
     train = sorted(q for q, s in status.items() if s == "train")
     test = sorted(q for q, s in status.items() if s == "test")
-    log(f"[aspects] {len(status)} entities: {entities}; random pool {len(pool)}")
+    log.info(f"[aspects] {len(status)} entities: {entities}; random pool {len(pool)}")
 
     specs = cfg.variant_specs()
     needs, variant_stats = [], {}
@@ -405,6 +407,6 @@ def _write_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConf
                 "variants": {n: {"rows": rows_by_group[n], **variant_stats[n]} for n, _, _ in specs},
                 "aspect_docs": {"rows": rows_by_group["aspect_docs"], "per_aspect": docs_per_aspect}}
     write_json(manifest, f"{out}/manifest.json")
-    log(f"[aspects] triplets {({n: v['rows'] for n, v in manifest['variants'].items()})}; "
+    log.info(f"[aspects] triplets {({n: v['rows'] for n, v in manifest['variants'].items()})}; "
         f"docs {docs_per_aspect}")
     return manifest

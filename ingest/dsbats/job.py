@@ -8,6 +8,7 @@ and for every BATS line that did not parse (file and line number).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -21,6 +22,7 @@ from ingest.dsbats.definitions import run_definitions
 from ingest.dsbats.senses import SenseConfig
 from ingest.sets import file_digest, write_manifest, write_table
 
+log = logging.getLogger(__name__)
 FILE_ROWS = 200_000
 
 
@@ -80,7 +82,7 @@ def _pair_accounting(bats, outcomes: list[dict]) -> dict:
             "lines_skipped": len(bats.skipped), "skipped_lines": bats.skipped[:100]}
 
 
-def build_dsbats(bats_folder: str, network: dict, out: str, cfg: DsbatsConfig, log=print) -> dict:
+def build_dsbats(bats_folder: str, network: dict, out: str, cfg: DsbatsConfig) -> dict:
     from ingest.set_integrity import finish_job, start_job
 
     cfg.validate()
@@ -124,7 +126,8 @@ def build_dsbats(bats_folder: str, network: dict, out: str, cfg: DsbatsConfig, l
         queries=split.get("test", 0), **test_info)
     finish_job(out, job_id)
     sizes = {c: sum(n for o, n in v.items() if o == "written") for c, v in per_category.items()}
-    log(f"[dsbats] {len(bats.lines)} BATS lines in {len(bats.files)} categories -> {definitions.num_rows} definition "
-        f"pairs ({split}) in {generation_s:.1f} s; {train.num_rows} DSBATS4CL rows, {test.num_rows} SRSD items")
+    log.info(f"[dsbats] {len(bats.lines)} BATS lines in {len(bats.files)} categories -> {definitions.num_rows} "
+             f"definition pairs ({split}) in {generation_s:.1f} s; {train.num_rows} DSBATS4CL rows, "
+             f"{test.num_rows} SRSD items")
     return {"sizes": sizes, "generation_seconds": generation_s, "pairs_in_input": manifests["bats_definitions"]["pairs"],
             "rows": {k: m["rows"] for k, m in manifests.items()}, "manifests": manifests}

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from ingest.pairs.output import files_for, to_final, write_manifests, write_set
 from ingest.pairs.readers import UNITS, read_unit
 from ingest.pairs.sources import PairIngestConfig, PairSourceError, resolve_sources
 from ingest.sets import read_dataset, write_json
+
+log = logging.getLogger(__name__)
 
 
 def _clear(out: str, path: str) -> None:
@@ -66,7 +69,7 @@ class _Read:
     input_bytes: int = 0
 
 
-def _read_units(sources: list[dict], units: list[dict], work: str, log) -> _Read:
+def _read_units(sources: list[dict], units: list[dict], work: str) -> _Read:
     results = (
         ray.data.from_items([{"unit": json.dumps(u)} for u in units], override_num_blocks=max(1, len(units)))
         .map(read_unit, fn_kwargs={"work": work}, num_cpus=1)
@@ -94,10 +97,10 @@ def _read_units(sources: list[dict], units: list[dict], work: str, log) -> _Read
         read.input_bytes += sum(d["bytes"] for d in r["digests"])
     for s in sources:
         e = read.per_source[s["index"]]
-        log(f"[pairs] read {s['tag']}: {e['records']} rows, {e['pairs']} pairs, {e['valid']} valid, "
-            f"dropped {dict(sorted(e['dropped'].items()))}"
-            + (f"; {e['not_utf8_replaced']} row(s) kept with U+FFFD for bytes that are not UTF-8"
-               if e["not_utf8_replaced"] else ""))
+        log.info(f"[pairs] read {s['tag']}: {e['records']} rows, {e['pairs']} pairs, {e['valid']} valid, "
+                 f"dropped {dict(sorted(e['dropped'].items()))}"
+                 + (f"; {e['not_utf8_replaced']} row(s) kept with U+FFFD for bytes that are not UTF-8"
+                    if e["not_utf8_replaced"] else ""))
     return read
 
 
@@ -142,7 +145,7 @@ def _build_rows(cfg: PairIngestConfig, read: _Read, caps: dict[str, int], shuffl
     return rows
 
 
-def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
+def run_pair_ingest(cfg: PairIngestConfig) -> dict:
     """Run the job; returns the top-level manifest (also written as ``<out>/pairs_manifest.json``)."""
     from dataclasses import asdict
 
@@ -159,7 +162,7 @@ def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
     claim(out, "python -m ingest.pairs")  # the sources' work files (resolve_sources) are written into it
     for path in (f"{work}/pair_units", f"{work}/pair_hf"):
         _clear(out, path)
-    sources, units = resolve_sources(cfg, work, log)  # every source error is raised here, before Ray work
+    sources, units = resolve_sources(cfg, work)  # every source error is raised here, before Ray work
     from ingest.set_integrity import finish_job, start_job
 
     # its sets are whole once it is done; the stale parts of an earlier run are removed now
@@ -167,7 +170,7 @@ def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
     tags = [s["tag"] for s in sources]
     _start_ray()
 
-    read = _read_units(sources, units, work, log)
+    read = _read_units(sources, units, work)
     from ingest.shuffle import Shuffle
 
     shuffle = Shuffle.in_work(work, cfg.memory_per_cpu)  # every shuffle's buckets sized from its rows
@@ -186,7 +189,7 @@ def run_pair_ingest(cfg: PairIngestConfig, log=print) -> dict:
     write_json(manifest, f"{out}/pairs_manifest.json")
     finish_job(out, job_id)
     accounted = all(s["pairs"]["accounted"] for s in manifest["sets"].values())
-    log(f"[pairs] wrote {triplets.rows} nli_triplets and {relations.rows} relation_triples "
-        f"({manifest['sets']['relation_triples']['relations']}) to {out} in {manifest['seconds']} s; "
-        f"accounted: {accounted}")
+    log.info(f"[pairs] wrote {triplets.rows} nli_triplets and {relations.rows} relation_triples "
+             f"({manifest['sets']['relation_triples']['relations']}) to {out} in {manifest['seconds']} s; "
+             f"accounted: {accounted}")
     return manifest

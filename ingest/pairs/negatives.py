@@ -95,10 +95,17 @@ class _Fates:
 
 def _premise_rows(rows: list[dict], seed: int, max_triplets: int | None, selected: list[str] | None,
                   fates: _Fates) -> list[dict]:
+    """One premise's rows: its nli_triplets and its relation_triples candidates, each row's fate counted."""
     rows.sort(key=_order)
-    premise = rows[0]["sentence1"]
-    out: list[dict] = []
-    duplicate: set[int] = set()  # dropped as duplicate from both sets
+    duplicate, explicit, partner = _duplicates_and_partners(rows)
+    return (_triplets(rows, seed, max_triplets, duplicate, explicit, fates)
+            + _relation_rows(rows, seed, selected, duplicate, partner, fates))
+
+
+def _duplicates_and_partners(rows: list[dict]) -> tuple[set[int], dict[tuple, dict[str, int]], dict[int, int]]:
+    """(the rows dropped as duplicates from both sets; each explicit source row's sides ``{"e": i, "c": j}``;
+    each explicit side's partner row)."""
+    duplicate: set[int] = set()
     explicit: dict[tuple, dict[str, int]] = {}
     free_seen, explicit_seen = set(), set()
     for i, r in enumerate(rows):
@@ -119,8 +126,14 @@ def _premise_rows(rows: list[dict], seed: int, max_triplets: int | None, selecte
                 duplicate.add(i)
             else:
                 explicit_seen.add(key)
+    return duplicate, explicit, partner
 
-    # nli_triplets: free entailment x free contradiction, plus each SimCSE row's own triplet
+
+def _triplets(rows: list[dict], seed: int, max_triplets: int | None, duplicate: set[int],
+              explicit: dict[tuple, dict[str, int]], fates: _Fates) -> list[dict]:
+    """nli_triplets: free entailment x free contradiction, plus each SimCSE row's own triplet; the cap keeps
+    the lowest hashes."""
+    premise = rows[0]["sentence1"]
     alive = [i for i in range(len(rows)) if i not in duplicate]
     free_e = [i for i in alive if not rows[i]["side"] and rows[i]["relation"] == "entailment"]
     free_c = [i for i in alive if not rows[i]["side"] and rows[i]["relation"] == "contradiction"]
@@ -136,9 +149,8 @@ def _premise_rows(rows: list[dict], seed: int, max_triplets: int | None, selecte
     in_unique = {i for pair in unique for i in pair}
     ranked = sorted(((_hash(seed, "triplet", premise, rows[e]["sentence2"], rows[c]["sentence2"]), e, c)
                      for e, c in unique))
-    kept = ranked[:max_triplets] if max_triplets else ranked
-    used = set()
-    for rank, e, c in kept:
+    out, used = [], set()
+    for rank, e, c in ranked[:max_triplets] if max_triplets else ranked:
         used.update((e, c))
         out.append({"kind": "triplet", "source": rows[e]["source"], "source2": rows[c]["source"],
                     "sentence1": premise, "sentence2": rows[e]["sentence2"],
@@ -157,12 +169,20 @@ def _premise_rows(rows: list[dict], seed: int, max_triplets: int | None, selecte
         else:
             reason = "over_cap"
         fates.add("nli_triplets", r, reason)
+    return out
 
-    # relation_triples candidates, with a same-premise hard negative where the premise has one
+
+def _relation_rows(rows: list[dict], seed: int, selected: list[str] | None, duplicate: set[int],
+                   partner: dict[int, int], fates: _Fates) -> list[dict]:
+    """relation_triples candidates, with a same-premise hard negative where the premise has one (else the
+    pool a later step draws one from)."""
+    premise = rows[0]["sentence1"]
     by_relation: dict[str, list[str]] = {}
-    for i in alive:
-        by_relation.setdefault(rows[i]["relation"], []).append(rows[i]["sentence2"])
+    for i in range(len(rows)):
+        if i not in duplicate:
+            by_relation.setdefault(rows[i]["relation"], []).append(rows[i]["sentence2"])
     by_relation = {rel: sorted(set(texts)) for rel, texts in by_relation.items()}
+    out = []
     for i, r in enumerate(rows):
         if i in duplicate:
             fates.add("relation_triples", r, "duplicate")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, field, fields
@@ -18,6 +19,7 @@ from infra.storage import filesystem, open_file
 from ingest.pairs.labels import NLI_INT_LABELS, NLI_TEXT_LABELS, RSE_RELATIONS
 from ingest.sets import write_table
 
+log = logging.getLogger(__name__)
 KINDS = ("senteval", "simcse_csv", "table", "hf")
 FIRST_ROWS = 10  # offending row numbers kept per source and reason
 SENTEVAL_SPLITS = ("train", "dev", "test")
@@ -309,7 +311,7 @@ def _load_hf(source: PairSource):
                               + (f" ({source.name})" if source.name else "") + f": {type(e).__name__}: {e}") from e
 
 
-def resolve_sources(cfg: PairIngestConfig, work: str, log) -> tuple[list[dict], list[dict]]:
+def resolve_sources(cfg: PairIngestConfig, work: str) -> tuple[list[dict], list[dict]]:
     """Check every source and plan its read units (hub datasets are cut into row
     chunks written under ``work``). Returns (sources, units); raises
     ``PairSourceError`` / ``FileNotFoundError`` naming the file and column."""
@@ -347,7 +349,7 @@ def resolve_sources(cfg: PairIngestConfig, work: str, log) -> tuple[list[dict], 
                 entry["warning"] = (f"{source.path} has no hard_neg column (found {found}): its rows are "
                                     "entailment pairs only, so it adds no nli_triplets (SimCSE-sup's "
                                     "premise/entailment/contradiction rows); map one with columns={'hard_neg': ...}")
-                log(f"[pairs] warning: {entry['warning']}")
+                log.warning(f"[pairs] warning: {entry['warning']}")
             units.append({"source": index, "unit": 0, "label": _basename(source.path), "files": [source.path],
                           "spec": {**spec, "columns": columns}})
         elif source.kind == "table":
@@ -387,6 +389,6 @@ def resolve_sources(cfg: PairIngestConfig, work: str, log) -> tuple[list[dict], 
             entry["hf"] = {"rows": n, "fingerprint": getattr(dataset, "_fingerprint", None)}
             entry["split"] = split
         resolved.append(entry)
-        log(f"[pairs] source {index}: {tag} ({source.kind}) ok")
+        log.info(f"[pairs] source {index}: {tag} ({source.kind}) ok")
     return resolved, units
 

@@ -52,6 +52,7 @@ Sibling: ``simcse_unsup.py`` (L_SimCSE is reused unchanged).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from pathlib import Path
 from typing import Optional
@@ -67,6 +68,7 @@ from train.methods.contrastive import Block, cross_entropy_blocks, label_logits,
 from train.methods.simcse_unsup import simcse_loss
 from train.methods.tiled import DEFAULT_LOSS_TILE
 
+log = logging.getLogger(__name__)
 INIT_RANGE = 0.05
 
 
@@ -173,7 +175,7 @@ class EASE(Method):
             if rows:
                 w[torch.tensor(rows)] = torch.tensor(vectors, dtype=w.dtype)
             w[0].zero_()
-        print(
+        log.info(
             f"[ease] entity vectors: {len(rows)} of {len(title_to_row)} entities found in {self.options.entity_vectors}"
         )
 
