@@ -36,9 +36,10 @@ from dataclasses import asdict, dataclass, field
 
 import ray
 
-from ingest import duplicates, entity_pairs, intros, multistream, schemas, wikidata
-from ingest.set_integrity import finish_job, start_job
-from ingest.sets import check_set, code_version, file_digest, write_json, write_set_manifest
+from ingest import duplicates, entity_pairs, intros, multistream, wikidata
+from sets import schemas
+from sets.integrity import finish_job, start_job
+from sets.io import check_set, code_version, file_digest, write_json, write_set_manifest
 from ingest.shuffle import Shuffle, limit_ray_data
 from ingest.units import process_unit, remove_stale_unit_files
 from infra.secrets import redact_text

@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ingest import schemas
-from ingest.sets import read_manifest, read_table
+from sets import schemas
+from sets.io import read_manifest, read_table
 
 COMPANY = "Q4830453"
 

@@ -10,7 +10,9 @@ import sys
 import pyarrow.dataset as pads
 import pytest
 
-from ingest import multistream, schemas, sets
+from ingest import multistream
+from sets import io as set_io
+from sets import schemas
 from ingest.pipeline import IngestConfig, run_ingest
 from ingest.wikitext import extractor_loops
 from structcse.demo import ENTITY_LINK_THRESHOLD
@@ -35,8 +37,8 @@ def test_demo_world_every_page_accounted(demo_world, demo_sets):
     assert list(manifest["extractor_loops"]) == [extractor_loops()]
     assert manifest["extractor_loops"][extractor_loops()] >= len(manifest["sources"])  # one per shard
     for name in ("sentences", "entity_pairs", "entities"):
-        sets.check_set(out / name, name)
-        set_manifest = sets.read_manifest(out / name)
+        set_io.check_set(out / name, name)
+        set_manifest = set_io.read_manifest(out / name)
         assert set_manifest["rows"] == len(read_set(out / name))
         assert set_manifest["sources"][0]["sha256"]
 
@@ -168,10 +170,10 @@ def test_schema_check_names_the_missing_column(demo_sets, tmp_path):
     (tmp_path / "pairs").mkdir()
     pq.write_table(table, tmp_path / "pairs" / "part.parquet")
     with pytest.raises(schemas.SchemaError, match="negative_entity"):
-        sets.check_set(tmp_path / "pairs", "entity_pairs")
+        set_io.check_set(tmp_path / "pairs", "entity_pairs")
     pq.write_table(pa.table({"sentence": [1, 2]}), tmp_path / "pairs" / "part.parquet")
     with pytest.raises(schemas.SchemaError, match="'sentence' has type int64"):
-        sets.check_set(tmp_path / "pairs", "sentences", required=["sentence"])
+        set_io.check_set(tmp_path / "pairs", "sentences", required=["sentence"])
 
 
 def test_cli_help_and_missing_file():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest import sets
+from sets import io as set_io
 from ingest.pairs import (
     PairIngestConfig,
     PairSource,
@@ -19,7 +19,7 @@ from ingest.pairs import (
     parse_source,
     run_pair_ingest,
 )
-from ingest.sets import read_table
+from sets.io import read_table
 from tests.conftest import shared_data
 
 SNLI_DEV, SNLI_TEST = 9842, 9824  # rows of the SentEval files (README)
@@ -84,8 +84,8 @@ def raw_pairs(nli_paths, demo_world) -> set[tuple[str, str, str]]:
 def test_sets_match_schemas_and_every_pair_is_accounted(main_run):
     out, manifest = main_run
     for kind in ("nli_triplets", "relation_triples"):
-        sets.check_set(out / kind, kind)
-        set_manifest = sets.read_manifest(out / kind)
+        set_io.check_set(out / kind, kind)
+        set_manifest = set_io.read_manifest(out / kind)
         assert set_manifest["rows"] == len(read_set(out / kind)) == manifest["sets"][kind]["rows"] > 0
         assert set_manifest["files"] == sorted(p.name for p in (out / kind).glob("*.parquet"))
         for source in set_manifest["sources"]:
@@ -93,7 +93,7 @@ def test_sets_match_schemas_and_every_pair_is_accounted(main_run):
             assert source["pairs_in"] == source["written"] + sum(source["dropped"].values())
         pairs = set_manifest["pairs"]
         assert pairs["accounted"] and pairs["in"] == pairs["written"] + sum(pairs["dropped"].values())
-    relations = sets.read_manifest(out / "relation_triples")
+    relations = set_io.read_manifest(out / "relation_triples")
     assert sum(relations["hard_negatives"].values()) == relations["rows"]
     assert {r: v["rows"] for r, v in relations["relations"].items()} == dict(
         Counter(r["relation"] for r in read_set(out / "relation_triples")))
@@ -104,8 +104,8 @@ def test_real_snli_senteval_counts(main_run, nli_paths):
     dev, test = senteval_rows(nli_paths["senteval"], "dev"), senteval_rows(nli_paths["senteval"], "test")
     assert (len(dev), len(test)) == (SNLI_DEV, SNLI_TEST)
     assert Counter(label for _, label, _ in dev) == {"entailment": 3329, "neutral": 3235, "contradiction": 3278}
-    triplet_manifest = sets.read_manifest(out / "nli_triplets")
-    relation_manifest = sets.read_manifest(out / "relation_triples")
+    triplet_manifest = set_io.read_manifest(out / "nli_triplets")
+    relation_manifest = set_io.read_manifest(out / "relation_triples")
     snli = next(s for s in relation_manifest["sources"] if s["kind"] == "senteval" and s["name"] != "demo_world")
     assert snli["rows_in"] == snli["pairs_in"] == SNLI_DEV + SNLI_TEST
     distinct = len(set(dev + test))  # the same (premise, label, hypothesis) twice is one pair
@@ -140,7 +140,7 @@ def test_demo_world_nli_pairs(main_run, demo_world):
         assert rows and all(a and b for a, _, b in rows)
         labels.update(label for _, label, _ in rows)
     assert labels["entailment"] == labels["contradiction"] == labels["neutral"] >= 100
-    manifest = sets.read_manifest(out / "nli_triplets")
+    manifest = set_io.read_manifest(out / "nli_triplets")
     demo = next(s for s in manifest["sources"] if s["name"] == "demo_world")
     assert demo["pairs_in"] == sum(labels.values()) and demo["accounted"]
     # every premise has one entailment and one contradiction: one triplet each
@@ -230,7 +230,7 @@ def test_label_maps_import_without_ray():
     import subprocess
     import sys
 
-    code = ("import sys, score.nli_data, ingest.pairs.labels; from ingest.pairs import PairSource, NLI_TEXT_LABELS; "
+    code = ("import sys, score.nli_data, sets.labels; from ingest.pairs import PairSource, NLI_TEXT_LABELS; "
             "print('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
@@ -256,7 +256,7 @@ def test_bad_rows_are_counted_and_caps_hold(ray_session, tmp_path):
             "--out", str(out), "--relation", "entailment=1.0", "--relation", "neutral=0.5",
             "--max-per-relation", "neutral=7", "--seed", "3"]
     assert main(argv) == 0
-    manifest = sets.read_manifest(out / "relation_triples")
+    manifest = set_io.read_manifest(out / "relation_triples")
     (source,) = manifest["sources"]
     assert source["rows_in"] == source["pairs_in"] == 125
     assert source["dropped"] == {"unknown_label": 1, "empty_text": 2, "too_long": 1, "excluded_label": 1,
@@ -272,7 +272,7 @@ def test_bad_rows_are_counted_and_caps_hold(ray_session, tmp_path):
         if r["relation"] == "entailment":
             assert r["hard_negative"] == r["sentence2"].replace("true", "false")
     assert manifest["relations"]["neutral"] == {"rows": 7, "weight": 0.5, "available": 40, "cap": 7}
-    triplets = sets.read_manifest(out / "nli_triplets")
+    triplets = set_io.read_manifest(out / "nli_triplets")
     assert triplets["rows"] == 40 and triplets["sources"][0]["accounted"]
     # the same seed draws the same capped sample; another seed another one
     assert main(argv[:-1] + ["3"] + ["--out", str(tmp_path / "again")]) == 0
@@ -296,7 +296,7 @@ def test_hf_dataset_from_a_local_folder(ray_session, tmp_path, nli_paths):
                                                hf_kwargs={"cache_dir": str(tmp_path / "hf_cache")})],
                            out=str(tmp_path / "out"), hf_chunk_rows=25)
     run_pair_ingest(cfg)
-    manifest = sets.read_manifest(tmp_path / "out" / "relation_triples")
+    manifest = set_io.read_manifest(tmp_path / "out" / "relation_triples")
     (source,) = manifest["sources"]
     no_gold = sum(r["gold_label"] == "-" for r in records)
     assert source["rows_in"] == 60 and source["dropped"].get("excluded_label", 0) == no_gold

@@ -1,4 +1,4 @@
-"""ingest/sets.py, the one set I/O module: listing, reading (local paths and URIs),
+"""sets/io.py, the one set I/O module: listing, reading (local paths and URIs),
 the schema check, the vectorised row hash and the grouped Ray Data work built on
 it, atomic writes and manifests."""
 
@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import schemas, sets
+from sets import io as set_io
+from sets import schemas
 
 ROWS = [{"sentence": f"sentence {i}", "page_id": i % 7, "title": f"T{i % 3}", "sentence_index": i, "wiki": "enwiki"}
         for i in range(40)]
@@ -25,48 +26,48 @@ def sentence_set(tmp_path):
     folder = tmp_path / "sentences"
     table = pa.Table.from_pylist(ROWS, schema=schemas.SENTENCES)
     for k in range(4):
-        sets.write_table(table.slice(10 * k, 10), str(folder / f"part-{k:05d}.parquet"))
-    sets.write_manifest(str(folder), "sentences", len(ROWS), config={"seed": 1})
+        set_io.write_table(table.slice(10 * k, 10), str(folder / f"part-{k:05d}.parquet"))
+    set_io.write_manifest(str(folder), "sentences", len(ROWS), config={"seed": 1})
     (folder / ".part-00009.parquet.tmp-123").write_bytes(b"half a file")  # a killed writer's leftover
     return folder
 
 
 def test_set_files_skip_the_manifest_and_hidden_temp_files(sentence_set):
-    files = sets.set_files(sentence_set)
+    files = set_io.set_files(sentence_set)
     assert [f.rsplit("/", 1)[1] for f in files] == [f"part-{k:05d}.parquet" for k in range(4)]
-    assert sets.set_files(sentence_set / "part-00002.parquet") == [str(sentence_set / "part-00002.parquet")]
-    uri = sets.set_files(f"file://{sentence_set}")
+    assert set_io.set_files(sentence_set / "part-00002.parquet") == [str(sentence_set / "part-00002.parquet")]
+    uri = set_io.set_files(f"file://{sentence_set}")
     assert uri[0].startswith("file://") and len(uri) == 4
 
 
 def test_read_table_local_and_uri_give_the_rows_in_file_order(sentence_set):
-    local = sets.read_table(sentence_set)
+    local = set_io.read_table(sentence_set)
     assert local.to_pylist() == ROWS
-    assert sets.read_table(f"file://{sentence_set}", ["sentence"]).column("sentence").to_pylist() == [
+    assert set_io.read_table(f"file://{sentence_set}", ["sentence"]).column("sentence").to_pylist() == [
         r["sentence"] for r in ROWS]
     with pytest.raises(schemas.SchemaError, match="no parquet files"):
-        sets.read_table(sentence_set.parent / "nowhere")
+        set_io.read_table(sentence_set.parent / "nowhere")
 
 
 def test_schema_check_names_the_set_and_the_column(sentence_set, tmp_path):
-    assert sets.read_table(sentence_set, ["sentence"], kind="sentences").num_rows == len(ROWS)
+    assert set_io.read_table(sentence_set, ["sentence"], kind="sentences").num_rows == len(ROWS)
     bad = tmp_path / "bad"
-    sets.write_table(pa.table({"text": ["a"]}), str(bad / "part-00000.parquet"))
+    set_io.write_table(pa.table({"text": ["a"]}), str(bad / "part-00000.parquet"))
     with pytest.raises(schemas.SchemaError, match=r"set 'sentences' at .*bad: missing column 'sentence'"):
-        sets.read_table(bad, kind="sentences")
+        set_io.read_table(bad, kind="sentences")
     typed = tmp_path / "typed"
-    sets.write_table(pa.table({"sentence": [1.5]}), str(typed / "part-00000.parquet"))
+    set_io.write_table(pa.table({"sentence": [1.5]}), str(typed / "part-00000.parquet"))
     with pytest.raises(schemas.SchemaError, match="column 'sentence' has type double"):
-        sets.read_table(typed, ["sentence"], kind="sentences")
+        set_io.read_table(typed, ["sentence"], kind="sentences")
 
 
 def test_manifest_round_trip_and_missing_manifest(sentence_set, tmp_path):
-    manifest = sets.read_manifest(sentence_set)
+    manifest = set_io.read_manifest(sentence_set)
     assert manifest["set"] == "sentences" and manifest["rows"] == 40 and manifest["config"] == {"seed": 1}
     assert manifest["schema_version"] == schemas.SCHEMA_VERSION
-    assert sets.read_manifest(f"file://{sentence_set}") == manifest
+    assert set_io.read_manifest(f"file://{sentence_set}") == manifest
     with pytest.raises(schemas.SchemaError, match="no _manifest.json"):
-        sets.read_manifest(tmp_path)
+        set_io.read_manifest(tmp_path)
 
 
 def test_a_set_folder_reads_as_is_with_pandas_arrow_and_ray_data(sentence_set, ray_session, tmp_path):
@@ -74,56 +75,56 @@ def test_a_set_folder_reads_as_is_with_pandas_arrow_and_ray_data(sentence_set, r
     import pyarrow.dataset as pads
     import ray
 
-    assert (Path(sentence_set) / sets.MANIFEST).is_file() and not (Path(sentence_set) / "manifest.json").exists()
+    assert (Path(sentence_set) / set_io.MANIFEST).is_file() and not (Path(sentence_set) / "manifest.json").exists()
     assert len(pd.read_parquet(sentence_set)) == 40
     assert pads.dataset(str(sentence_set), format="parquet").count_rows() == 40
     assert ray.data.read_parquet(str(sentence_set)).count() == 40
     # a set written before the rename keeps being read
     legacy = tmp_path / "legacy"
     shutil.copytree(sentence_set, legacy)
-    (legacy / sets.MANIFEST).rename(legacy / "manifest.json")
-    assert sets.read_manifest(legacy)["rows"] == 40
+    (legacy / set_io.MANIFEST).rename(legacy / "manifest.json")
+    assert set_io.read_manifest(legacy)["rows"] == 40
 
 
 def test_writes_are_atomic_and_leave_no_temp_file(tmp_path):
     path = tmp_path / "out" / "part-00000.parquet"
     with pytest.raises(RuntimeError):
-        with sets.table_writer(str(path), schemas.SENTENCES) as writer:
+        with set_io.table_writer(str(path), schemas.SENTENCES) as writer:
             writer.write_table(pa.Table.from_pylist(ROWS[:3], schema=schemas.SENTENCES))
             raise RuntimeError("killed mid-write")
     assert not path.exists()  # a failed writer leaves only its hidden temp name, which readers skip
-    sets.write_table(pa.Table.from_pylist(ROWS[:3], schema=schemas.SENTENCES), str(path))
-    sets.write_table(pa.Table.from_pylist(ROWS[:5], schema=schemas.SENTENCES), str(path))  # a retry overwrites
+    set_io.write_table(pa.Table.from_pylist(ROWS[:3], schema=schemas.SENTENCES), str(path))
+    set_io.write_table(pa.Table.from_pylist(ROWS[:5], schema=schemas.SENTENCES), str(path))  # a retry overwrites
     assert pq.read_table(path).num_rows == 5
     assert [p.name for p in path.parent.iterdir() if not p.name.startswith(".")] == ["part-00000.parquet"]
 
 
 def test_row_hashes_ignore_chunking_and_tell_nulls_and_columns_apart():
     table = pa.table({"wiki": ["enwiki", "dewiki", None, "enwiki"] * 50, "page": list(range(200))})
-    whole = sets.row_hashes(table, ["wiki", "page"])
+    whole = set_io.row_hashes(table, ["wiki", "page"])
     chunked = pa.Table.from_batches(table.to_batches(max_chunksize=7))
-    assert np.array_equal(sets.row_hashes(chunked, ["wiki", "page"]), whole)
+    assert np.array_equal(set_io.row_hashes(chunked, ["wiki", "page"]), whole)
     assert len(set(whole.tolist())) == 200
-    assert not np.array_equal(sets.row_hashes(table, ["page", "wiki"]), whole)  # column order matters
-    assert not np.array_equal(sets.row_hashes(table, ["wiki", "page"], seed=1), whole)
-    wiki = sets.row_hashes(table, ["wiki"])
+    assert not np.array_equal(set_io.row_hashes(table, ["page", "wiki"]), whole)  # column order matters
+    assert not np.array_equal(set_io.row_hashes(table, ["wiki", "page"], seed=1), whole)
+    wiki = set_io.row_hashes(table, ["wiki"])
     assert len({wiki[0], wiki[1], wiki[2]}) == 3  # null is its own value, not "" and not another wiki
-    buckets = sets.hash_buckets(pa.table({"k": [f"key{i}" for i in range(4000)]}), ["k"], 8).to_numpy()
+    buckets = set_io.hash_buckets(pa.table({"k": [f"key{i}" for i in range(4000)]}), ["k"], 8).to_numpy()
     counts = np.bincount(buckets, minlength=8)
     assert counts.min() > 400 and counts.max() < 600  # 500 expected per bucket
 
 
 def test_row_hashes_are_the_same_in_another_process():
     table = pa.table({"title": ["Mining", "Zokano Group", "Bergbau"], "page": [3, 1, 2]})
-    here = sets.row_hashes(table, ["title", "page"]).tolist()
-    code = ("import pyarrow as pa; from ingest import sets; "
-            "print(sets.row_hashes(pa.table({'title': ['Mining', 'Zokano Group', 'Bergbau'], 'page': [3, 1, 2]}), "
+    here = set_io.row_hashes(table, ["title", "page"]).tolist()
+    code = ("import pyarrow as pa; from sets import io as set_io; "
+            "print(set_io.row_hashes(pa.table({'title': ['Mining', 'Zokano Group', 'Bergbau'], 'page': [3, 1, 2]}), "
             "['title', 'page']).tolist())")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert there.stdout.strip() == str(here)  # not Python's per-process salted hash()
 
 
 def test_read_dataset_one_block_per_file(ray_session, sentence_set):
-    ds = sets.read_dataset(str(sentence_set), ["sentence", "page_id"])
+    ds = set_io.read_dataset(str(sentence_set), ["sentence", "page_id"])
     assert ds.materialize().num_blocks() == 4
     assert sorted(r["sentence"] for r in ds.take_all()) == sorted(r["sentence"] for r in ROWS)

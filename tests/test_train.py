@@ -20,8 +20,8 @@ import ray
 import torch
 import torch.nn.functional as F
 
-from ingest.schemas import ENTITIES, ENTITY_PAIRS, SENTENCES, SchemaError
-from ingest.sets import manifest_path
+from sets.schemas import ENTITIES, ENTITY_PAIRS, SENTENCES, SchemaError
+from sets.io import manifest_path
 from train.config import ConfigError, TrainConfig, load_config
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ingest import schemas
+from sets import schemas
 from ingest.wikidata import (
     DEFAULT_PROPERTIES,
     MULTILINGUAL_EASE_WIKIS,

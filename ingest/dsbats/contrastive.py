@@ -35,8 +35,8 @@ from collections import defaultdict
 
 import pyarrow as pa
 
-from ingest import schemas
-from ingest.sets import stable_hash
+from sets import schemas
+from sets.io import stable_hash
 
 
 def _draw(seed: int, *parts) -> float:

@@ -1,4 +1,5 @@
-"""Label maps and relation names of the pair ingest (no Ray, no pyarrow: eval imports these).
+"""The relation names of the pair sets and the label maps that give them (no Ray, no pyarrow: score reads NLI
+data with them, ingest.pairs writes the sets).
 
 A label map takes a raw label (compared as text, then case-insensitively) to a
 relation, or to ``None``: the row is dropped as ``excluded_label``. Relation

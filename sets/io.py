@@ -1,23 +1,21 @@
 """Set I/O: the one place that reads, hashes, groups and writes parquet sets.
 
 A set is a folder of ``*.parquet`` files plus its manifest, ``_manifest.json``
-(``docs/architecture.md``; schemas in ``ingest/schemas.py``). The leading
+(``docs/architecture.md``; schemas in ``sets/schemas.py``). The leading
 underscore is what Arrow's dataset discovery skips, so a set folder reads as
 is with ``pandas.read_parquet``, ``pyarrow.dataset`` or
 ``ray.data.read_parquet``; sets written before it was named so
 (``manifest.json``, its first name, ``docs/architecture.md``) are still read. Paths are fsspec
 URIs, so ``s3://…`` and ``gs://…`` work where local paths work. Ingest jobs,
-train and eval all use this module:
+train, eval and tune all use this module:
 
 - reading: ``set_files`` (the parquet files of a set folder), ``check_set``
-  (against the schema declared in ``ingest/schemas.py``), ``read_table``
+  (against the schema declared in ``sets/schemas.py``), ``read_table``
   (a pyarrow Table, no Ray: train and eval), ``read_dataset`` (a Ray Dataset
   with one read task per file: ingest jobs), ``read_manifest``;
 - hashing: ``stable_hash`` (one string), ``row_hashes`` (the rows of a table,
-  vectorised), ``hash_buckets`` (a bucket number per row);
-- grouped Ray Data work on those buckets: ``map_buckets`` (a function per hash
-  bucket, given the bucket as one pyarrow Table) and ``map_keys`` (a function
-  per key value, given that key's rows); ``key_groups`` splits a bucket by key;
+  vectorised), ``hash_buckets`` (a bucket number per row): the same in every process, so the grouping jobs
+  built on them (``ingest/shuffle.py``'s ``map_buckets`` and ``map_keys``) give the same sets on any cluster;
 - writing: ``write_table`` / ``table_writer`` / ``write_json`` / ``write_bytes``
   (whole or not at all: locally a hidden temp name renamed into place, in a
   bucket one upload of a local temp file; a retried task overwrites the same
@@ -45,7 +43,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from infra.storage import filesystem, is_uri, local_path
-from ingest import schemas
+from sets import schemas
 
 MANIFEST = "_manifest.json"  # a set folder's manifest
 LEGACY_MANIFEST = "manifest.json"  # an older layout's manifest name: read when MANIFEST is absent, never written
@@ -66,7 +64,7 @@ def _listed(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list[st
     fs, local = filesystem(path)
     sizes: dict[str, int | None] = {}
     if fs.isdir(local):
-        from ingest.set_integrity import listed_sizes
+        from sets.integrity import listed_sizes
 
         listed = listed_sizes(path)  # a set a job wrote: its manifest's files, never one it does not list
         if listed is not None:
@@ -152,7 +150,7 @@ def _info(fs, path: str) -> dict:
 
 def _changed(pinned_set_path: str, kind: str | None, name: str, was: str, now: str) -> schemas.SchemaError:
     from infra.secrets import redact_text
-    from ingest.set_integrity import rerun_hint
+    from sets.integrity import rerun_hint
 
     folder = os.fspath(pinned_set_path)
     label = f"set {kind!r}" if kind else "set"
@@ -370,7 +368,7 @@ def check_set(path: str | Path, kind: str, required: list[str] | None = None) ->
 def _check(path: str | Path, kind: str, required: list[str] | None = None) -> PinnedSet:
     if kind not in schemas.SCHEMAS:
         raise schemas.SchemaError(f"unknown set kind {kind!r}; known: {sorted(schemas.SCHEMAS)}")
-    from ingest.set_integrity import verify_set
+    from sets.integrity import verify_set
 
     verify_set(os.fspath(path), kind)  # a set of a job that did not finish is refused before any footer is read
     pinned = _pin_files(path, kind)
@@ -647,8 +645,8 @@ def write_manifest(path: str, set_name: str, rows: int, **fields) -> dict:
 
 def write_set_manifest(manifest: dict, folder: str) -> dict:
     """Write ``manifest`` as the set folder's ``_manifest.json``, after its files, with their sizes and the
-    running job's id (``ingest.set_integrity.seal_fields``). Returns what was written."""
-    from ingest.set_integrity import seal_fields
+    running job's id (``sets.integrity.seal_fields``). Returns what was written."""
+    from sets.integrity import seal_fields
 
     manifest = {**manifest, **seal_fields(folder.rstrip("/"), manifest)}
     write_json(manifest, f"{folder.rstrip('/')}/{MANIFEST}")
