@@ -463,45 +463,18 @@ def write(args, entries: list[dict], rows: list[dict], all_results: list[dict],
         main_columns += delta_columns
         below = [b for b in below if b["model"] not in own_tasks]
     table_line = protocol_line(args, scored_sets, all_results, json_path.name)
-    sts_note = (f"STS avg is the mean over the {len(scored_sets)} of 7 sets scored"
-                + (f" (not found: {', '.join(k for k in STS_KEYS if k not in scored_sets)}; the published "
-                   "averages are over all 7)" if len(scored_sets) < 7 else "") + ". " if args.sts else "")
-    base_note = (f"The untrained base: **{base_label}** (`{base['model']}`), scored here on the same data; Δ "
-                 f"{primary[1]} is each model minus it, `≤ base` marks a model not above it. "
-                 if base is not None and primary else
-                 "No untrained base in this report (give `--base MODEL`): no difference to it. " if base is None
-                 else "")
     lines = ["# Evaluation report", "", table_line, "",
-             f"{sts_note}{base_note}Spearman, MRPC and STC accuracy as fractions. Models: {len(rows)}.", "",
+             f"{_notes(args, scored_sets, base, primary)}Spearman, MRPC and STC accuracy as fractions. "
+             f"Models: {len(rows)}.", "",
              format_markdown(shown, main_columns), ""]
-    comparable, left_out = published_columns(args, columns, all_results)
-    published = [] if args.no_published else [r for r in PUBLISHED
-                                               if any(r.get(c[0]) is not None for c in comparable)]
-    if published:
-        lines += ["## Published figures (reference rows: the papers' numbers, not measured here)", "",
-                  "Split: the papers' test splits (STS sets and MRPC test; EASE's STC: the whole sets); "
-                  "similarity: cosine (RSE: its relational score); protocol: SentEval's, as SimCSE ran it "
-                  "(STS12–16 'all', STS-B test, SICK-R's SemEval test part of 4,927 pairs, MRPC train → test "
-                  "with SentEval's classifier)"
-                  + (f". **The measured rows above are on the {args.split} split: not comparable with these.**"
-                     if args.sts and args.split != "test" else "."), ""]
-        if left_out:
-            lines += ["Left out of this table (measured above by another protocol, so the papers' figures do not "
-                      "compare): " + "; ".join(left_out) + ".", ""]
-        lines += [format_markdown(published, [("model", "model"), *comparable]), ""]
+    published, published_lines = _published(args, columns, all_results)
+    lines += published_lines
     for title, method_rows, method_columns, notes, method_below in method_tables(rows, all_results, base_label,
                                                                                  base_results):
         lines += [f"## {title}", "", " ".join(notes) or "Split: test.", "",
                   format_markdown(method_rows, method_columns), ""]
         below += method_below
-    lines += ["## Runs scored", ""]
-    for entry in entries:
-        links = [f"model `{entry['model']}`"] + (["the untrained base"] if entry.get("base") else [])
-        if entry["run"]:
-            links += [f"run [{entry['run']}]({entry['run']})", f"config [train_summary.json]({entry['config']})"]
-            if (Path(entry["run"]) / "tensorboard").is_dir():  # train.tracking's event files
-                links.append(f"TensorBoard `tensorboard --logdir {Path(entry['run']) / 'tensorboard'}`")
-        lines.append(f"- **{entry['label']}**: " + ", ".join(links))
+    lines += ["## Runs scored", "", *_runs_scored(entries)]
     one_set = len(scored_sets) == 1
     charts = bar_charts(rows, columns, stem, base_label, skip=("sts_avg",) if one_set else ())
     if charts:
@@ -516,6 +489,54 @@ def write(args, entries: list[dict], rows: list[dict], all_results: list[dict],
                "base_method_tasks": base_results or {}, "runs": entries}
     json_path.write_text(json.dumps(redact(payload), indent=2, default=str) + "\n", encoding="utf-8")
     return md_path, json_path, charts, below
+
+
+def _notes(args, scored_sets: list[str], base: dict | None, primary) -> str:
+    """What the main table's STS avg is over, and what its Δ column is measured against."""
+    sts_note = (f"STS avg is the mean over the {len(scored_sets)} of 7 sets scored"
+                + (f" (not found: {', '.join(k for k in STS_KEYS if k not in scored_sets)}; the published "
+                   "averages are over all 7)" if len(scored_sets) < 7 else "") + ". " if args.sts else "")
+    base_note = (f"The untrained base: **{base['label']}** (`{base['model']}`), scored here on the same data; Δ "
+                 f"{primary[1]} is each model minus it, `≤ base` marks a model not above it. "
+                 if base is not None and primary else
+                 "No untrained base in this report (give `--base MODEL`): no difference to it. " if base is None
+                 else "")
+    return sts_note + base_note
+
+
+def _published(args, columns, all_results: list[dict]) -> tuple[list[dict], list[str]]:
+    """The papers' rows that compare with the measured columns, and the report's section showing them."""
+    from eval.report import format_markdown
+
+    comparable, left_out = published_columns(args, columns, all_results)
+    published = [] if args.no_published else [r for r in PUBLISHED
+                                               if any(r.get(c[0]) is not None for c in comparable)]
+    if not published:
+        return published, []
+    lines = ["## Published figures (reference rows: the papers' numbers, not measured here)", "",
+             "Split: the papers' test splits (STS sets and MRPC test; EASE's STC: the whole sets); "
+             "similarity: cosine (RSE: its relational score); protocol: SentEval's, as SimCSE ran it "
+             "(STS12–16 'all', STS-B test, SICK-R's SemEval test part of 4,927 pairs, MRPC train → test "
+             "with SentEval's classifier)"
+             + (f". **The measured rows above are on the {args.split} split: not comparable with these.**"
+                if args.sts and args.split != "test" else "."), ""]
+    if left_out:
+        lines += ["Left out of this table (measured above by another protocol, so the papers' figures do not "
+                  "compare): " + "; ".join(left_out) + ".", ""]
+    return published, lines + [format_markdown(published, [("model", "model"), *comparable]), ""]
+
+
+def _runs_scored(entries: list[dict]) -> list[str]:
+    """A line per model scored: where it came from (its run, config and TensorBoard logs)."""
+    lines = []
+    for entry in entries:
+        links = [f"model `{entry['model']}`"] + (["the untrained base"] if entry.get("base") else [])
+        if entry["run"]:
+            links += [f"run [{entry['run']}]({entry['run']})", f"config [train_summary.json]({entry['config']})"]
+            if (Path(entry["run"]) / "tensorboard").is_dir():  # train.tracking's event files
+                links.append(f"TensorBoard `tensorboard --logdir {Path(entry['run']) / 'tensorboard'}`")
+        lines.append(f"- **{entry['label']}**: " + ", ".join(links))
+    return lines
 
 
 def run_report(argv: list[str]) -> tuple[Path, Path, list[Path], list[dict]]:

@@ -5,7 +5,7 @@ Nothing here replaces ``sys.stdout`` / ``sys.stderr`` or matches text: a run is 
 (loggers, ``ray.init(logging_level=...)``, Ray Train's ``LoggingConfig``), by the switches Ray and the other
 libraries document (environment variables they read, Ray Data's ``DataContext``, Tune's ``verbose``), and
 a warning that is false for this project is fixed where it comes from (``infra.ray_local``: the job's
-runtime environment; ``train.loop``: the reports Ray ranks checkpoints by).
+runtime environment; ``train.reporting``: the reports Ray ranks checkpoints by).
 
 Three places, because a local Ray's workers inherit the driver's environment but a cluster's do not:
 

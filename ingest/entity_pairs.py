@@ -169,7 +169,18 @@ def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict,
     del mentions
     group_starts = np.flatnonzero(_starts(pairs["qid"]))
     rank = np.arange(len(pairs)) - np.repeat(group_starts, np.diff(np.r_[group_starts, len(pairs)]))
+    table = _typed_pairs(pairs, entities, rank, cap, type_sizes, candidates)
+    repeats = repeats.rename_columns(["pair_key", "wiki", "page_id", "sentence_index", "positive_qid"])
+    repeats = repeats.append_column("dropped", pa.array(["same_entity_twice_in_a_sentence"] * len(repeats), _STR))
+    return pa.concat_tables([align(table, PAIRS), align(repeats, PAIRS)])
 
+
+def _typed_pairs(pairs: pa.Table, entities: pa.Table, rank: np.ndarray, cap: int, type_sizes: dict,
+                 candidates: int) -> pa.Table:
+    """Each pair (one per entity mention, sorted by QID and draw; ``rank``: its place among its entity's) with
+    its entity's vocabulary row, a P31 type of that entity chosen by the pair's draw, ``candidates`` member
+    slots of that type, or the reason it is dropped (outside the vocabulary, over the cap, no other entity of
+    its types)."""
     # the entity of each pair, and its types that have another member
     entity_types = [[t for t in types if type_sizes.get(t, 0) >= 2] for types in entities["types"].to_pylist()]
     type_count = np.array([len(t) for t in entity_types] + [0], np.int64)
@@ -195,7 +206,7 @@ def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict,
     entity_index = entities["entity_index"].to_numpy(zero_copy_only=False)
     titles = pa.concat_arrays([entities["title"].combine_chunks(), pa.nulls(1, _STR)])
     rows = pa.array(row)
-    table = pa.table({
+    return pa.table({
         "pair_key": pairs["pair_key"], "wiki": pairs["wiki"], "page_id": pairs["page_id"],
         "sentence_index": pairs["sentence_index"], "positive_qid": pairs["qid"],
         "positive_entity": pa.array(np.r_[entity_index, 0].astype(np.int64)[row], _INT, mask=~kept),
@@ -206,9 +217,6 @@ def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict,
         "dropped": dropped,
         "entity": pa.array(np.r_[entity_index, 0].astype(np.int64)[row], _INT, mask=~has_entity),
     })
-    repeats = repeats.rename_columns(["pair_key", "wiki", "page_id", "sentence_index", "positive_qid"])
-    repeats = repeats.append_column("dropped", pa.array(["same_entity_twice_in_a_sentence"] * len(repeats), _STR))
-    return pa.concat_tables([align(table, PAIRS), align(repeats, PAIRS)])
 
 
 _DROPPED = pa.array([None, "entity_below_link_threshold_or_untyped", "entity_pair_cap", "no_other_entity_of_its_type"],
@@ -441,43 +449,74 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle)
     work = f"{out}/_work"
     wikis = list(cfg["wikis"])
     wikidata = read_dataset(wikidata_set)
-    redirects = read_dataset(f"{work}/redirects")
-    mentions = read_dataset(f"{work}/mentions")
+    dropped: Counter = Counter()
 
     # 1–2. every mention gets its QID (or null); link counts per entity
-    resolved = resolve_mentions(wikidata, redirects, mentions, wikis, shuffle)
+    resolved = resolve_mentions(wikidata, read_dataset(f"{work}/redirects"), read_dataset(f"{work}/mentions"),
+                                wikis, shuffle)
     mentions_total = count_rows(resolved)
     linked = resolved.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "qid", "null": False})
-    dropped: Counter = Counter()
     dropped["link_target_without_wikidata_item"] = mentions_total - count_rows(linked)
+    # 3. the vocabulary
+    n_entities, type_sizes = _vocabulary(linked, wikidata, wikis, cfg, out, shuffle)
+    log.info(f"[ingest] pass 2: {mentions_total} link mentions, {n_entities} entities in the vocabulary, "
+             f"{len(type_sizes)} types")
+    # 4. per entity: vocabulary row, cap, negative type and slots
+    pairs = _pairs(linked, out, cfg, type_sizes, shuffle)
+    dropped.update(_dropped(pairs))
+    # 5–6. each pair's negative
+    buckets = max(1, math.ceil(max(1, count_rows(_kept(pairs))) * 400 / cfg["pairs_file_bytes"]))
+    final = _negatives(pairs, out, cfg, buckets, shuffle, dropped)
+    # 7. sentence text back in; one file per bucket
+    written = _write(final, out, buckets, shuffle)
+    n_pairs = sum(r["rows"] for r in written)
+    return {
+        "entities": n_entities,
+        "types": len(type_sizes),
+        "link_mentions": mentions_total,
+        "entity_pairs": n_pairs,
+        "files": sorted(r["file"] for r in written),
+        "dropped_links": dict(sorted((k, v) for k, v in dropped.items() if v)),
+        "accounted": mentions_total == n_pairs + sum(dropped.values()),
+    }
 
-    # 3. the vocabulary: each block's link counts and the items, summed per QID
+
+def _kept(ds):
+    return ds.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
+
+
+def _dropped(ds) -> Counter:
+    return _value_counts(ds.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": False}),
+                         "dropped")
+
+
+def _vocabulary(linked, wikidata, wikis: list[str], cfg: dict, out: str, shuffle: Shuffle) -> tuple[int, dict]:
+    """Step 3: each block's link counts and the items, summed per QID; the vocabulary written. Returns (its
+    entities, the size of each type)."""
     link_counts = linked.map_batches(_link_counts, batch_format="pyarrow", batch_size=None)
     items = wikidata.map_batches(_wikidata_side, batch_format="pyarrow",
                                  fn_kwargs={"wikis": wikis, "type_property": cfg["type_property"]})
     eligible = map_keys([link_counts, items], "qid", _eligible, VOCAB_SIDES, shuffle,
                         threshold=cfg["entity_link_threshold"])
-    n_entities, type_sizes = write_vocabulary(eligible, out, work)
-    log.info(f"[ingest] pass 2: {mentions_total} link mentions, {n_entities} entities in the vocabulary, "
-             f"{len(type_sizes)} types")
+    return write_vocabulary(eligible, out, f"{out}/_work")
 
-    # 4. per entity: vocabulary row, cap, negative type and slots
+
+def _pairs(linked, out: str, cfg: dict, type_sizes: dict, shuffle: Shuffle):
+    """Step 4: the mentions joined to the vocabulary per QID; a pair (or a drop) per mention."""
     vocabulary = read_dataset(f"{out}/entities")
     entity_sides = [linked.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}),
                     vocabulary.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES})]
-    pairs = map_buckets(entity_sides, ["qid"], _pairs_for_entities, shuffle, cap=cfg["max_pairs_per_entity"],
-                        seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"])
-    dropped.update(_value_counts(pairs.map_batches(_keep, batch_format="pyarrow",
-                                                   fn_kwargs={"column": "dropped", "null": False}), "dropped"))
-    kept = pairs.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
+    return map_buckets(entity_sides, ["qid"], _pairs_for_entities, shuffle, cap=cfg["max_pairs_per_entity"],
+                       seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"])
 
-    # 5. candidate slots -> members of the type; 6. per page: the first candidate not linked on the page.
-    # Two rounds: every pair's first candidate, then the other candidates of the pairs whose first was linked on
-    # the page (or was the positive). The lowest allowed rank wins either way; the second round is small.
-    members = read_dataset(f"{work}/type_members.parquet")
+
+def _negatives(pairs, out: str, cfg: dict, buckets: int, shuffle: Shuffle, dropped: Counter) -> list:
+    """Steps 5–6: candidate slots -> members of the type; per page, the first candidate not linked on the page.
+    Two rounds: every pair's first candidate, then the other candidates of the pairs whose first was linked on
+    the page (or was the positive). The lowest allowed rank wins either way; the second round is small.
+    Returns the pairs with a negative (two Datasets); those without one are counted in ``dropped``."""
+    members = read_dataset(f"{out}/_work/type_members.parquet")
     linked_sides = pairs.map_batches(_linked_side, batch_format="pyarrow")
-    n_pairs_estimate = max(1, count_rows(kept))
-    buckets = max(1, math.ceil(n_pairs_estimate * 400 / cfg["pairs_file_bytes"]))
 
     def pick(pair_rows, ranks: tuple[int, int]):
         # a bounded batch: no block grows `negative_candidates`-fold whole
@@ -489,28 +528,18 @@ def build_entity_pairs(out: str, wikidata_set: str, cfg: dict, shuffle: Shuffle)
         return map_buckets(pick_sides, ["wiki", "page_id"], _pick_negatives, shuffle, buckets=buckets,
                            vocabulary=f"{out}/entities/entities.parquet")
 
-    first = pick(kept, (0, 1))
-    found = first.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})
+    first = pick(_kept(pairs), (0, 1))
     again = first.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": False})
     second = pick(again, (1, cfg["negative_candidates"])) \
         if cfg["negative_candidates"] > 1 and count_rows(again) else again
-    dropped.update(_value_counts(second.map_batches(_keep, batch_format="pyarrow",
-                                                    fn_kwargs={"column": "dropped", "null": False}), "dropped"))
-    final = [found, second.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": True})]
+    dropped.update(_dropped(second))
+    return [_kept(first), _kept(second)]
 
-    # 7. sentence text back in; one file per bucket
+
+def _write(final: list, out: str, buckets: int, shuffle: Shuffle) -> list[dict]:
+    """Step 7: each pair's sentence text back in; one file per bucket (one call per file: its rows and its pages'
+    sentences, bounded by pairs_file_bytes, not by the dump)."""
     sentences = read_dataset(f"{out}/sentences", columns=["wiki", "page_id", "sentence_index", "sentence"])
     write_sides = [side.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}) for side in final]
     write_sides.append(sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets}))
-    # one call per output file: its rows and its pages' sentences, bounded by pairs_file_bytes, not by the dump
-    written = map_buckets(write_sides, "bucket", _write_buckets, shuffle, _by_value=buckets, out=out).take_all()
-    n_pairs = sum(r["rows"] for r in written)
-    return {
-        "entities": n_entities,
-        "types": len(type_sizes),
-        "link_mentions": mentions_total,
-        "entity_pairs": n_pairs,
-        "files": sorted(r["file"] for r in written),
-        "dropped_links": dict(sorted((k, v) for k, v in dropped.items() if v)),
-        "accounted": mentions_total == n_pairs + sum(dropped.values()),
-    }
+    return map_buckets(write_sides, "bucket", _write_buckets, shuffle, _by_value=buckets, out=out).take_all()

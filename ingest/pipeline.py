@@ -183,19 +183,53 @@ def _check_distinct(paths: list[str]) -> None:
 
 def run_ingest(cfg: IngestConfig) -> dict:
     """Run the whole job; returns the top-level manifest."""
-    from infra.secrets import check_no_secrets
-
-    check_no_secrets(asdict(cfg), "ingest config")
     started = time.time()
     out = cfg.out.rstrip("/")
-    work = f"{out}/_work"
+    dump_files, shards, wikis, task_cfg = _plan(cfg, out)
+    # the sets below are whole only once it is done; pass 2's sets are rewritten whole: an earlier run's parts
+    # are removed now, so no manifest of this job lists one (pass 1's files: remove_stale_unit_files)
+    job_id = start_job(out, "ingest", "python -m ingest", sets=("intros", "entities", "entity_pairs"))
+    # sha256 releases the GIL: driver threads hash the inputs while pass 1 runs, without
+    # the worker process a Ray task would start (a second of a core's time on a small machine)
+    hashing = ThreadPoolExecutor(max_workers=4, thread_name_prefix="digest")
+    digests = [hashing.submit(file_digest, p) for p in dump_files + list(cfg.wikidata)]
+    units = _units(cfg, out, shards, dump_files, wikis)
+    pass1 = _pass1(cfg, out, units, task_cfg, started)
+    digest_by_path = {d["path"]: d for d in (future.result() for future in digests)}
+    hashing.shutdown()
+    for s in pass1["sources"] + pass1["wikidata_sources"]:
+        s.update({k: v for k, v in digest_by_path.get(s["path"], {}).items() if k != "path"})
+    common = {"schema_version": schemas.SCHEMA_VERSION, "code_version": code_version(), "config": task_cfg,
+              "sources": pass1["sources"], "wikidata": pass1["wikidata_sources"], "pages": pass1["pages"]}
+    sets = _write_pass1_manifests(cfg, out, common, pass1)
+    manifest = {**common, "sets": sets, "duplicate_pages": pass1["duplicate_pages"], "units": len(units),
+                "units_resumed": pass1["resumed"], "stale_unit_files_removed": pass1["stale"], "pass1": cfg.pass1,
+                "peak_rss_mb_per_worker": pass1["peak_rss"], "pass1_seconds": pass1["seconds"],
+                "extractor_loops": dict(sorted(pass1["loops"].items()))}
+    _pass2(cfg, out, task_cfg, pass1["wikipedia"], common, manifest)
+    manifest["seconds"] = round(time.time() - started, 2)
+    manifest["job_id"] = job_id
+    write_json(manifest, f"{out}/manifest.json")
+    finish_job(out, job_id)
+    log.info(f"[ingest] wrote {sets['sentences']['rows']} sentences, "
+             f"{sets.get('entity_pairs', {}).get('rows', 0)} entity pairs, "
+             f"{sets.get('entities', {}).get('rows', 0)} entities to {out} in {manifest['seconds']} s; "
+             f"pages accounted: {pass1['pages']['accounted']}")
+    return manifest
+
+
+def _plan(cfg: IngestConfig, out: str) -> tuple[list[str], list, list[str], dict]:
+    """The inputs checked and the dumps cut into shards, before anything is written: (the dump files, their
+    shards, the wikis, the config every task gets); Ray started here when it is not already."""
+    from infra.secrets import check_no_secrets
+    from infra.storage import check_storage
+
+    check_no_secrets(asdict(cfg), "ingest config")
     dump_files = [f for path in cfg.wikipedia for f in multistream.dump_files_in(path)]
     _check_exists(cfg.wikidata, "Wikidata dump")
     _check_distinct(dump_files + list(cfg.wikidata))
     if cfg.wikidata_set:
         check_set(cfg.wikidata_set, "wikidata")
-    from infra.storage import check_storage
-
     check_storage(out, "--out")
     shards = multistream.plan_shards(dump_files, cfg.shard_bytes, default_wiki=cfg.default_wiki)
     wikis = cfg.wikis or list(dict.fromkeys(s.wiki for s in shards))  # the first dump's wiki titles entities
@@ -207,16 +241,13 @@ def run_ingest(cfg: IngestConfig) -> dict:
         from infra.ray_local import local_init_kwargs
 
         ray.init(**local_init_kwargs({}))
+    return dump_files, shards, wikis, task_cfg
 
-    # the sets below are whole only once it is done; pass 2's sets are rewritten whole: an earlier run's parts
-    # are removed now, so no manifest of this job lists one (pass 1's files: remove_stale_unit_files)
-    job_id = start_job(out, "ingest", "python -m ingest", sets=("intros", "entities", "entity_pairs"))
-    # sha256 releases the GIL: driver threads hash the inputs while pass 1 runs, without
-    # the worker process a Ray task would start (a second of a core's time on a small machine)
-    hashing = ThreadPoolExecutor(max_workers=4, thread_name_prefix="digest")
-    digests = [hashing.submit(file_digest, p) for p in dump_files + list(cfg.wikidata)]
+
+def _units(cfg: IngestConfig, out: str, shards: list, dump_files: list[str], wikis: list[str]) -> list[dict]:
+    """Pass 1's units: a task per Wikipedia shard and per line-aligned Wikidata range."""
     wikidata_ranges = (
-        ray.get(plan_wikidata.remote(list(cfg.wikidata), cfg.wikidata_range_bytes, f"{work}/wikidata_index"),
+        ray.get(plan_wikidata.remote(list(cfg.wikidata), cfg.wikidata_range_bytes, f"{out}/_work/wikidata_index"),
                 timeout=24 * 3600)
         if cfg.wikidata else []
     )
@@ -225,27 +256,29 @@ def run_ingest(cfg: IngestConfig) -> dict:
     units += [{"kind": "wikidata", "unit_id": i, "spec": spec, "size": 0} for i, spec in enumerate(wikidata_ranges)]
     log.info(f"[ingest] {len(dump_files)} Wikipedia file(s) ({', '.join(wikis)}) in {len(shards)} shard(s); "
              f"{len(cfg.wikidata)} Wikidata file(s) in {len(wikidata_ranges)} range(s)")
+    return units
 
+
+def _pass1(cfg: IngestConfig, out: str, units: list[dict], task_cfg: dict, started: float) -> dict:
+    """Pass 1: one task per unit, biggest first (so the last task to start is a small one); pages read twice
+    removed; what every page and unit became, for the manifests."""
     stale = remove_stale_unit_files(out, units, ("wikipedia", "wikidata") if cfg.wikidata else ("wikipedia",))
     if stale:
         log.info(f"[ingest] {stale} file(s) of an earlier run into {redact_text(out)} that this run's plan does not "
                  "have (other inputs or shard sizes) removed, so no set holds their rows")
-    # pass 1: one task per unit, biggest first, so the last task to start is a small one
     units.sort(key=lambda u: (-u["size"], u["kind"], u["unit_id"]))
     results = run_pass1(units, out, task_cfg, cfg.pass1)
-    pass1_seconds = round(time.time() - started, 2)
+    seconds = round(time.time() - started, 2)
     results.sort(key=lambda r: (r["kind"], r["unit_id"]))
     unit_results = [json.loads(r["result"]) for r in results]
     wikipedia_results = [u for r, u in zip(results, unit_results) if r["kind"] == "wikipedia"]
     wikidata_results = [u for r, u in zip(results, unit_results) if r["kind"] == "wikidata"]
     resumed = sum(1 for r in results if r["resumed"])
-    peak_rss = max((r["peak_rss_mb"] for r in results), default=0.0)
     duplicate_pages = duplicates.drop_duplicate_pages(out, wikipedia_results)
     if duplicate_pages["pages"]:
         log.info(f"[ingest] {duplicate_pages['pages']} page(s) read again in another shard (the same page id in two "
                  f"inputs): written once, their later rows removed {duplicate_pages['rows']}")
     sources, pages = _wikipedia_manifest(wikipedia_results)
-    wikidata_sources = _wikidata_manifest(wikidata_results)
     log.info(f"[ingest] pass 1: {pages['in_input']} pages: {pages['written']} written, dropped {pages['dropped']}"
              + (f"; {resumed} unit(s) already done" if resumed else ""))
     loops = Counter(r.get("extractor_loops", "unknown") for r in wikipedia_results)
@@ -253,37 +286,35 @@ def run_ingest(cfg: IngestConfig) -> dict:
         log.warning(f"[ingest] warning: {loops['python']} of {len(wikipedia_results)} shard(s) ran the extractor's "
                     "Python loops (same output; the extractor about 2x slower): _structcse_wikitext was not importable "
                     "on their nodes; `pip install` the project there with a C compiler (cluster.yaml does)")
+    return {"wikipedia": wikipedia_results, "wikidata": wikidata_results, "resumed": resumed, "stale": stale,
+            "peak_rss": max((r["peak_rss_mb"] for r in results), default=0.0), "seconds": seconds,
+            "duplicate_pages": duplicate_pages, "sources": sources, "pages": pages,
+            "wikidata_sources": _wikidata_manifest(wikidata_results), "loops": loops}
 
-    digest_by_path = {d["path"]: d for d in (future.result() for future in digests)}
-    hashing.shutdown()
-    for s in sources + wikidata_sources:
-        s.update({k: v for k, v in digest_by_path.get(s["path"], {}).items() if k != "path"})
-    n_sentences = sum(r["sentences"] for r in wikipedia_results)
-    common = {
-        "schema_version": schemas.SCHEMA_VERSION,
-        "code_version": code_version(),
-        "config": task_cfg,
-        "sources": sources,
-        "wikidata": wikidata_sources,
-        "pages": pages,
-    }
+
+def _write_pass1_manifests(cfg: IngestConfig, out: str, common: dict, pass1: dict) -> dict:
+    """The manifests of pass 1's sets (sentences; wikidata when a dump was read); ``{set: {path, rows}}``."""
+    n_sentences = sum(r["sentences"] for r in pass1["wikipedia"])
     write_set_manifest({**common, "set": "sentences", "rows": n_sentences,
-                        "files": sorted(r["file"] for r in wikipedia_results)}, f"{out}/sentences")
+                        "files": sorted(r["file"] for r in pass1["wikipedia"])}, f"{out}/sentences")
     sets = {"sentences": {"path": f"{out}/sentences", "rows": n_sentences}}
     if cfg.wikidata:
-        n_items = sum(s["written"] for s in wikidata_sources)
+        n_items = sum(s["written"] for s in pass1["wikidata_sources"])
         write_set_manifest({**common, "set": "wikidata", "rows": n_items,
-                            "files": sorted(r["file"] for r in wikidata_results)}, f"{out}/wikidata")
+                            "files": sorted(r["file"] for r in pass1["wikidata"])}, f"{out}/wikidata")
         sets["wikidata"] = {"path": f"{out}/wikidata", "rows": n_items}
+    return sets
 
-    manifest = {**common, "sets": sets, "duplicate_pages": duplicate_pages, "units": len(units), "units_resumed": resumed,
-                "stale_unit_files_removed": stale, "pass1": cfg.pass1,
-                "peak_rss_mb_per_worker": peak_rss, "pass1_seconds": pass1_seconds,
-                "extractor_loops": dict(sorted(loops.items()))}
+
+def _pass2(cfg: IngestConfig, out: str, task_cfg: dict, wikipedia_results: list[dict], common: dict,
+           manifest: dict) -> None:
+    """Pass 2: the intros, and with Wikidata the entities and entity pairs (shuffles bounded by
+    ``cfg.memory_per_cpu``); their manifests written, their figures added to ``manifest``."""
+    sets = manifest["sets"]
     wikidata_set = cfg.wikidata_set or (f"{out}/wikidata" if cfg.wikidata else None)
     pass2_started = time.time()
     limit_ray_data(cfg.memory_per_cpu)
-    shuffle = Shuffle.in_work(work, cfg.memory_per_cpu)
+    shuffle = Shuffle.in_work(f"{out}/_work", cfg.memory_per_cpu)
     try:
         intro_stats = intros.build_intros(out, wikidata_set, task_cfg, wikipedia_results, common, shuffle)
         pair_stats = entity_pairs.build_entity_pairs(out, wikidata_set, task_cfg, shuffle) \
@@ -292,28 +323,18 @@ def run_ingest(cfg: IngestConfig) -> dict:
         shuffle.remove()
     manifest["shuffles"] = shuffle.steps  # per shuffle: rows, bytes, buckets and the largest bucket
     sets["intros"] = {"path": intro_stats["path"], "rows": intro_stats["rows"]}
-    if pair_stats:
-        manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
-        entity_manifest = {**common, "set": "entities", "rows": pair_stats["entities"],
-                           "files": ["entities.parquet"],
-                           "entity_link_threshold": cfg.entity_link_threshold, "types": pair_stats["types"]}
-        write_set_manifest(entity_manifest, f"{out}/entities")
-        write_set_manifest({**common, "set": "entity_pairs", "rows": pair_stats["entity_pairs"],
-                            "files": pair_stats["files"], "link_mentions": pair_stats["link_mentions"],
-                            "dropped_links": pair_stats["dropped_links"], "links_accounted": pair_stats["accounted"]},
-                           f"{out}/entity_pairs")
-        sets["entity_pairs"] = {"path": f"{out}/entity_pairs", "rows": pair_stats["entity_pairs"]}
-        sets["entities"] = {"path": f"{out}/entities", "rows": pair_stats["entities"]}
-        manifest.update({"entity_stats": {k: pair_stats[k] for k in ("entities", "types", "link_mentions")},
-                         "dropped_links": pair_stats["dropped_links"], "links_accounted": pair_stats["accounted"]})
-    else:
-        manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
+    manifest["pass2_seconds"] = round(time.time() - pass2_started, 2)
+    if not pair_stats:
         manifest["entity_pairs_skipped"] = "no Wikidata dump given (--wikidata or --wikidata-set)"
-    manifest["seconds"] = round(time.time() - started, 2)
-    manifest["job_id"] = job_id
-    write_json(manifest, f"{out}/manifest.json")
-    finish_job(out, job_id)
-    log.info(f"[ingest] wrote {n_sentences} sentences, {sets.get('entity_pairs', {}).get('rows', 0)} entity pairs, "
-             f"{sets.get('entities', {}).get('rows', 0)} entities to {out} in {manifest['seconds']} s; "
-             f"pages accounted: {pages['accounted']}")
-    return manifest
+        return
+    write_set_manifest({**common, "set": "entities", "rows": pair_stats["entities"], "files": ["entities.parquet"],
+                        "entity_link_threshold": cfg.entity_link_threshold, "types": pair_stats["types"]},
+                       f"{out}/entities")
+    write_set_manifest({**common, "set": "entity_pairs", "rows": pair_stats["entity_pairs"],
+                        "files": pair_stats["files"], "link_mentions": pair_stats["link_mentions"],
+                        "dropped_links": pair_stats["dropped_links"], "links_accounted": pair_stats["accounted"]},
+                       f"{out}/entity_pairs")
+    sets["entity_pairs"] = {"path": f"{out}/entity_pairs", "rows": pair_stats["entity_pairs"]}
+    sets["entities"] = {"path": f"{out}/entities", "rows": pair_stats["entities"]}
+    manifest.update({"entity_stats": {k: pair_stats[k] for k in ("entities", "types", "link_mentions")},
+                     "dropped_links": pair_stats["dropped_links"], "links_accounted": pair_stats["accounted"]})

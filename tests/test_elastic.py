@@ -83,8 +83,9 @@ def test_each_worker_takes_its_share_of_the_global_batch_from_the_set(demo_sets)
 
 def test_a_checkpoint_of_another_world_size_is_a_resize_said_in_the_log_the_run_folder_and_the_card(tmp_path, capsys):
     from train.finish import _elastic_facts
-    from train.loop import elastic_resize, record_resize
+    from train.loop import elastic_resize
     from train.model_card import card_section
+    from train.reporting import record_resize
     from train.config import TrainConfig
 
     class Points:

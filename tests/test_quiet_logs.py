@@ -102,7 +102,7 @@ def test_a_pending_score_is_ranked_without_an_error_and_a_missing_key_still_is_o
     from ray.train._internal.checkpoint_manager import _CheckpointManager
     from ray.train._internal.session import _TrainingResult
 
-    from train.loop import UNSCORED
+    from train.reporting import UNSCORED
 
     def result(i, metrics):
         return _TrainingResult(checkpoint=Checkpoint.from_directory(f"/tmp/step-{i}"), metrics=metrics)

@@ -711,7 +711,7 @@ def test_train_cli_help_lists_methods_and_takes_max_steps(capsys):
 
 
 def test_progress_lines_carry_elapsed_time_and_eta():
-    from train.loop import Eta, _clock
+    from train.reporting import Eta, _clock
 
     assert (_clock(5), _clock(75), _clock(3725), _clock(float("nan"))) == ("0:05", "1:15", "1:02:05", "?")
     eta = Eta(start_step=40, total_steps=100)  # a run resumed at step 40

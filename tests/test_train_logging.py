@@ -12,7 +12,7 @@ import torch
 def _mean_on_two_ranks(rank: int, store_path: str, out_path: str) -> None:
     import torch.distributed as dist
 
-    from train.loop import Meter
+    from train.reporting import Meter
 
     dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=2)
     try:
@@ -41,7 +41,8 @@ def test_each_learning_rate_is_logged_under_its_group(tmp_path):
     from transformers import get_linear_schedule_with_warmup
 
     from train.config import TrainConfig
-    from train.loop import build_trainee, learning_rates, param_groups
+    from train.loop import build_trainee, param_groups
+    from train.reporting import learning_rates
     from train.tiny_bert import build_tiny_bert
 
     model = build_tiny_bert(["a premise here", "an entailment there", "a contradiction"] * 5, tmp_path / "bert")

@@ -89,7 +89,7 @@ def _elastic_facts(plan: RunPlan, run_dir: str) -> dict | None:
     if not plan.elastic:
         return None
     from infra.uris import read_appended
-    from train.loop import RESIZES_FILE
+    from train.reporting import RESIZES_FILE
 
     lines = read_appended(f"{run_dir}/{RESIZES_FILE}").splitlines()
     return {"num_workers": [plan.config.min_workers, plan.config.max_workers],

@@ -141,41 +141,17 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
     method = get_method(cfg.method)
     check_resources_before_ray(cfg)  # milliseconds: a local Ray that could never run the workers
     check_storage_before_ray(cfg)
-    if not is_uri(cfg.data) and not Path(local_path(cfg.data)).expanduser().exists():
-        from infra.preflight import missing_path
-
-        raise ConfigError(missing_path(cfg.data, "data folder", "an ingest output folder holding "
-                                       + ", ".join(f"{kind}/" for kind in method.sets)
-                                       + f", or the {method.train_set} set folder itself: *.parquet files and "
-                                       "_manifest.json"))
+    check_data_exists(cfg, method)
     set_paths = resolve_sets(cfg.data, method)
     set_pins = {kind: pin_set(set_paths[kind], kind, required=columns) for kind, columns in method.sets.items()}
-    check_hub_reachable(cfg.model)
-    try:
-        from transformers import AutoConfig
-
-        AutoConfig.from_pretrained(as_local(cfg.model))
-    except Exception as e:
-        raise ConfigError(f"model {cfg.model!r}: cannot load its config ({type(e).__name__}: {e})") from e
+    check_model_config(cfg.model)
     pooling, pooling_reason = decide_pooling(cfg)
     feed, feed_reason = resolve_feed(cfg, set_pins[method.train_set])
     config = dataclasses.replace(cfg, pooling=pooling, feed=feed)
     num_rows = set_pins[method.train_set].rows  # the checked files' footers
-    world = max(cfg.max_workers, 1)
-    if (num_rows // world) // (cfg.batch_size // world) < 1:
-        raise ConfigError(
-            f"set {method.train_set!r} at {set_paths[method.train_set]} has {num_rows} rows: "
-            f"not one full global batch of {cfg.batch_size}"
-        )
-    dev_metric = metric_for(cfg) if cfg.dev_data else None
-    if dev_metric is not None:  # a hub name: readable now (cache, STRUCTCSE_HUB_COPIES, the hub), before Ray starts
-        from infra.hub_data import HubDataUnavailable
-
-        try:
-            dev_metric.check_available(cfg.dev_data)
-        except HubDataUnavailable as e:
-            raise ConfigError(f"dev_data {cfg.dev_data!r}: {e}") from None
-    storage = cfg.storage_path if is_uri(cfg.storage_path) else str(Path(local_path(cfg.storage_path)).expanduser().resolve())
+    check_full_batch(cfg, method, set_paths, num_rows)
+    dev_metric = available_dev_metric(cfg)
+    storage = storage_root(cfg.storage_path)
     return RunPlan(
         config=config,
         worker_config=dataclasses.replace(absolute_paths(config), model=pinned_model(cfg.model)),
@@ -194,6 +170,58 @@ def make_plan(cfg: TrainConfig) -> RunPlan:
         run_folder=f"{storage.rstrip('/')}/{cfg.name}",
         set_pins=set_pins,
     )
+
+
+def check_data_exists(cfg: TrainConfig, method) -> None:
+    """A local ``--data`` that does not exist: a ConfigError saying what the folder should hold."""
+    if not is_uri(cfg.data) and not Path(local_path(cfg.data)).expanduser().exists():
+        from infra.preflight import missing_path
+
+        raise ConfigError(missing_path(cfg.data, "data folder", "an ingest output folder holding "
+                                       + ", ".join(f"{kind}/" for kind in method.sets)
+                                       + f", or the {method.train_set} set folder itself: *.parquet files and "
+                                       "_manifest.json"))
+
+
+def check_model_config(model: str) -> None:
+    """The model's config loads (a hub name: the hub answers first, :func:`check_hub_reachable`); else a
+    ConfigError naming the model."""
+    check_hub_reachable(model)
+    try:
+        from transformers import AutoConfig
+
+        AutoConfig.from_pretrained(as_local(model))
+    except Exception as e:
+        raise ConfigError(f"model {model!r}: cannot load its config ({type(e).__name__}: {e})") from e
+
+
+def check_full_batch(cfg: TrainConfig, method, set_paths: dict[str, str], num_rows: int) -> None:
+    """The training set fills one global batch at the run's most workers; else a ConfigError."""
+    world = max(cfg.max_workers, 1)
+    if (num_rows // world) // (cfg.batch_size // world) < 1:
+        raise ConfigError(
+            f"set {method.train_set!r} at {set_paths[method.train_set]} has {num_rows} rows: "
+            f"not one full global batch of {cfg.batch_size}"
+        )
+
+
+def available_dev_metric(cfg: TrainConfig):
+    """The dev metric checkpoints are scored with (None without ``dev_data``), its data readable now (a hub name:
+    the cache, STRUCTCSE_HUB_COPIES or the hub), before Ray starts."""
+    dev_metric = metric_for(cfg) if cfg.dev_data else None
+    if dev_metric is not None:
+        from infra.hub_data import HubDataUnavailable
+
+        try:
+            dev_metric.check_available(cfg.dev_data)
+        except HubDataUnavailable as e:
+            raise ConfigError(f"dev_data {cfg.dev_data!r}: {e}") from None
+    return dev_metric
+
+
+def storage_root(storage_path: str) -> str:
+    """``storage_path`` absolute (``~`` expanded), or the URI as given."""
+    return storage_path if is_uri(storage_path) else str(Path(local_path(storage_path)).expanduser().resolve())
 
 
 def print_plan(plan: RunPlan) -> None:

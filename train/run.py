@@ -131,44 +131,67 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         print_plan(plan)
         record_plan(plan)
     if not is_uri(plan.run_folder):  # remote run folders are checked by the workers as they load
-        from train.loop import STATE_FILE
+        from train.checkpoints import STATE_FILE
         from train.state_files import check_local_checkpoints
 
         check_local_checkpoints(plan.run_folder, STATE_FILE)
     ray_for_training(plan.config)
-    from ray.train import (
-        CheckpointConfig,
-        DataConfig,
-        FailureConfig,
-        RunConfig,
-        ScalingConfig,
-    )
+    from ray.train import ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    from train.loop import train_loop_per_worker
+
+    datasets, data_config = train_datasets(plan)
+    if plan.num_workers == 0:
+        validation = None  # local mode runs no validation tasks: rank 0 scores in the loop
+    inputs = loop_inputs(plan, progress_file, async_validation=validation is not None, fingerprint=fingerprint)
+    if run_config is None:
+        run_config = make_run_config(plan, callbacks)
+    set_start_timeout(plan.worker_config)
+    return TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={"inputs": inputs},
+        scaling_config=ScalingConfig(**worker_scaling(plan)),
+        torch_config=TorchConfig(backend=None if plan.worker_config.use_gpu else "gloo"),
+        run_config=run_config,
+        datasets=datasets,
+        dataset_config=data_config,
+        validation_config=validation,
+    )
+
+
+def train_datasets(plan: RunPlan):
+    """(``datasets``, ``dataset_config``) of the trainer: with ``feed: stream`` the training set as a Ray Dataset
+    (drawn from the whole set, pre-tokenized if asked) and the execution options Ray Train copies per shard;
+    (None, None) when the workers hold the set themselves (``train.feeds.GlobalFeed``)."""
+    from ray.train import DataConfig
+
     from train.feeds import drawn_from_whole_set
-    from train.loop import LoopInputs, train_loop_per_worker
 
     config, method = plan.worker_config, plan.method  # the workers' config: local paths absolute
-    datasets = data_config = None
-    if config.feed == "stream":  # else the workers hold the set themselves (train.feeds.GlobalFeed)
-        ds = read_train_set(plan.set_pins.get(method.train_set) or plan.set_paths[method.train_set],
-                            list(method.sets[method.train_set]))
-        ds = drawn_from_whole_set(ds, config)
-        if config.pretokenize:
-            from train.batch import pretokenize
+    if config.feed != "stream":
+        return None, None
+    ds = read_train_set(plan.set_pins.get(method.train_set) or plan.set_paths[method.train_set],
+                        list(method.sets[method.train_set]))
+    ds = drawn_from_whole_set(ds, config)
+    if config.pretokenize:
+        from train.batch import pretokenize
 
-            ds = pretokenize(ds, config.model, config.max_len, list(method.tokenized_columns(config.options)))
-        # blocks in file order, not in the order their read tasks finish: a one-worker run (and local
-        # mode, which iterates ds itself) sees the same rows in the same order every time; with several
-        # workers the streaming split hands blocks to whichever worker asks first
-        ds.context.execution_options.preserve_order = True
-        datasets = {"train": ds}
-        data_config = DataConfig(execution_options=ds.context.execution_options)  # Train copies them per shard
+        ds = pretokenize(ds, config.model, config.max_len, list(method.tokenized_columns(config.options)))
+    # blocks in file order, not in the order their read tasks finish: a one-worker run (and local
+    # mode, which iterates ds itself) sees the same rows in the same order every time; with several
+    # workers the streaming split hands blocks to whichever worker asks first
+    ds.context.execution_options.preserve_order = True
+    return {"train": ds}, DataConfig(execution_options=ds.context.execution_options)  # Train copies them per shard
+
+
+def loop_inputs(plan: RunPlan, progress_file: str | None, async_validation: bool, fingerprint: str | None):
+    """What every worker is handed (``train.loop.LoopInputs``)."""
+    from train.loop import LoopInputs
+
     local_mode = plan.num_workers == 0
-    if local_mode:
-        validation = None  # local mode runs no validation tasks: rank 0 scores in the loop
-    inputs = LoopInputs(
-        config=config,
+    return LoopInputs(
+        config=plan.worker_config,
         num_rows=plan.num_rows,
         data_info=plan.data_info,
         set_paths=plan.set_paths,
@@ -177,31 +200,39 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         progress_file=progress_file,
         # local mode: Ray leaves checkpoints where they are written (a bucket's: uploaded by the loop)
         local_checkpoint_root=plan.run_folder if local_mode else None,
-        async_validation=validation is not None,
+        async_validation=async_validation,
         run_fingerprint=fingerprint,
         set_pins=plan.set_pins,
     )
-    if run_config is None:
-        from infra.logs import train_logging_config
 
-        storage_filesystem, storage_path = arrow_filesystem(plan.storage_path)  # the one storage client
-        run_config = RunConfig(
-            name=config.name,
-            storage_path=storage_path,
-            storage_filesystem=storage_filesystem,
-            checkpoint_config=CheckpointConfig(
-                num_to_keep=config.keep_checkpoints,
-                checkpoint_score_attribute=plan.checkpoint_metric,
-                checkpoint_score_order="max",
-            ),
-            failure_config=FailureConfig(max_failures=config.max_failures),
-            callbacks=list(callbacks) or None,
-            logging_config=train_logging_config(),  # a quiet run (infra.logs): no per-report INFO lines
-        )
-    scaling = {"num_workers": plan.num_workers, "use_gpu": plan.gpus_per_worker > 0}
-    if config.elastic:
-        scaling.update(num_workers=(config.min_workers, config.max_workers),
-                       elastic_resize_monitor_interval_s=config.resize_check_s)
+
+def make_run_config(plan: RunPlan, callbacks=()):
+    """Ray Train's ``RunConfig`` for the plan: the run's name and storage, the checkpoints kept and what ranks
+    them, the restarts allowed, ``callbacks``, a quiet run's logging."""
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig
+
+    from infra.logs import train_logging_config
+
+    config = plan.worker_config
+    storage_filesystem, storage_path = arrow_filesystem(plan.storage_path)  # the one storage client
+    return RunConfig(
+        name=config.name,
+        storage_path=storage_path,
+        storage_filesystem=storage_filesystem,
+        checkpoint_config=CheckpointConfig(
+            num_to_keep=config.keep_checkpoints,
+            checkpoint_score_attribute=plan.checkpoint_metric,
+            checkpoint_score_order="max",
+        ),
+        failure_config=FailureConfig(max_failures=config.max_failures),
+        callbacks=list(callbacks) or None,
+        logging_config=train_logging_config(),  # a quiet run (infra.logs): no per-report INFO lines
+    )
+
+
+def set_start_timeout(config: TrainConfig) -> None:
+    """Ray Train's wait for a worker group to start: ``worker_start_timeout_s``, an elastic run's
+    :data:`ELASTIC_START_TIMEOUT_S` by default, else Ray's own."""
     start_timeout = config.worker_start_timeout_s
     if start_timeout is None and config.elastic:
         start_timeout = ELASTIC_START_TIMEOUT_S
@@ -209,19 +240,20 @@ def build_trainer(cfg: TrainConfig, callbacks=(), run_config=None, validation=No
         from infra.ray_compat import set_worker_group_start_timeout
 
         set_worker_group_start_timeout(start_timeout)
+
+
+def worker_scaling(plan: RunPlan) -> dict:
+    """``ScalingConfig``'s arguments: the workers (an elastic run's range, and how often it looks for capacity to
+    grow into) and each one's resources."""
+    config = plan.worker_config
+    scaling = {"num_workers": plan.num_workers, "use_gpu": plan.gpus_per_worker > 0}
+    if config.elastic:
+        scaling.update(num_workers=(config.min_workers, config.max_workers),
+                       elastic_resize_monitor_interval_s=config.resize_check_s)
     if plan.cpus_per_worker is not None and plan.num_workers > 0:
         scaling["resources_per_worker"] = {"CPU": plan.cpus_per_worker,
                                            **({"GPU": plan.gpus_per_worker} if plan.gpus_per_worker else {})}
-    return TorchTrainer(
-        train_loop_per_worker,
-        train_loop_config={"inputs": inputs},
-        scaling_config=ScalingConfig(**scaling),
-        torch_config=TorchConfig(backend=None if config.use_gpu else "gloo"),
-        run_config=run_config,
-        datasets=datasets,
-        dataset_config=data_config,
-        validation_config=validation,
-    )
+    return scaling
 
 
 # an elastic run's wait for a worker group to start, per try: after a lost node Ray Train first asks for the old

@@ -180,30 +180,75 @@ def _pool_line(stats: dict) -> str:
     return line + "."
 
 
-def _write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict,
-                         max_t: int | None, remote: str | None = None, untrained: dict | None = None,
-                         untrained_by_trial: dict | None = None, pool_stats: dict | None = None):
-    folder_path = Path(folder)
+@dataclass
+class _Standing:
+    """Where a search's trials stand: each trial's row (``trial_rows``), the best, the base config's own trial,
+    and the untrained encoders they are measured against (the base config's; one per other encoder shape)."""
+
+    settings: Any
+    metric: str
+    rows: list
+    best: dict | None
+    base_values: dict
+    base_row: dict | None
+    untrained: dict
+    by_trial: dict
+    other_shapes: dict  # words naming an encoder shape -> its untrained encoder's score
+
+    @property
+    def base_score(self) -> float | None:
+        return self.base_row["best"] if self.base_row is not None else None
+
+    def own_untrained(self, row) -> dict:
+        return self.by_trial.get(row["trial_id"]) or self.untrained
+
+
+def _standing(results, base: TrainConfig, settings, metric: str, max_t, private, untrained, by_trial) -> _Standing:
     rows = trial_rows(results, settings, metric, max_t, private)
     best = None
     for row in rows:
         if _better(row["best"], best["best"] if best else None, settings.mode):
             best = row
-    base_vals = base_values(base, settings)
-    base_row = next((r for r in rows if r["values"] == base_vals), None) if settings.include_base_config else None
-    base_score = base_row["best"] if base_row is not None else None
-    untrained = untrained or {}
-    untrained_score = untrained.get("score")
-    by_trial = untrained_by_trial or {}
-
-    def own_untrained(row) -> dict:
-        return by_trial.get(row["trial_id"]) or untrained
-
+    values = base_values(base, settings)
+    base_row = next((r for r in rows if r["values"] == values), None) if settings.include_base_config else None
     other_shapes = {}
-    for u in by_trial.values():
+    for u in (by_trial or {}).values():
         if u.get("shape") and u.get("score") is not None:
             other_shapes.setdefault(_shape_words(u), u)
-    files = {}
+    return _Standing(settings, metric, rows, best, values, base_row, untrained or {}, by_trial or {}, other_shapes)
+
+
+def _write_search_report(results, base: TrainConfig, settings, metric: str, folder: str, private: dict,
+                         max_t: int | None, remote: str | None = None, untrained: dict | None = None,
+                         untrained_by_trial: dict | None = None, pool_stats: dict | None = None):
+    folder_path = Path(folder)
+    standing = _standing(results, base, settings, metric, max_t, private, untrained, untrained_by_trial)
+    best = standing.best
+    lines, base_budget = _introduction(standing, base, max_t)
+    best_untrained = standing.own_untrained(best) if best else standing.untrained
+    words = baseline_sentences(best["best"] if best else None, standing.base_score, best_untrained.get("score"),
+                               metric, settings.mode, base_budget=base_budget,
+                               untrained_shape=_shape_words(best_untrained))
+    lines += _best_lines(standing, words, best_untrained)
+    lines += _trial_table(standing)
+    if _pool_line(pool_stats or {}):
+        lines += ["", _pool_line(pool_stats)]
+    files = _plots(standing, folder_path)
+    lines += ["", "![learning curves](learning_curves.png)", "", "![search space](search_space.png)", ""]
+    if best is not None:
+        lines += _keep_best(standing, base, private, folder_path, remote, files)
+    files["report"] = str(folder_path / "search_report.md")
+    Path(files["report"]).write_text("\n".join(lines))
+    log.info(f"[tune] report: {(remote or str(folder_path)).rstrip('/')}/search_report.md")
+    return _outcome(standing, results, folder_path, files, words, best_untrained, pool_stats)
+
+
+def _introduction(standing: _Standing, base: TrainConfig, max_t) -> tuple[list[str], str]:
+    """The report's heading, what was searched and on what, and the baselines' scores: the untrained encoders
+    and the base config's trial (with how much of its budget it trained). Returns (lines, the base config's
+    budget in words when it was stopped early, else "")."""
+    settings, metric, rows = standing.settings, standing.metric, standing.rows
+    untrained, base_row, base_score = standing.untrained, standing.base_row, standing.base_score
     lines = [f"# Search `{settings.name}`: {base.method}, {metric} ({settings.mode})", "",
              (f"{len(rows)} trials, searcher {settings.searcher}, scheduler {settings.scheduler} (time attribute: "
              f"examples seen{f', max_t {max_t}' if max_t else ''}); examples seen by all trials: "
@@ -211,13 +256,13 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
              (f"Split: dev (`{base.dev_data}`), the method's dev metric {metric}, each checkpoint scored by the "
               "search's evaluation pool with the model's own similarity; the untrained encoder by the same pool "
               "on the same data."), ""]
-    if untrained_score is not None:
+    if untrained.get("score") is not None:
         lines += [(f"Untrained encoder (`{untrained.get('model', base.model)}`, "
                    f"{untrained.get('pooling', base.pooling)} pooling, no training: every trial's step 0): {metric} "
-                   f"**{untrained_score:.4f}**."), ""]
+                   f"**{untrained['score']:.4f}**."), ""]
     else:
         lines += [f"Untrained encoder: not scored ({untrained.get('error') or 'no score given'}).", ""]
-    for words_of_shape, u in other_shapes.items():
+    for words_of_shape, u in standing.other_shapes.items():
         lines += [f"Untrained encoder with {words_of_shape} (the step 0 of the trials with those values): {metric} "
                   f"**{u['score']:.4f}**.", ""]
     base_budget = ""
@@ -228,108 +273,127 @@ def _write_search_report(results, base: TrainConfig, settings, metric: str, fold
             base_budget = f"stopped at {base_row['examples_seen']} of its {base_row['budget'] or '?'} examples"
             trained = (f"It was {base_budget} ({base_row['ended']}): it is compared as it was then, not trained to "
                        "its budget.")
-        lines += [f"Base config ({_fmt_values(base_vals)}, trial `{base_row['trial_id']}`): {metric} "
+        lines += [f"Base config ({_fmt_values(standing.base_values)}, trial `{base_row['trial_id']}`): {metric} "
                   f"**{base_score:.4f}**. {trained}", ""]
     elif settings.include_base_config:
         lines += ["Base config: not among the scored trials.", ""]
-    best_untrained = own_untrained(best) if best else untrained
-    words = baseline_sentences(best["best"] if best else None, base_score, best_untrained.get("score"), metric,
-                               settings.mode, base_budget=base_budget, untrained_shape=_shape_words(best_untrained))
+    return lines, base_budget
+
+
+def _best_lines(standing: _Standing, words: list[str], best_untrained: dict) -> list[str]:
+    """The best trial, and what it beat."""
+    best = standing.best
     if best is None:
-        lines += ["**No trial was scored.**", ""]
-    else:
-        lines += [(f"Best: trial `{best['trial_id']}` with {_fmt_values(best['values'])}: {metric} "
-                  f"**{best['best']:.4f}** at {best['best_examples']} examples (step {best['best_step']})."), ""]
-        if base_row is best:
-            lines += [f"No searched config beat the base config ({_fmt_values(base_vals)})"
-                      + (f"; the best trial is {words[-1]}." if best_untrained.get("score") is not None else "."), ""]
-        elif words:
-            lines += [words[0][0].upper() + words[0][1:] + ("; " + "; ".join(words[1:]) if words[1:] else "") + ".", ""]
+        return ["**No trial was scored.**", ""]
+    lines = [(f"Best: trial `{best['trial_id']}` with {_fmt_values(best['values'])}: {standing.metric} "
+              f"**{best['best']:.4f}** at {best['best_examples']} examples (step {best['best_step']})."), ""]
+    if standing.base_row is best:
+        lines += [f"No searched config beat the base config ({_fmt_values(standing.base_values)})"
+                  + (f"; the best trial is {words[-1]}." if best_untrained.get("score") is not None else "."), ""]
+    elif words:
+        lines += [words[0][0].upper() + words[0][1:] + ("; " + "; ".join(words[1:]) if words[1:] else "") + ".", ""]
+    return lines
+
+
+def _trial_table(standing: _Standing) -> list[str]:
+    """One row per untrained encoder, then per trial, best first."""
+    settings, metric, base_row, base_score = standing.settings, standing.metric, standing.base_row, standing.base_score
     worse = (lambda d: d <= 0) if settings.mode == "max" else (lambda d: d >= 0)
     keys = list(settings.search_space)
-    lines += ["| trial | " + " | ".join(keys) + f" | best {metric} | Δ vs untrained | Δ vs base config "
-              "| vs untrained | at examples | examples seen | ended |",
-              "|---|" + "---|" * len(keys) + "---|---|---|---|---|---|---|"]
-    for label, u in ([("untrained encoder (no training)", untrained)] if untrained_score is not None else []) + \
-            [(f"untrained encoder ({words_of_shape}, no training)", u) for words_of_shape, u in other_shapes.items()]:
+    lines = ["| trial | " + " | ".join(keys) + f" | best {metric} | Δ vs untrained | Δ vs base config "
+             "| vs untrained | at examples | examples seen | ended |",
+             "|---|" + "---|" * len(keys) + "---|---|---|---|---|---|---|"]
+    untrained = standing.untrained
+    for label, u in ([("untrained encoder (no training)", untrained)] if untrained.get("score") is not None else []) + \
+            [(f"untrained encoder ({words_of_shape}, no training)", u) for words_of_shape, u in standing.other_shapes.items()]:
         lines.append(f"| {label} | " + " | ".join("-" for _ in keys)
                      + f" | {u['score']:.4f} | - | {_signed(_delta(u['score'], base_score))} | untrained "
                      "| 0 | 0 | - |")
-    for row in sorted(rows, key=lambda r: (r["best"] is None, -(r["best"] or 0) if settings.mode == "max"
-                                           else (r["best"] or 0))):
+    for row in sorted(standing.rows, key=lambda r: (r["best"] is None, -(r["best"] or 0) if settings.mode == "max"
+                                                    else (r["best"] or 0))):
         mark = " (base config)" if row is base_row else ""
         score = f"{row['best']:.4f}" if row["best"] is not None else "-"
-        d_untrained = _delta(row["best"], own_untrained(row).get("score"))
+        d_untrained = _delta(row["best"], standing.own_untrained(row).get("score"))
         versus = "-" if d_untrained is None else "≤ untrained" if worse(d_untrained) else "above"
         lines.append(f"| `{row['trial_id']}`{mark} | " + " | ".join(_fmt(row["values"][k]) for k in keys)
                      + f" | {score} | {_signed(d_untrained)} | "
                      + ("base" if row is base_row else _signed(_delta(row["best"], base_score)))
                      + f" | {versus} | {row['best_examples'] or '-'} | {row['examples_seen']} | {row['ended']} |")
-    if _pool_line(pool_stats or {}):
-        lines += ["", _pool_line(pool_stats)]
-    files["learning_curves"] = _plot_curves(rows, metric, folder_path / "learning_curves.png",
-                                            untrained=untrained_score, base_row=base_row)
+    return lines
+
+
+def _plots(standing: _Standing, folder: Path) -> dict:
+    """The learning curves and the search space, as PNGs in ``folder``: ``{name: path}``."""
+    keys = list(standing.settings.search_space)
+    files = {"learning_curves": _plot_curves(standing.rows, standing.metric, folder / "learning_curves.png",
+                                             untrained=standing.untrained.get("score"), base_row=standing.base_row)}
     # x: a continuous key if there is one (lr), colour: a choice/grid key (batch size)
-    listed = [k for k in keys if next(iter(settings.search_space[k])) in ("choice", "grid")]
+    listed = [k for k in keys if next(iter(standing.settings.search_space[k])) in ("choice", "grid")]
     plot_keys = [k for k in keys if k not in listed][:1] + listed if len(listed) < len(keys) else keys
-    files["search_space"] = _plot_space(rows, plot_keys, metric, folder_path / "search_space.png")
-    lines += ["", "![learning curves](learning_curves.png)", "", "![search space](search_space.png)", ""]
-    if best is not None:
-        trial_dir = folder_path / "trials" / f"train-{best['trial_id']}"
-        checkpoint = trial_dir / dir_name(best["best_step"])
-        cfg_dict = resolved_trial_config(best["config"], private, run_name=f"{settings.name}-best").to_dict()
-        cfg_dict["storage_path"] = base.storage_path
-        files["best_config"] = str(folder_path / "best_config.yaml")
-        Path(files["best_config"]).write_text(
-            f"# the best trial of search {settings.name!r} ({metric} {best['best']:.4f}): python -m train --config "
-            f"{(remote or str(folder_path)).rstrip('/')}/best_config.yaml\n" + yaml.safe_dump(cfg_dict, sort_keys=False))
-        from infra.publish import IncompleteError, check_complete
-        from infra.storage import filesystem
+    files["search_space"] = _plot_space(standing.rows, plot_keys, standing.metric, folder / "search_space.png")
+    return files
 
-        # the trials' checkpoints are in the bucket when there is one: the model is copied from there, from a
-        # checkpoint that is whole (its _files.json checked, the published version it names)
-        step_folder = f"{remote.rstrip('/')}/{checkpoint.relative_to(folder_path)}" if remote else str(checkpoint)
-        try:
-            whole = check_complete(step_folder, "checkpoint", require_manifest=True)
-            fs, source = filesystem(f"{whole}/model")
-            kept = fs.isdir(source)
-        except (IncompleteError, FileNotFoundError):
-            kept = False
-        if kept:
-            from infra.publish import publish_folder
 
-            files["best_model"] = str(folder_path / "best_model")
-            with tempfile.TemporaryDirectory(prefix="structcse-best-model-") as copied:
-                model = Path(source)
-                if remote is not None:
-                    model = Path(copied) / "model"
-                    fs.get(source.rstrip("/") + "/", f"{model}/", recursive=True)
-                # whole or not at all: a search's rerun never leaves a mix of two trials' models
-                publish_folder(model, f"{(remote or str(folder_path)).rstrip('/')}/best_model")
-            lines += [(f"Best model (trial `{best['trial_id']}`, step {best['best_step']}): `best_model/`; its "
-                      "config: `best_config.yaml`."), ""]
-        else:
-            lines += [f"The best checkpoint ({checkpoint}) was not kept: no `best_model/`.", ""]
-            log.warning(f"[tune] warning: the best checkpoint {checkpoint} was not kept (keep_checkpoints)")
-    files["report"] = str(folder_path / "search_report.md")
-    Path(files["report"]).write_text("\n".join(lines))
-    log.info(f"[tune] report: {(remote or str(folder_path)).rstrip('/')}/search_report.md")
+def _keep_best(standing: _Standing, base: TrainConfig, private: dict, folder: Path, remote: str | None,
+               files: dict) -> list[str]:
+    """``best_config.yaml`` and ``best_model/`` (published whole, from a checkpoint that is whole) beside the
+    report; adds them to ``files``, returns the report's lines about them."""
+    best, settings, metric = standing.best, standing.settings, standing.metric
+    checkpoint = folder / "trials" / f"train-{best['trial_id']}" / dir_name(best["best_step"])
+    cfg_dict = resolved_trial_config(best["config"], private, run_name=f"{settings.name}-best").to_dict()
+    cfg_dict["storage_path"] = base.storage_path
+    files["best_config"] = str(folder / "best_config.yaml")
+    Path(files["best_config"]).write_text(
+        f"# the best trial of search {settings.name!r} ({metric} {best['best']:.4f}): python -m train --config "
+        f"{(remote or str(folder)).rstrip('/')}/best_config.yaml\n" + yaml.safe_dump(cfg_dict, sort_keys=False))
+    from infra.publish import IncompleteError, check_complete
+    from infra.storage import filesystem
+
+    # the trials' checkpoints are in the bucket when there is one: the model is copied from there, from a
+    # checkpoint that is whole (its _files.json checked, the published version it names)
+    step_folder = f"{remote.rstrip('/')}/{checkpoint.relative_to(folder)}" if remote else str(checkpoint)
+    try:
+        whole = check_complete(step_folder, "checkpoint", require_manifest=True)
+        fs, source = filesystem(f"{whole}/model")
+        kept = fs.isdir(source)
+    except (IncompleteError, FileNotFoundError):
+        kept = False
+    if not kept:
+        log.warning(f"[tune] warning: the best checkpoint {checkpoint} was not kept (keep_checkpoints)")
+        return [f"The best checkpoint ({checkpoint}) was not kept: no `best_model/`.", ""]
+    from infra.publish import publish_folder
+
+    files["best_model"] = str(folder / "best_model")
+    with tempfile.TemporaryDirectory(prefix="structcse-best-model-") as copied:
+        model = Path(source)
+        if remote is not None:
+            model = Path(copied) / "model"
+            fs.get(source.rstrip("/") + "/", f"{model}/", recursive=True)
+        # whole or not at all: a search's rerun never leaves a mix of two trials' models
+        publish_folder(model, f"{(remote or str(folder)).rstrip('/')}/best_model")
+    return [(f"Best model (trial `{best['trial_id']}`, step {best['best_step']}): `best_model/`; its "
+             "config: `best_config.yaml`."), ""]
+
+
+def _outcome(standing: _Standing, results, folder: Path, files: dict, words: list[str], best_untrained: dict,
+             pool_stats: dict | None) -> SearchOutcome:
+    best, base_row, metric = standing.best, standing.base_row, standing.metric
     if best is None:
         line = "no trial was scored"
+    elif base_row is not best:
+        line = f"best {metric} {best['best']:.4f}: " + ("; ".join(words) if words else "no baseline scored")
     else:
-        line = (f"best {metric} {best['best']:.4f}: " + ("; ".join(words) if words else "no baseline scored")
-                if base_row is not best else
-                f"best {metric} {best['best']:.4f} is the base config's own trial"
+        line = (f"best {metric} {best['best']:.4f} is the base config's own trial"
                 + (f"; {words[-1]}" if best_untrained.get("score") is not None else ""))
     base_config = {} if base_row is None else {
-        "trial_id": base_row["trial_id"], "score": base_score, "examples_seen": base_row["examples_seen"],
+        "trial_id": base_row["trial_id"], "score": standing.base_score, "examples_seen": base_row["examples_seen"],
         "budget": base_row["budget"], "full_budget": base_row["full_budget"], "ended": base_row["ended"]}
     return SearchOutcome(best_config=dict(best["values"]) if best else {},
                          best_metrics={metric: best["best"], "examples_seen": best["best_examples"],
                                        "step": best["best_step"], "trial_id": best["trial_id"]} if best else {},
-                         metric=metric, results=results, folder=str(folder_path), files=files, trials=rows,
-                         untrained=dict(untrained), base_config_score=base_score, baseline_line=line.replace("**", ""),
-                         base_config=base_config, pool=dict(pool_stats or {}))
+                         metric=metric, results=results, folder=str(folder), files=files, trials=standing.rows,
+                         untrained=dict(standing.untrained), base_config_score=standing.base_score,
+                         baseline_line=line.replace("**", ""), base_config=base_config, pool=dict(pool_stats or {}))
 
 
 def _fmt(value) -> str:

@@ -102,7 +102,7 @@ def trial_driver(config: dict, private: dict) -> None:
     from ray.tune.integration.ray_train import TuneReportCallback
 
     from infra.ray_compat import tune_trial_report_queue
-    from train.loop import UNSCORED
+    from train.reporting import UNSCORED
     from tune.scorers import PoolValidation, fit_failing_on_unscored
 
     class TrainingReports(TuneReportCallback):

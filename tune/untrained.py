@@ -62,13 +62,8 @@ def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key:
     pooling, option or ``max_len`` is scored anew. Returns ``{"score", "model", "metric", "key", ...}``, or
     ``{"score": None, "error"}`` when it could not be scored (said in a warning line)."""
     import json
-    import tempfile
 
-    import torch
-
-    from infra.publish import publish_folder, resolve, write_text_atomic
-    from train.loop import build_trainee
-    from train.saved_models import save_model
+    from infra.publish import write_text_atomic
 
     where = where or f"{folder.rstrip('/')}/{UNTRAINED_DIR}"
     try:
@@ -80,27 +75,7 @@ def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key:
         if kept is not None:
             log.info(f"[tune] the untrained encoder's score in {where} was for another dev set, model or config: "
                      "scoring it again")
-        import ray
-        from ray.exceptions import GetTimeoutError
-
-        torch.manual_seed(cfg.seed)
-        trainee = build_trainee(cfg, data_info)
-        with tempfile.TemporaryDirectory(prefix="structcse-untrained-") as staging:
-            save_model(trainee.encoder, trainee.method, Path(staging) / "model")
-            publish_folder(staging, where)
-        published = resolve(where)  # a bucket folder published again lives under a version prefix
-        if is_uri(published):
-            from ray.train import Checkpoint
-
-            target = Checkpoint(path=published)
-        else:
-            target = published
-        request = pool.score.remote(target)
-        try:
-            result = ray.get(request, timeout=cfg.validation_timeout_s)
-        except GetTimeoutError:
-            ray.cancel(request)  # the pool drops it, or stops the scorer it hangs on
-            raise TimeoutError(f"no score within {cfg.validation_timeout_s:.0f} s (validation_timeout_s)") from None
+        result = _score_fresh_encoder(pool, cfg, data_info, where)
         out = {"score": float(result[metric_key]), "metric": metric_key, "model": cfg.model,
                "pooling": cfg.pooling, "folder": where, "key": key,
                "keyed_on": parts}
@@ -109,6 +84,39 @@ def score_untrained_encoder(pool, cfg, data_info: dict, folder: str, metric_key:
     except Exception as e:  # noqa: BLE001 - the search's results stand; the report says it has no such row
         log.warning(f"[tune] warning: the untrained encoder ({cfg.model}) was not scored: {type(e).__name__}: {e}")
         return {"score": None, "metric": metric_key, "model": cfg.model, "error": f"{type(e).__name__}: {e}"}
+
+
+def _score_fresh_encoder(pool, cfg, data_info: dict, where: str) -> dict:
+    """``cfg``'s encoder and heads as training starts them, published at ``where`` and scored by ``pool`` (within
+    ``cfg.validation_timeout_s``): the pool's result."""
+    import tempfile
+
+    import ray
+    import torch
+    from ray.exceptions import GetTimeoutError
+
+    from infra.publish import publish_folder, resolve
+    from train.loop import build_trainee
+    from train.saved_models import save_model
+
+    torch.manual_seed(cfg.seed)
+    trainee = build_trainee(cfg, data_info)
+    with tempfile.TemporaryDirectory(prefix="structcse-untrained-") as staging:
+        save_model(trainee.encoder, trainee.method, Path(staging) / "model")
+        publish_folder(staging, where)
+    published = resolve(where)  # a bucket folder published again lives under a version prefix
+    if is_uri(published):
+        from ray.train import Checkpoint
+
+        target = Checkpoint(path=published)
+    else:
+        target = published
+    request = pool.score.remote(target)
+    try:
+        return ray.get(request, timeout=cfg.validation_timeout_s)
+    except GetTimeoutError:
+        ray.cancel(request)  # the pool drops it, or stops the scorer it hangs on
+        raise TimeoutError(f"no score within {cfg.validation_timeout_s:.0f} s (validation_timeout_s)") from None
 
 
 def encoder_shape(cfg, base) -> dict:

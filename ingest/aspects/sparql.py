@@ -248,21 +248,7 @@ def fetch_aspect_labels(endpoint: str = WDQS, *, cls: str = "Q4830453", properti
             where = f"property {pid} page {page} (after {after[len(ENTITY):] if after and after.startswith(ENTITY) else after or 'the start'})"
             query = page_query(cls, pid, site, language, subclasses, after, page_size)
             bindings = client.run(query, where)["results"]["bindings"]
-            items = set()
-            for b in bindings:
-                item = b.get("item", {}).get("value")
-                if not item:
-                    raise SparqlError(f"endpoint {client.shown}: a row without ?item at {where}: {json.dumps(b)[:200]}")
-                items.add(item)
-                qid = item.removeprefix(ENTITY)
-                if "title" in b:
-                    titles.setdefault(qid, b["title"]["value"])
-                vid = _value_id(b.get("value", {}))
-                if vid is None:
-                    continue
-                label = b["valueLabel"]["value"] if "valueLabel" in b else vid
-                labels = values.setdefault((qid, pid), {})
-                labels[vid] = min(labels.get(vid, label), label)
+            items = _read_page(bindings, pid, titles, values, client, where)
             if len(items) > page_size:
                 raise SparqlError(f"endpoint {client.shown} returned {len(items)} items at {where}, more than the "
                                   f"page size {page_size}: it ignored LIMIT")
@@ -281,6 +267,28 @@ def fetch_aspect_labels(endpoint: str = WDQS, *, cls: str = "Q4830453", properti
         raise SparqlError(f"endpoint {client.shown}: no schema:name for the {wiki} article of {len(missing)} "
                           f"item(s), e.g. {missing[:5]}")
     return aspect_table(wiki, titles, values)
+
+
+def _read_page(bindings: list[dict], pid: str, titles: dict[str, str], values: dict, client: "_Client",
+               where: str) -> set[str]:
+    """One page of ``pid``'s rows into ``titles`` (QID -> article title) and ``values`` ((QID, pid) -> {value
+    id: its label, the least of several}); returns the page's items."""
+    items = set()
+    for b in bindings:
+        item = b.get("item", {}).get("value")
+        if not item:
+            raise SparqlError(f"endpoint {client.shown}: a row without ?item at {where}: {json.dumps(b)[:200]}")
+        items.add(item)
+        qid = item.removeprefix(ENTITY)
+        if "title" in b:
+            titles.setdefault(qid, b["title"]["value"])
+        vid = _value_id(b.get("value", {}))
+        if vid is None:
+            continue
+        label = b["valueLabel"]["value"] if "valueLabel" in b else vid
+        labels = values.setdefault((qid, pid), {})
+        labels[vid] = min(labels.get(vid, label), label)
+    return items
 
 
 def _explain_empty(client: _Client, cls: str, pid: str, site: str, wiki: str, subclasses: bool) -> None:

@@ -339,22 +339,9 @@ def build_aspect_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectS
         shuffle.remove()
 
 
-def _write_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConfig, shuffle: Shuffle) -> dict:
-    import ray.data
-
-    texts = _texts(labels, intros_path, cfg, shuffle)
-    with_intro = {r["qid"] for r in texts.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"random": False})
-                  .select_columns(["qid"]).take_all()}
-    randoms = texts.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"random": True})
-    pool = sorted(r["qid"] for r in randoms.select_columns(["qid", "draw"]).sort(["draw", "qid"])
-                  .limit(cfg.random_negatives).take_all()) if cfg.random_negatives else []
-    status, raw, kept, counts = _entities(labels, with_intro, cfg)
-    entities = dict(sorted(Counter(status.values()).items()))
-    train = sorted(q for q, s in status.items() if s == "train")
-    test = sorted(q for q, s in status.items() if s == "test")
-    log.info(f"[aspects] {len(status)} entities: {entities}; random pool {len(pool)}")
-
-    specs = cfg.variant_specs()
+def _needs(specs, train: list[str], test: list[str], raw, kept, pool: list[str], cfg: AspectSetConfig):
+    """What each output row needs of the texts: a row per (triplet, role) of every variant and per held-out
+    document, numbered and placed in its output file. Returns (the rows, each variant's stats, the documents)."""
     needs, variant_stats = [], {}
     tid = 0
     for name, kind, aspects in specs:
@@ -372,6 +359,40 @@ def _write_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConf
         needs.append({"qid": qid, "tid": tid, "role": "doc", "group": "aspect_docs", "file": i * doc_files // len(docs),
                       "aspect": p, "labels": _SEP.join(sorted(kept[qid][p]))})
         tid += 1
+    return needs, variant_stats, docs
+
+
+def _write_triplet_manifests(specs, out: str, rows_by_group: Counter, files_by_group: dict, variant_stats: dict,
+                             config: dict, intros_path: str, accounting: dict) -> None:
+    """Each variant's aspect_triplets manifest (an empty file for a variant with no rows)."""
+    for name, kind, aspects in specs:
+        path = f"{out}/{name}/aspect_triplets"
+        if not files_by_group[name]:
+            write_table(schemas.ASPECT_TRIPLETS.empty_table(), f"{path}/part-00000.parquet")
+            files_by_group[name].append("part-00000.parquet")
+        # the manifest lists the files this job wrote (never a listing: an earlier run's parts are not its)
+        write_manifest(path, "aspect_triplets", rows_by_group[name], variant=name, kind=kind, aspects=aspects,
+                       config=config, intros=intros_path, entity_accounting=accounting,
+                       files=sorted(files_by_group[name]), **variant_stats[name])
+
+
+def _write_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConfig, shuffle: Shuffle) -> dict:
+    import ray.data
+
+    texts = _texts(labels, intros_path, cfg, shuffle)
+    with_intro = {r["qid"] for r in texts.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"random": False})
+                  .select_columns(["qid"]).take_all()}
+    randoms = texts.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"random": True})
+    pool = sorted(r["qid"] for r in randoms.select_columns(["qid", "draw"]).sort(["draw", "qid"])
+                  .limit(cfg.random_negatives).take_all()) if cfg.random_negatives else []
+    status, raw, kept, counts = _entities(labels, with_intro, cfg)
+    entities = dict(sorted(Counter(status.values()).items()))
+    train = sorted(q for q, s in status.items() if s == "train")
+    test = sorted(q for q, s in status.items() if s == "test")
+    log.info(f"[aspects] {len(status)} entities: {entities}; random pool {len(pool)}")
+
+    specs = cfg.variant_specs()
+    needs, variant_stats, docs = _needs(specs, train, test, raw, kept, pool, cfg)
     sides = ray.data.from_arrow(pa.Table.from_pylist(needs, schema=NEEDS)).union(
         texts.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": NEEDS}))
     attached = map_buckets(sides, "qid", _attach, shuffle)
@@ -386,15 +407,7 @@ def _write_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConf
                   "accounted": sum(entities.values()) == len(status) == pc.count_distinct(labels["qid"]).as_py()}
     config = asdict(cfg)
     labels_kept = {p: len({v for q in kept for v in kept[q][p]}) for p in cfg.aspects}
-    for name, kind, aspects in specs:
-        path = f"{out}/{name}/aspect_triplets"
-        if not files_by_group[name]:
-            write_table(schemas.ASPECT_TRIPLETS.empty_table(), f"{path}/part-00000.parquet")
-            files_by_group[name].append("part-00000.parquet")
-        # the manifest lists the files this job wrote (never a listing: an earlier run's parts are not its)
-        write_manifest(path, "aspect_triplets", rows_by_group[name], variant=name, kind=kind, aspects=aspects,
-                       config=config, intros=intros_path, entity_accounting=accounting,
-                       files=sorted(files_by_group[name]), **variant_stats[name])
+    _write_triplet_manifests(specs, out, rows_by_group, files_by_group, variant_stats, config, intros_path, accounting)
     if not files_by_group["aspect_docs"]:
         write_table(schemas.ASPECT_DOCS.empty_table(), f"{out}/aspect_docs/part-00000.parquet")
         files_by_group["aspect_docs"].append("part-00000.parquet")

@@ -328,67 +328,84 @@ def resolve_sources(cfg: PairIngestConfig, work: str) -> tuple[list[dict], list[
         entry = {"index": index, "tag": tag, "kind": source.kind, "path": source.path, "split": source.split,
                  "name": source.name}
         spec = {"kind": source.kind, "min_chars": cfg.min_chars, "max_chars": cfg.max_chars, "not_utf8": cfg.not_utf8}
-        if source.kind == "senteval":
-            splits = _senteval_splits(source)
-            spec.update(label_map=_label_map(_preset_of(source), source, NLI_TEXT_LABELS), relation=source.relation)
-            for k, split in enumerate(splits):
-                folder = source.path.rstrip("/")
-                units.append({"source": index, "unit": k, "label": split,
-                              "files": [f"{folder}/{p}.{split}" for p in ("s1", "s2", "labels")],
-                              "spec": {**spec, "split": split}})
-            entry["split"] = "+".join(splits)
-        elif source.kind == "simcse_csv":
-            if not _exists(source.path):
-                raise FileNotFoundError(f"SimCSE csv not found: {source.path}")
-            found = _header(source.path, "csv")
-            columns = {"sent0": "sent0", "sent1": "sent1", **(source.columns or {})}
-            _check_columns(source.path, found, columns)
-            if "hard_neg" not in columns and "hard_neg" in found:
-                columns["hard_neg"] = "hard_neg"
-            if "hard_neg" not in columns:
-                entry["warning"] = (f"{source.path} has no hard_neg column (found {found}): its rows are "
-                                    "entailment pairs only, so it adds no nli_triplets (SimCSE-sup's "
-                                    "premise/entailment/contradiction rows); map one with columns={'hard_neg': ...}")
-                log.warning(f"[pairs] warning: {entry['warning']}")
-            units.append({"source": index, "unit": 0, "label": _basename(source.path), "files": [source.path],
-                          "spec": {**spec, "columns": columns}})
-        elif source.kind == "table":
-            if not _exists(source.path):
-                raise FileNotFoundError(f"pair file not found: {source.path}")
-            preset = _preset_of(source)
-            columns, relation = _mapping(source, preset)
-            fmt = _table_format(source)
-            if fmt == "json" and not _json_is_list(source.path):
-                fmt = "jsonl"
-            _check_columns(source.path, _header(source.path, fmt), columns)
-            default = {**{r: r for r in RSE_RELATIONS}, **NLI_TEXT_LABELS}
-            units.append({"source": index, "unit": 0, "label": _basename(source.path), "files": [source.path],
-                          "spec": {**spec, "format": fmt, "columns": columns, "relation": relation,
-                                   "label_map": _label_map(preset, source, default) if relation is None else None}})
-        else:
-            preset = _preset_of(source)
-            if preset is None and not source.columns:
-                raise PairSourceError(f"hf source {source.path}: unknown dataset; give preset= (one of "
-                                      f"{sorted(PRESETS)}) or columns= and label_map=")
-            columns, relation = _mapping(source, preset)
-            dataset = _load_hf(source)
-            _check_columns(f"hf dataset {source.path}" + (f"/{source.name}" if source.name else ""),
-                           list(dataset.column_names), columns)
-            top = sorted({c.split(".")[0] for c in columns.values()})
-            table_ds = dataset.select_columns(top).with_format("arrow")
-            n = len(table_ds)
-            chunk = max(1, cfg.hf_chunk_rows)
-            split = source.split or "train"
-            for k, start in enumerate(range(0, max(n, 1), chunk)):
-                path = f"{work}/pair_hf/{index:03d}-{k:05d}.parquet"
-                write_table(table_ds[start:min(n, start + chunk)], path)
-                units.append({"source": index, "unit": k, "label": split, "files": [path],
-                              "spec": {**spec, "format": "parquet", "columns": columns, "relation": relation,
-                                       "row_offset": start,
-                                       "label_map": _label_map(preset, source, None) if relation is None else None}})
-            entry["hf"] = {"rows": n, "fingerprint": getattr(dataset, "_fingerprint", None)}
-            entry["split"] = split
+        plan = {"senteval": _senteval_units, "simcse_csv": _simcse_csv_units, "table": _table_units}.get(
+            source.kind, _hf_units)
+        units += plan(source, index, spec, entry, cfg=cfg, work=work)
         resolved.append(entry)
         log.info(f"[pairs] source {index}: {tag} ({source.kind}) ok")
     return resolved, units
+
+
+def _senteval_units(source, index: int, spec: dict, entry: dict, **_) -> list[dict]:
+    """A SentEval NLI folder: a unit per split (its s1, s2 and labels files)."""
+    splits = _senteval_splits(source)
+    spec = {**spec, "label_map": _label_map(_preset_of(source), source, NLI_TEXT_LABELS), "relation": source.relation}
+    entry["split"] = "+".join(splits)
+    folder = source.path.rstrip("/")
+    return [{"source": index, "unit": k, "label": split,
+             "files": [f"{folder}/{p}.{split}" for p in ("s1", "s2", "labels")], "spec": {**spec, "split": split}}
+            for k, split in enumerate(splits)]
+
+
+def _simcse_csv_units(source, index: int, spec: dict, entry: dict, **_) -> list[dict]:
+    """SimCSE's training csv (sent0, sent1, hard_neg): one unit; a warning when it has no hard_neg column."""
+    if not _exists(source.path):
+        raise FileNotFoundError(f"SimCSE csv not found: {source.path}")
+    found = _header(source.path, "csv")
+    columns = {"sent0": "sent0", "sent1": "sent1", **(source.columns or {})}
+    _check_columns(source.path, found, columns)
+    if "hard_neg" not in columns and "hard_neg" in found:
+        columns["hard_neg"] = "hard_neg"
+    if "hard_neg" not in columns:
+        entry["warning"] = (f"{source.path} has no hard_neg column (found {found}): its rows are "
+                            "entailment pairs only, so it adds no nli_triplets (SimCSE-sup's "
+                            "premise/entailment/contradiction rows); map one with columns={'hard_neg': ...}")
+        log.warning(f"[pairs] warning: {entry['warning']}")
+    return [{"source": index, "unit": 0, "label": _basename(source.path), "files": [source.path],
+             "spec": {**spec, "columns": columns}}]
+
+
+def _table_units(source, index: int, spec: dict, entry: dict, **_) -> list[dict]:
+    """A csv / tsv / json / jsonl / parquet file of pairs: one unit, its columns mapped and checked."""
+    if not _exists(source.path):
+        raise FileNotFoundError(f"pair file not found: {source.path}")
+    preset = _preset_of(source)
+    columns, relation = _mapping(source, preset)
+    fmt = _table_format(source)
+    if fmt == "json" and not _json_is_list(source.path):
+        fmt = "jsonl"
+    _check_columns(source.path, _header(source.path, fmt), columns)
+    default = {**{r: r for r in RSE_RELATIONS}, **NLI_TEXT_LABELS}
+    return [{"source": index, "unit": 0, "label": _basename(source.path), "files": [source.path],
+             "spec": {**spec, "format": fmt, "columns": columns, "relation": relation,
+                      "label_map": _label_map(preset, source, default) if relation is None else None}}]
+
+
+def _hf_units(source, index: int, spec: dict, entry: dict, *, cfg: PairIngestConfig, work: str) -> list[dict]:
+    """A Hugging Face dataset: its columns checked, cut into chunks of ``cfg.hf_chunk_rows`` rows written under
+    ``work``, a unit per chunk."""
+    preset = _preset_of(source)
+    if preset is None and not source.columns:
+        raise PairSourceError(f"hf source {source.path}: unknown dataset; give preset= (one of "
+                              f"{sorted(PRESETS)}) or columns= and label_map=")
+    columns, relation = _mapping(source, preset)
+    dataset = _load_hf(source)
+    _check_columns(f"hf dataset {source.path}" + (f"/{source.name}" if source.name else ""),
+                   list(dataset.column_names), columns)
+    top = sorted({c.split(".")[0] for c in columns.values()})
+    table_ds = dataset.select_columns(top).with_format("arrow")
+    n = len(table_ds)
+    chunk = max(1, cfg.hf_chunk_rows)
+    split = source.split or "train"
+    units = []
+    for k, start in enumerate(range(0, max(n, 1), chunk)):
+        path = f"{work}/pair_hf/{index:03d}-{k:05d}.parquet"
+        write_table(table_ds[start:min(n, start + chunk)], path)
+        units.append({"source": index, "unit": k, "label": split, "files": [path],
+                      "spec": {**spec, "format": "parquet", "columns": columns, "relation": relation,
+                               "row_offset": start,
+                               "label_map": _label_map(preset, source, None) if relation is None else None}})
+    entry["hf"] = {"rows": n, "fingerprint": getattr(dataset, "_fingerprint", None)}
+    entry["split"] = split
+    return units
 
