@@ -294,7 +294,7 @@ def prepare_inputs(work: Path, seed: int) -> dict:
     """The demo world, ingested on a local Ray, and a tiny BERT (run in a child process: its Ray is gone
     before the cluster starts)."""
     from ingest.pipeline import IngestConfig, run_ingest
-    from sets.io import read_table
+    from setformat.io import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
     from infra.logs import lines_muted
     from infra.ray_local import ensure_ray

@@ -391,7 +391,7 @@ def run_cloud(out: Path, stages_to_run: list[str], fault_rate: float = 0.0, seed
 
     stage("ingest", ingest_stage)
 
-    from sets.io import read_table
+    from setformat.io import read_table
     from train.tiny_bert import build_tiny_bert
 
     model = str(build_tiny_bert(read_table(f"{out}/sets/sentences", ["sentence"])["sentence"].to_pylist(),

@@ -113,7 +113,7 @@ READINGS = ("positive", "anchor")  # dsbats.reversed_pair: p⁻ = the positive r
 
 def test_queries_equal_to_training(sets: Path) -> dict:
     """SRSD queries whose definition pair is a training pair's, counted from the written sets themselves."""
-    from sets.io import read_table
+    from setformat.io import read_table
 
     pairs = read_table(sets / "bats_definitions", ["split", "first_definition", "second_definition"]).to_pydict()
     trained = {(a, b) for split, a, b in zip(pairs["split"], pairs["first_definition"], pairs["second_definition"])

@@ -65,7 +65,7 @@ def prepare(out: Path) -> tuple[str, str]:
     import ray
 
     from ingest.pipeline import IngestConfig, run_ingest
-    from sets.io import read_table
+    from setformat.io import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
     from train.tiny_bert import build_tiny_bert
 

@@ -47,7 +47,7 @@ def timed_cli(args: list[str], env: dict | None = None, timeout: int = 900) -> d
 def prepare(out: Path) -> dict:
     """The demo world ingested locally, a tiny BERT, the world's STS dev folder."""
     from ingest.pipeline import IngestConfig, run_ingest
-    from sets.io import read_table
+    from setformat.io import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
     from train.tiny_bert import build_tiny_bert
 

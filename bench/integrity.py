@@ -117,7 +117,7 @@ def failed_job_feeds_next(setting: dict, out: Path) -> dict:
                lambda: (sets / "sentences" / "_manifest.json").is_file())
     # the SRSD set of a finished DSBATS job, then the same job again, killed once it started: its sets are
     # being rewritten, so none of them may be read
-    from sets.integrity import read_job
+    from setformat.integrity import read_job
 
     dsbats = out / "killed-dsbats"
     command = ["-c", "import sys; from ingest.dsbats.bats import category_files; from ingest.dsbats.job import "

@@ -71,7 +71,7 @@ def _base_model(workdir: Path, bucket: str) -> None:
     """A tiny BERT whose vocabulary is trained on the sentences set ingest wrote into the bucket, put there
     (``--model gs://...``)."""
     from infra.storage import filesystem
-    from sets.io import read_table
+    from setformat.io import read_table
     from train.tiny_bert import build_tiny_bert
 
     sentences = read_table(f"{bucket}/sets/sentences", ["sentence"])["sentence"].to_pylist()

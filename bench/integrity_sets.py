@@ -9,7 +9,7 @@ its sentences are rows the checked set does not have), ``--no-resume``, so it re
 left to finish. For each, the training's exit and its last stderr line, whether it finished on the set it checked
 or stopped in one line, and ``mixed_rows``: rows the training's readers returned that are not rows of the set it
 checked (0 required). What the readers returned is recorded by a ``sitecustomize`` this bench puts on the
-training's ``PYTHONPATH`` (it wraps ``sets.io.read_pinned_file`` in the driver and in every Ray worker and
+training's ``PYTHONPATH`` (it wraps ``setformat.io.read_pinned_file`` in the driver and in every Ray worker and
 appends the keys of the rows each read returned to a log); ``mixed_rows_if_globbed``: what a reader listing the
 folder's parquet files (the behaviour before sets were pinned) would have returned there after the re-ingest.
 
@@ -42,7 +42,7 @@ READ_LOG_ENV = "STRUCTCSE_BENCH_READ_LOG"
 HOOK = '''import os
 if os.environ.get("%s"):
     import hashlib, json
-    import sets.io as _sets
+    import setformat.io as _sets
 
     _read = _sets.read_pinned_file
 
@@ -102,7 +102,7 @@ def _globbed_keys(folder: Path) -> list[str]:
 
 
 def _one(setting: dict, out: Path, steps: int, kill: bool) -> dict:
-    from sets.io import read_table
+    from setformat.io import read_table
 
     world = setting["world"]
     sets = out / "sets"

@@ -40,7 +40,7 @@ def run_everything(work: Path) -> None:
     from eval.cli import main as eval_main
     from infra.logs import lines_muted
     from ingest.pipeline import IngestConfig, run_ingest
-    from sets.io import read_table
+    from setformat.io import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
     from train.config import TrainConfig
     from train.run import run

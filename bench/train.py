@@ -106,7 +106,7 @@ MAX_LEN = 32
 def build_pairs(snli_dir: Path | None, out: Path) -> tuple[Path, list[tuple[str, str]]]:
     """nli_triplets of SNLI dev (or the demo world's NLI pairs when the folder is absent)."""
     from ingest.pairs import PairIngestConfig, PairSource, run_pair_ingest
-    from sets.io import read_table
+    from setformat.io import read_table
 
     if snli_dir is None or not snli_dir.is_dir():
         from structcse.demo import generate_demo_world

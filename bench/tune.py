@@ -50,7 +50,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def prepare(work: Path):
     from infra.logs import lines_muted
     from ingest.pipeline import IngestConfig, run_ingest
-    from sets.io import read_table
+    from setformat.io import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
     from train.tiny_bert import build_tiny_bert
 

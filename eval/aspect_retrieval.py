@@ -1,6 +1,6 @@
 """Aspect retrieval (AspectCSE §6.1; Ostendorff et al. 2022, ``eval_cli.py``): P@k, R@k, MRR@k per aspect.
 
-Input: an ``aspect_docs`` set folder (``sets.schemas.ASPECT_DOCS``: one row
+Input: an ``aspect_docs`` set folder (``setformat.schemas.ASPECT_DOCS``: one row
 per (document, aspect) with the document's label ids on that aspect) and
 any encoder. Protocol, per aspect:
 
@@ -41,7 +41,7 @@ from score.aspects import ASPECT_COLUMNS, KS, embed_aspects, read_aspect_docs, r
 
 def check_aspect_data(data: str | Path, split: str = "test", **_) -> None:
     """Cheap check before a model loads: the folder exists and holds an ``aspect_docs`` set."""
-    from sets.io import check_set_folder
+    from setformat.io import check_set_folder
 
     check_set_folder(data, "aspect_docs", required=ASPECT_COLUMNS)
 

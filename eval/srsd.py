@@ -1,6 +1,6 @@
 """SRSD: sentence relationship similarity distinguishing (DSBATS slides, "Intrinsic Evaluation"; methods.md §6).
 
-Input: an ``srsd`` set folder (``sets.schemas.SRSD``: ``item_id``,
+Input: an ``srsd`` set folder (``setformat.schemas.SRSD``: ``item_id``,
 ``cluster``, ``kind``, ``query_first``, ``query_second``,
 ``candidates_first``, ``candidates_second``, ``answer``): a query pair of
 definition sentences and candidate pairs, exactly one of which (``answer``,
@@ -38,7 +38,7 @@ from score.srsd import HEADLINE_KIND, REVERSED_KIND, SRSD_COLUMNS, SrsdItem, is_
 
 def check_srsd_data(data: str | Path, split: str = "test", representation: str | None = None, **_) -> None:
     """Cheap check before a model loads: the folder exists and holds an ``srsd`` set."""
-    from sets.io import check_set_folder
+    from setformat.io import check_set_folder
     from train.methods.dsbats import PAIR_REPRESENTATIONS
 
     if split != "test":

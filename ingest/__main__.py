@@ -10,7 +10,7 @@ from infra.storage import retries_reported
 from ingest import wikidata
 from ingest.lost_input import lost_input
 from ingest.multistream import DumpFormatError
-from sets.schemas import SchemaError
+from setformat.schemas import SchemaError
 
 if TYPE_CHECKING:  # ingest.pipeline imports Ray: loaded in main(), after the log settings (infra/logs.py)
     from ingest.pipeline import IngestConfig

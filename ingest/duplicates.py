@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sets.io import read_table, write_table
+from setformat.io import read_table, write_table
 
 # the shard files whose rows belong to one page, in the order units._ShardPages counts them
 PAGE_ROW_SETS = ("sentences", "mentions", "intros", "redirects")

@@ -42,8 +42,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sets import schemas
-from sets.io import align, hash_buckets, mix64, read_dataset, row_hashes, table_writer, write_table
+from setformat import schemas
+from setformat.io import align, hash_buckets, mix64, read_dataset, row_hashes, table_writer, write_table
 from ingest.shuffle import Shuffle, count_rows, map_buckets, map_keys, value_runs
 from ingest.wikitext import normalize_title
 
@@ -290,7 +290,7 @@ def _linked_side(batch: pa.Table) -> pa.Table:
 
 def _vocabulary_lookup(path: str) -> tuple[pa.Array, pa.Array]:
     """The vocabulary's QIDs and titles, position ``entity_index - 1`` (entities are numbered 1..N)."""
-    from sets.io import read_table
+    from setformat.io import read_table
 
     vocabulary = read_table(path, columns=["entity_index", "qid", "title"])
     if not np.array_equal(vocabulary["entity_index"].to_numpy(), np.arange(1, len(vocabulary) + 1)):

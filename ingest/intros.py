@@ -24,9 +24,9 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sets import schemas
+from setformat import schemas
 from ingest.entity_pairs import sitelink_side
-from sets.io import align, hash_buckets, read_dataset, set_files, write_manifest, write_table
+from setformat.io import align, hash_buckets, read_dataset, set_files, write_manifest, write_table
 from ingest.shuffle import Shuffle, count_bytes, map_buckets, value_runs
 
 log = logging.getLogger(__name__)

@@ -37,9 +37,9 @@ from dataclasses import asdict, dataclass, field
 import ray
 
 from ingest import duplicates, entity_pairs, intros, multistream, wikidata
-from sets import schemas
-from sets.integrity import finish_job, start_job
-from sets.io import check_set, code_version, file_digest, write_json, write_set_manifest
+from setformat import schemas
+from setformat.integrity import finish_job, start_job
+from setformat.io import check_set, code_version, file_digest, write_json, write_set_manifest
 from ingest.shuffle import Shuffle, limit_ray_data
 from ingest.units import process_unit, remove_stale_unit_files
 from infra.secrets import redact_text

@@ -4,7 +4,7 @@
 bucket of keys per call. It runs in two rounds of tasks, as MapReduce and datatrove do:
 
 1. **scatter** (a Ray Data ``map_batches`` over ``ds``, one call per ``SCATTER_ROWS`` rows): each batch's rows
-   are sorted by a 64-bit hash of their key (``sets.io.row_hashes``) and written to one
+   are sorted by a 64-bit hash of their key (``setformat.io.row_hashes``) and written to one
    Arrow IPC file in the job's work folder, as ``SLICES`` record batches, one per equal range
    of hashes. The call returns its file's name, rows and Arrow bytes.
 2. **reduce** (one Ray task per bucket): the bucket count is chosen *now*, from the rows and
@@ -121,7 +121,7 @@ def _open_ipc(path: str):
 
 
 def _scatter(block: pa.Table, key: list[str], folder: str, shift: int | None = None) -> pa.Table:
-    from sets.io import row_hashes
+    from setformat.io import row_hashes
 
     if shift is None:
         hashes = row_hashes(block, key)

@@ -54,9 +54,9 @@ import pyarrow as pa
 
 from infra.storage import filesystem, open_file
 from ingest import duplicates, multistream, wikidata, wikidata_ranges
-from sets import schemas
-from sets.io import read_json as _read_json
-from sets.io import file_stamp, table_writer, write_bytes, write_json, write_table
+from setformat import schemas
+from setformat.io import read_json as _read_json
+from setformat.io import file_stamp, table_writer, write_bytes, write_json, write_table
 from ingest.wikipedia import LostPages, Page, PageError, decode_xml_bytes, iter_pages_from_file, parse_pages
 from ingest.wikitext import extractor_loops, normalize_title, split_sentences, wikitext_to_text
 
@@ -400,7 +400,7 @@ def remove_stale_unit_files(out: str, units: list[dict], kinds: tuple[str, ...])
             if found and (kind, int(found.group(1))) not in planned:
                 stale.append(path)
     from infra.storage import is_uri
-    from sets.integrity import remove_in_out
+    from setformat.integrity import remove_in_out
 
     for path in stale:  # structcse's own files only (infra.owned.remove_owned), in the job's claimed --out
         remove_in_out(out, fs.unstrip_protocol(path) if is_uri(out) else path, "a pass-1 file of an earlier run",

@@ -49,7 +49,7 @@ from typing import BinaryIO
 
 from infra.storage import filesystem, open_file
 from ingest import bz2_blocks
-from sets.io import file_stamp, write_bytes
+from setformat.io import file_stamp, write_bytes
 
 COMPRESSIONS = ("none", "gz", "bz2")
 GZIP_MAGIC = b"\x1f\x8b\x08"

@@ -38,7 +38,7 @@ class AspectDocs:
 
 def read_aspect_docs(data: str | Path, limit: int | None = None) -> dict[str, AspectDocs]:
     """``{aspect: AspectDocs}`` in order of first appearance; a repeated (aspect, qid) keeps its first row."""
-    from sets.io import read_table
+    from setformat.io import read_table
 
     table = read_table(data, ASPECT_COLUMNS, kind="aspect_docs").to_pydict()
     out: dict[str, AspectDocs] = {}

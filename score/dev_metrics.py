@@ -31,8 +31,8 @@ metric                 reported as                 what it is (methods.md)
 Dev data layouts: STS metrics read ``sts-dev.csv`` (SentEval STS-B: tab-separated, no header,
 ``genre file year id score s1 s2``) or that file itself; ``nli_auprc`` reads a SentEval NLI folder
 (``s1.dev``, ``s2.dev``, ``labels.dev``: line i of each is one pair); ``aspect_p10`` reads an
-``aspect_docs`` set folder (``sets.schemas.ASPECT_DOCS``) and ``srsd`` an ``srsd`` set folder
-(``sets.schemas.SRSD``).
+``aspect_docs`` set folder (``setformat.schemas.ASPECT_DOCS``) and ``srsd`` an ``srsd`` set folder
+(``setformat.schemas.SRSD``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ SICK's entailment_BA marks the bilateral pairs). Two local layouts, told apart b
   ``entailment_BA`` column marks the bilateral entailments (B also entails
   A), which GaussCSE's direction task excludes (paper §3.2).
 
-Labels go through ingest's NLI label map (``sets.labels.NLI_TEXT_LABELS``,
+Labels go through ingest's NLI label map (``setformat.labels.NLI_TEXT_LABELS``,
 case-insensitive): entailment / neutral / contradiction are kept as relation
 names; ``-`` (no gold label) rows are skipped and counted (the GaussCSE code
 keeps them as non-entailment; SentEval's files have none); any other label is
@@ -31,7 +31,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sets.labels import NLI_INT_LABELS, NLI_TEXT_LABELS
+from setformat.labels import NLI_INT_LABELS, NLI_TEXT_LABELS
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ class SrsdItems(list):
 def read_srsd(data: str | Path, limit: int | None = None) -> SrsdItems:
     """The items in set order (the first ``limit`` of each kind). One rule for a bad row, as every reader in
     ``score``: a malformed item is skipped, counted and named (``item 'x': reason``) in a warning."""
-    from sets.io import read_table
+    from setformat.io import read_table
 
     table = read_table(data, SRSD_COLUMNS, kind="srsd").to_pydict()
     items, per_kind = SrsdItems(), defaultdict(int)

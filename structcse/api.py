@@ -1,6 +1,6 @@
 """The Python API: load a trained model, encode, score pairs, read a set, run an evaluation.
 
-Everything here wraps what the command lines use (``eval.models``, ``sets.io``, ``eval.tasks``), so a
+Everything here wraps what the command lines use (``eval.models``, ``setformat.io``, ``eval.tasks``), so a
 script gets the same model, the same checks and the same figures as ``python -m eval``. Heavy imports
 (torch, sentence-transformers, pyarrow) happen on the first call, not on ``import structcse``.
 
@@ -59,15 +59,15 @@ def read_set(path: str | os.PathLike, name: str | None = None, columns: list[str
     read (default: all).
 
     The set is checked as train and eval check it before reading: the job that wrote it finished, every
-    file its manifest lists is there with its size, and (for the kinds ``sets/schemas.py`` declares)
+    file its manifest lists is there with its size, and (for the kinds ``setformat/schemas.py`` declares)
     the columns have their declared types. Only the files the manifest lists are read.
 
     Returns a ``pyarrow.Table`` (``.to_pandas()`` gives a DataFrame). Raises ``FileNotFoundError`` for a
-    missing folder and ``sets.schemas.SchemaError`` (a ``ValueError``) in one line naming the set and
+    missing folder and ``setformat.schemas.SchemaError`` (a ``ValueError``) in one line naming the set and
     what is wrong: an unfinished job (and the command to rerun), a missing file, a missing column.
     """
-    from sets.integrity import verify_set
-    from sets.io import read_table
+    from setformat.integrity import verify_set
+    from setformat.io import read_table
 
     folder = _set_folder(path, name)
     kind = _set_kind(folder)
@@ -80,7 +80,7 @@ def read_set(path: str | os.PathLike, name: str | None = None, columns: list[str
 def read_manifest(path: str | os.PathLike, name: str | None = None) -> dict:
     """The manifest (``_manifest.json``) of a set: its name, row count, the job and inputs that made it,
     ``code_version``, the rows dropped and why. ``path`` and ``name`` as for :func:`read_set`."""
-    from sets.io import read_manifest as _read_manifest
+    from setformat.io import read_manifest as _read_manifest
 
     return _read_manifest(_set_folder(path, name))
 
@@ -126,7 +126,7 @@ def evaluate(model, task: str = "sts", data: str | os.PathLike | None = None, sp
 def _set_folder(path: str | os.PathLike, name: str | None) -> str:
     """The set's folder; a missing one, or a folder of sets with no ``name``, is one line saying so."""
     from infra.preflight import missing_path, subfolders_holding
-    from sets.io import SET_LAYOUT, is_set_folder
+    from setformat.io import SET_LAYOUT, is_set_folder
 
     text = os.fspath(path).rstrip("/") or "/"
     folder = f"{text}/{name}" if name else text
@@ -145,8 +145,8 @@ def _set_folder(path: str | os.PathLike, name: str | None) -> str:
 
 def _set_kind(folder: str) -> str | None:
     """The schema the set is checked against: its folder's name, else its manifest's ``set``, when declared."""
-    from sets import schemas
-    from sets.io import manifest_path, read_json
+    from setformat import schemas
+    from setformat.io import manifest_path, read_json
 
     base = os.path.basename(folder.rstrip("/"))
     if base in schemas.SCHEMAS:

@@ -149,7 +149,7 @@ def _world_sets_and_base(run: DemoRun) -> dict:
     """Steps 1-3: the demo world, its dumps ingested, a tiny BERT with a vocabulary trained on the sentences."""
     from infra.ray_local import ensure_ray
     from ingest.pipeline import IngestConfig, run_ingest
-    from sets.io import read_table
+    from setformat.io import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
     from train.tiny_bert import build_tiny_bert
 

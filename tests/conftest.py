@@ -145,7 +145,7 @@ def demo_sets(demo_world, ray_session, tmp_path_factory):
 @pytest.fixture(scope="session")
 def demo_tiny_bert(demo_sets, tmp_path_factory):
     """A tiny BERT whose WordPiece vocabulary is trained on the demo world's sentences."""
-    from sets.io import read_table
+    from setformat.io import read_table
     from train.tiny_bert import build_tiny_bert
 
     out, _ = demo_sets

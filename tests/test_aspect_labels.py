@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
-from sets import schemas
+from setformat import schemas
 from ingest.aspects import validate
 from ingest.aspects.offline import aspect_labels_from_wikidata_set
 from ingest.aspects.sparql import SparqlError, fetch_aspect_labels, retry_after_seconds

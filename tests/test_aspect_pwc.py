@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ingest.aspects.pwc import PwcFormatError, build_pwc_sets, read_pwc_fold
-from sets.io import read_manifest, read_table
+from setformat.io import read_manifest, read_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

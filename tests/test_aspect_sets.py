@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from sets import schemas
-from sets.io import read_manifest, read_table
+from setformat import schemas
+from setformat.io import read_manifest, read_table
 
 COMPANY = "Q4830453"
 

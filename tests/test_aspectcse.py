@@ -83,8 +83,8 @@ def test_retrieval_metrics_without_seeds_and_duplicate_rows_in_the_set(tmp_path)
 
 
 def write_aspect_docs(folder: Path, rows: list[tuple[str, str, str, list[str]]]) -> Path:
-    from sets.schemas import ASPECT_DOCS
-    from sets.io import write_table
+    from setformat.schemas import ASPECT_DOCS
+    from setformat.io import write_table
 
     table = pa.Table.from_pylist(
         [{"qid": q, "title": f"title {q}", "text": t, "aspect": a, "labels": labs} for q, t, a, labs in rows],
@@ -177,7 +177,7 @@ def test_generic_vs_aspect_model_side_by_side(st_model, tiny, docs, tmp_path):
 
 def test_cli_bad_aspect_data_errors_name_the_folder_and_column(tmp_path, capsys):
     bad = tmp_path / "bad"
-    from sets.io import write_table
+    from setformat.io import write_table
 
     write_table(pa.table({"qid": ["Q1"], "text": ["a"]}), str(bad / "part-00000.parquet"))
     for data, message in ((tmp_path / "nowhere", "aspect_docs set folder does not exist"),
@@ -192,8 +192,8 @@ def test_cli_bad_aspect_data_errors_name_the_folder_and_column(tmp_path, capsys)
 
 @pytest.fixture(scope="module")
 def triplets(tmp_path_factory):
-    from sets.schemas import ASPECT_TRIPLETS
-    from sets.io import write_table
+    from setformat.schemas import ASPECT_TRIPLETS
+    from setformat.io import write_table
 
     rng = np.random.default_rng(2)
     n = 24

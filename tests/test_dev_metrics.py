@@ -32,7 +32,7 @@ def _texts(rng: np.random.Generator, n: int) -> list[str]:
 
 
 def _write(folder: Path, rows: list[dict], schema) -> Path:
-    from sets.io import write_table
+    from setformat.io import write_table
 
     write_table(pa.Table.from_pylist(rows, schema=schema), str(folder / "part-00000.parquet"))
     return folder
@@ -68,7 +68,7 @@ def dsbats_dir(model_dir, tmp_path_factory) -> Path:
 def aspect_docs(tmp_path_factory) -> Path:
     """P17: 24 documents in 4 countries (doc 5 in two); P452: 12 of them in 3 industries; P31: 3 documents
     that share no label (an aspect without seeds: left out of the mean)."""
-    from sets.schemas import ASPECT_DOCS
+    from setformat.schemas import ASPECT_DOCS
 
     texts = _texts(np.random.default_rng(1), 24)
     countries, industries = ["Q30", "Q183", "Q142", "Q38"], ["Q8148", "Q11631", "Q190117"]
@@ -89,7 +89,7 @@ def _srsd_item(i, cluster, kind, query, candidates, answer) -> dict:
 @pytest.fixture(scope="module")
 def srsd_set(tmp_path_factory) -> Path:
     """20 other_cluster items with random pairs (accuracy depends on the model) and 4 reversed items."""
-    from sets.schemas import SRSD
+    from setformat.schemas import SRSD
 
     rng = np.random.default_rng(2)
     s = _texts(rng, 60)
@@ -136,7 +136,7 @@ def test_aspect_p10_on_embeddings_chosen_by_hand(tmp_path):
     as Ostendorff's eval_cli). P31: docs 0-2 share no label: no seed, left out of the mean.
     aspect_p10 = (0.45 + 1.0) / 2 = 0.725."""
     from eval.aspect_retrieval import evaluate_aspect_retrieval
-    from sets.schemas import ASPECT_DOCS
+    from setformat.schemas import ASPECT_DOCS
     from score.dev_metrics import DEV_METRICS
 
     angles = [0, 1, 2, 3, 4, 180] + [90 + j for j in range(6)]
@@ -176,7 +176,7 @@ def _brute_force_p10(embeddings: dict[str, np.ndarray], rows: list[dict]) -> flo
 def test_aspect_p10_of_a_model_folder_is_the_brute_force_p10(model_dir, aspect_docs):
     from sentence_transformers import SentenceTransformer
 
-    from sets.io import read_table
+    from setformat.io import read_table
     from score.dev_metrics import DEV_METRICS
     from train.saved_models import score_model_dir
 
@@ -201,7 +201,7 @@ def test_srsd_on_embeddings_chosen_by_hand(tmp_path):
     Item 2: query (p,r) = (0,1); (q,s) cos 1, (p,q) cos 0; answer 0: right.
     Item 3: query (p,r); (p,q) cos 0, (q,p) cos 0, (s,q) = (0,−1) cos −1; answer 2: wrong.
     A reversed item (wrong: its answer is the reversed query) is not scored. Accuracy 2/4."""
-    from sets.schemas import SRSD
+    from setformat.schemas import SRSD
     from score.dev_metrics import DEV_METRICS
 
     encoder = _chosen({"p": (0, 0), "q": (1, 0), "r": (0, 1), "s": (1, 1), "t": (2, 0)})
@@ -224,7 +224,7 @@ def test_srsd_of_a_model_folder_under_its_own_representation(model_dir, dsbats_d
     from the saved weights) against the accuracy counted here, item by item."""
     from sentence_transformers import SentenceTransformer
 
-    from sets.io import read_table
+    from setformat.io import read_table
     from score.dev_metrics import DEV_METRICS
     from train.saved_models import score_model_dir
 
@@ -274,8 +274,8 @@ def test_the_methods_configs_name_their_own_dev_metric(aspect_docs, srsd_set, tm
 
 
 def test_unusable_dev_sets_fail_when_read(tmp_path, srsd_set):
-    from sets.schemas import ASPECT_DOCS, SRSD
-    from sets.io import read_table
+    from setformat.schemas import ASPECT_DOCS, SRSD
+    from setformat.io import read_table
     from score.dev_metrics import DEV_METRICS
 
     no_seeds = _write(tmp_path / "no_seeds", [{"qid": f"Q{i}", "title": "t", "text": f"text {i}", "aspect": "P17",

@@ -181,8 +181,8 @@ def test_method_loss_equals_the_formula_in_numpy(tiny, representation, negatives
 
 @pytest.fixture(scope="module")
 def dsbats4cl(tmp_path_factory):
-    from sets.schemas import DSBATS4CL
-    from sets.io import write_table
+    from setformat.schemas import DSBATS4CL
+    from setformat.io import write_table
 
     rng = np.random.default_rng(4)
     texts = {c: _texts(rng, 16) for c in COLUMNS}
@@ -247,8 +247,8 @@ def test_config_loads_validates_and_names_bad_values(tmp_path):
 
 
 def write_srsd(folder: Path, items: list[dict]) -> Path:
-    from sets.schemas import SRSD
-    from sets.io import write_table
+    from setformat.schemas import SRSD
+    from setformat.io import write_table
 
     write_table(pa.Table.from_pylist(items, schema=SRSD), str(folder / "part-00000.parquet"))
     return folder
@@ -321,7 +321,7 @@ def test_srsd_accuracy_known_answers(st_model, srsd_set, tmp_path):
 def test_srsd_cli_and_bad_folders(st_model, srsd_set, tmp_path, capsys):
     from eval.cli import main
     from eval.srsd import check_srsd_data
-    from sets.io import write_table
+    from setformat.io import write_table
 
     assert main(["--task", "srsd", "--data", str(srsd_set), "--model", str(st_model)]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -109,7 +109,7 @@ def dsbats_sets(ray_session, wordnet_folder, tmp_path_factory):
 
 
 def test_every_bats_pair_is_written_or_dropped_with_a_reason(dsbats_sets):
-    from sets.io import check_set, read_manifest, read_table
+    from setformat.io import check_set, read_manifest, read_table
 
     out, result, bats = dsbats_sets
     for kind in ("bats_definitions", "dsbats4cl", "srsd"):
@@ -133,7 +133,7 @@ def test_every_bats_pair_is_written_or_dropped_with_a_reason(dsbats_sets):
 
 
 def test_split_keeps_test_lines_out_of_training(dsbats_sets):
-    from sets.io import read_table
+    from setformat.io import read_table
 
     out, result, _ = dsbats_sets
     table = read_table(out / "bats_definitions").to_pylist()
@@ -152,7 +152,7 @@ def test_split_keeps_test_lines_out_of_training(dsbats_sets):
 
 def test_words_holdout_keeps_every_test_word_out_of_training(dsbats_sets):
     from ingest.dsbats.contrastive import split_rows
-    from sets.io import read_table
+    from setformat.io import read_table
 
     out, _, _ = dsbats_sets
     table = read_table(out / "bats_definitions").to_pylist()
@@ -166,7 +166,7 @@ def test_words_holdout_keeps_every_test_word_out_of_training(dsbats_sets):
 
 
 def test_srsd_items_hold_one_same_cluster_answer(dsbats_sets):
-    from sets.io import read_table
+    from setformat.io import read_table
 
     out, _, _ = dsbats_sets
     defs = {}

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from sets.io import read_table
+from setformat.io import read_table
 
 
 def test_the_rows_of_a_global_step_are_the_same_at_every_world_size():

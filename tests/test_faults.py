@@ -84,8 +84,8 @@ def test_a_truncated_or_foreign_parquet_file_is_named_before_training(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sets import schemas
-    from sets.io import check_set
+    from setformat import schemas
+    from setformat.io import check_set
 
     folder = tmp_path / "sentences"
     folder.mkdir()
@@ -207,7 +207,7 @@ def test_ingest_of_a_dump_with_a_corrupt_block_quarantines_it_and_exits_1(demo_w
 @pytest.mark.end_to_end
 def test_the_same_pages_in_two_inputs_are_written_once_and_counted(demo_world, demo_sets, ray_session, tmp_path):
     from ingest.pipeline import IngestConfig, run_ingest
-    from sets.io import read_table
+    from setformat.io import read_table
     from structcse.demo import ENTITY_LINK_THRESHOLD
 
     single_out, single = demo_sets

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sets.io import PinnedFile, PinnedSet
+from setformat.io import PinnedFile, PinnedSet
 from train.config import ConfigError, TrainConfig
 from train.feeds import MEMORY_FEED_MAX_BYTES, resolve_feed
 

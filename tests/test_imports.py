@@ -1,7 +1,7 @@
 """Every import between the project's packages, read from the source with ``ast`` (imports inside functions
 included): none points up the stage order, and no two modules import each other, directly or round a loop.
 
-    infra  <-  sets  <-  ingest  <-  score  <-  train  <-  eval  <-  tune  <-  structcse (demo, CLI)  <-  bench
+    infra  <-  setformat  <-  ingest  <-  score  <-  train  <-  eval  <-  tune  <-  structcse (demo, CLI)  <-  bench
 
 ``python -m tests.test_imports`` prints the edges between packages ("pkg -> pkg (N imports)"), then any
 upward edge and any cycle, with file:line.
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # lowest first: a package may import only those at or before its own place
 # (bench: the measurements, above everything; a folder of scripts without an ``__init__.py``)
-STAGE_ORDER = ("infra", "sets", "ingest", "score", "train", "eval", "tune", "structcse", "bench")
+STAGE_ORDER = ("infra", "setformat", "ingest", "score", "train", "eval", "tune", "structcse", "bench")
 
 
 @dataclass(frozen=True)
@@ -187,8 +187,8 @@ def test_no_import_points_up_the_stage_order():
                      + "\n".join(f"  {i.source} -> {i.target}  ({i.where})" for i in bad))
 
 
-def test_ingest_is_a_stage_the_other_stages_read_its_sets_through_the_sets_layer():
-    """score, train, eval and tune read what ingest wrote through ``sets`` (the format, schemas, readers and
+def test_ingest_is_a_stage_the_other_stages_read_its_sets_through_setformat():
+    """score, train, eval and tune read what ingest wrote through ``setformat`` (the format, schemas, readers and
     writers, integrity), never through ingest's own modules: only the demo (structcse) and bench run ingest."""
     found = imports()
     into_ingest = [i for i in found if package_of(i.target) == "ingest" and package_of(i.source) != "ingest"]

@@ -11,8 +11,8 @@ import pyarrow.dataset as pads
 import pytest
 
 from ingest import multistream
-from sets import io as set_io
-from sets import schemas
+from setformat import io as set_io
+from setformat import schemas
 from ingest.pipeline import IngestConfig, run_ingest
 from ingest.wikitext import extractor_loops
 from structcse.demo import ENTITY_LINK_THRESHOLD

@@ -17,7 +17,7 @@ from train.config import TrainConfig
 
 @pytest.fixture(scope="module")
 def pair_bert(demo_pair_sets, tmp_path_factory):
-    from sets.io import read_table
+    from setformat.io import read_table
     from train.tiny_bert import build_tiny_bert
 
     out, _ = demo_pair_sets

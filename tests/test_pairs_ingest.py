@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sets import io as set_io
+from setformat import io as set_io
 from ingest.pairs import (
     PairIngestConfig,
     PairSource,
@@ -19,7 +19,7 @@ from ingest.pairs import (
     parse_source,
     run_pair_ingest,
 )
-from sets.io import read_table
+from setformat.io import read_table
 from tests.conftest import shared_data
 
 SNLI_DEV, SNLI_TEST = 9842, 9824  # rows of the SentEval files (README)
@@ -230,7 +230,7 @@ def test_label_maps_import_without_ray():
     import subprocess
     import sys
 
-    code = ("import sys, score.nli_data, sets.labels; from ingest.pairs import PairSource, NLI_TEXT_LABELS; "
+    code = ("import sys, score.nli_data, setformat.labels; from ingest.pairs import PairSource, NLI_TEXT_LABELS; "
             "print('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"

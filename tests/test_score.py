@@ -109,8 +109,8 @@ def test_nli_dev_reader_is_evals_reader(tmp_path):
 def test_srsd_reader_skips_counts_and_names_malformed_items(tmp_path):
     import pyarrow as pa
 
-    from sets.schemas import SRSD
-    from sets.io import write_table
+    from setformat.schemas import SRSD
+    from setformat.io import write_table
     from score.srsd import read_srsd
 
     def item(i, firsts, seconds, answer):

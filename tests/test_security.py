@@ -170,8 +170,8 @@ def test_a_link_out_of_a_set_folder_is_refused(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sets import schemas
-    from sets.io import set_files
+    from setformat import schemas
+    from setformat.io import set_files
 
     elsewhere = tmp_path / "private.parquet"
     pq.write_table(pa.table({"x": [1]}), elsewhere)
@@ -271,7 +271,7 @@ def test_ingest_train_and_eval_write_no_secret(ray_session, demo_world, demo_tin
 
 
 def test_a_manifest_field_holding_a_secret_is_redacted(tmp_path, monkeypatch):
-    from sets.io import write_manifest
+    from setformat.io import write_manifest
 
     for var, value in SECRETS.items():
         monkeypatch.setenv(var, value)

@@ -1,4 +1,4 @@
-"""A failed job never feeds the next (sets/integrity.py): a set of a job that did not finish, a set left
+"""A failed job never feeds the next (setformat/integrity.py): a set of a job that did not finish, a set left
 by an earlier job, a listed file cut short are refused in one line naming the job to rerun; readers read only
 the files a manifest lists."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from sets.schemas import SchemaError
-from sets.integrity import finish_job, job_file, read_job, start_job
-from sets.io import check_set, set_files, write_manifest, write_table
+from setformat.schemas import SchemaError
+from setformat.integrity import finish_job, job_file, read_job, start_job
+from setformat.io import check_set, set_files, write_manifest, write_table
 
 
 def _sentences_set(out, job_id_holder: list | None = None, rows: int = 3, name: str = "shard-00000.parquet"):

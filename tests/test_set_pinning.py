@@ -1,4 +1,4 @@
-"""A set is the files its manifest lists, pinned (sets/integrity.py, sets/io.py): a file rewritten
+"""A set is the files its manifest lists, pinned (setformat/integrity.py, setformat/io.py): a file rewritten
 after the check stops the reader in one line instead of mixing two jobs' rows; a job's manifest lists the files
 it wrote (a smaller rerun leaves no stale part listed); nested sets carry their job's marker; a job's --out is
 leased (a second job refuses naming the first) and checked (a user's folder or a bucket root: exit 2, nothing
@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from sets.schemas import SchemaError
-from sets.integrity import finish_job, start_job, verify_set
-from sets.io import (pin_set, pinned_dataset, pinned_refusal, read_manifest, read_pinned, read_table, write_manifest,
+from setformat.schemas import SchemaError
+from setformat.integrity import finish_job, start_job, verify_set
+from setformat.io import (pin_set, pinned_dataset, pinned_refusal, read_manifest, read_pinned, read_table, write_manifest,
                          write_table)
 from tests.test_aspect_pwc import write_folder
 
@@ -115,7 +115,7 @@ def test_a_second_job_into_the_same_out_refuses_naming_the_first(tmp_path, capsy
     assert main(["--pwc", str(folder), "--out", str(out)]) == 0
     before = sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom sets.integrity import start_job\n"
+        [sys.executable, "-c", "import sys, time\nfrom setformat.integrity import start_job\n"
          f"start_job({str(out)!r}, 'aspects', 'python -m ingest.aspects --pwc --first')\n"
          "print('started', flush=True)\ntime.sleep(120)"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:

@@ -1,4 +1,4 @@
-"""sets/io.py, the one set I/O module: listing, reading (local paths and URIs),
+"""setformat/io.py, the one set I/O module: listing, reading (local paths and URIs),
 the schema check, the vectorised row hash and the grouped Ray Data work built on
 it, atomic writes and manifests."""
 
@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sets import io as set_io
-from sets import schemas
+from setformat import io as set_io
+from setformat import schemas
 
 ROWS = [{"sentence": f"sentence {i}", "page_id": i % 7, "title": f"T{i % 3}", "sentence_index": i, "wiki": "enwiki"}
         for i in range(40)]
@@ -117,7 +117,7 @@ def test_row_hashes_ignore_chunking_and_tell_nulls_and_columns_apart():
 def test_row_hashes_are_the_same_in_another_process():
     table = pa.table({"title": ["Mining", "Zokano Group", "Bergbau"], "page": [3, 1, 2]})
     here = set_io.row_hashes(table, ["title", "page"]).tolist()
-    code = ("import pyarrow as pa; from sets import io as set_io; "
+    code = ("import pyarrow as pa; from setformat import io as set_io; "
             "print(set_io.row_hashes(pa.table({'title': ['Mining', 'Zokano Group', 'Bergbau'], 'page': [3, 1, 2]}), "
             "['title', 'page']).tolist())")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

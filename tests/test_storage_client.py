@@ -20,7 +20,7 @@ class _Stop(Exception):
 @pytest.mark.parametrize("where", ["local", "s3", "memory"])
 def test_a_failed_write_commits_nothing(where, s3_server, tmp_path):
     from infra.storage import filesystem
-    from sets.io import read_table, table_writer, write_json, write_table
+    from setformat.io import read_table, table_writer, write_json, write_table
 
     root = {"local": str(tmp_path / "set"), "s3": f"s3://{MOTO_BUCKET}/writes/set",
             "memory": "memory://writes/set"}[where]

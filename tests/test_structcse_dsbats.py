@@ -48,7 +48,7 @@ def test_one_command_from_bats_and_wordnet_to_the_table(demo_world, demo_tiny_be
     from collections import Counter
 
     from ingest.dsbats.bats import category_files
-    from sets.io import read_table
+    from setformat.io import read_table
     from structcse.cli import main
     from tests.test_eval import direct_sts_figures
 

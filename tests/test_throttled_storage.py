@@ -29,7 +29,7 @@ def test_sets_and_models_written_through_a_throttling_store_are_the_same(throttl
     from infra import storage
     from infra.publish import check_complete, publish_folder
     from infra.uris import local_copy
-    from sets.io import read_table, write_manifest, write_table
+    from setformat.io import read_table, write_manifest, write_table
 
     monkeypatch.setenv("STRUCTCSE_CACHE", str(tmp_path / "cache"))
     before = storage.retries()

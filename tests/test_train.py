@@ -20,8 +20,8 @@ import ray
 import torch
 import torch.nn.functional as F
 
-from sets.schemas import ENTITIES, ENTITY_PAIRS, SENTENCES, SchemaError
-from sets.io import manifest_path
+from setformat.schemas import ENTITIES, ENTITY_PAIRS, SENTENCES, SchemaError
+from setformat.io import manifest_path
 from train.config import ConfigError, TrainConfig, load_config
 
 REPO = Path(__file__).resolve().parents[1]

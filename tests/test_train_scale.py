@@ -294,7 +294,7 @@ def test_rse_saves_its_relations_and_trains_them_at_their_own_lr(demo_pair_sets,
     where the uninterrupted run ends: bench/elastic.py's (e); a killed run resumed by the same command:
     bench/cloud.py's resume stage.)"""
     from train.methods import load_method_heads
-    from sets.io import read_table
+    from setformat.io import read_table
     from train.run import run
 
     data, _ = demo_pair_sets

@@ -44,7 +44,7 @@ def test_structcse_version_prints_the_version_and_the_commit_of_a_checkout():
 
 
 def test_manifests_code_version_is_the_version_and_this_checkout_s_commit():
-    from sets.io import code_version
+    from setformat.io import code_version
 
     value = code_version()
     assert value == version.code_version()  # one lookup per process

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from sets import schemas
+from setformat import schemas
 from ingest.wikidata import (
     DEFAULT_PROPERTIES,
     MULTILINGUAL_EASE_WIKIS,

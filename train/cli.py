@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     args = build_parser().parse_args(argv)
-    from sets.schemas import SchemaError
+    from setformat.schemas import SchemaError
     from train.config import ConfigError, load_config
 
     overrides = list(args.overrides)

@@ -26,7 +26,7 @@ MEMORY_FEED_MAX_BYTES = 512 * 2**20  # of parquet: a few times that in Arrow, in
 
 def resolve_feed(cfg, train_set) -> tuple[str, str]:
     """``(memory | stream, why)`` for ``cfg.feed`` and the training set as the driver pinned it
-    (``sets.io.PinnedSet``)."""
+    (``setformat.io.PinnedSet``)."""
     if cfg.feed != "auto":
         return cfg.feed, "the config's"
     if cfg.elastic:

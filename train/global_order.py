@@ -58,11 +58,11 @@ class GlobalOrder:
 class SetRows:
     """The columns ``columns`` of the set at ``path`` read once into memory; ``take(ids)`` is a numpy batch as
     Ray Data's ``batch_format="numpy"`` gives it (strings as object arrays). ``path``: the set as the driver
-    checked it (an ``sets.io.PinnedSet``: exactly its files, each read only if it is the file checked, else
+    checked it (an ``setformat.io.PinnedSet``: exactly its files, each read only if it is the file checked, else
     a one-line ``SchemaError`` naming the set and the job to rerun), or a folder or URI (pinned here)."""
 
     def __init__(self, path, columns: list[str]):
-        from sets.io import PinnedSet, pin_set, read_pinned_file
+        from setformat.io import PinnedSet, pin_set, read_pinned_file
 
         pinned = path if isinstance(path, PinnedSet) else pin_set(path)
         tables = [read_pinned_file(pinned, f, columns) for f in pinned.files]

@@ -105,7 +105,7 @@ class LoopInputs:
     # train.run_key.run_fingerprint: written into every metrics.json; rank 0 resumes from the newest whole
     # checkpoint that carries it (train.checkpoints.newest_checkpoint)
     run_fingerprint: str | None = None
-    # {set kind: sets.io.PinnedSet}: the files the driver checked; an elastic run's workers read exactly these
+    # {set kind: setformat.io.PinnedSet}: the files the driver checked; an elastic run's workers read exactly these
     set_pins: dict | None = None
 
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from infra.storage import is_uri
-from sets.io import manifest_path
+from setformat.io import manifest_path
 from train.methods import get_method
 
 

@@ -1,7 +1,7 @@
 """Preflight: everything a run decides before anything is allocated, as one frozen :class:`RunPlan`.
 
 ``make_plan(cfg)`` validates the config, finds and checks every set the method reads against
-``sets.schemas`` (a missing column is a SchemaError naming set and column), loads the model's
+``setformat.schemas`` (a missing column is a SchemaError naming set and column), loads the model's
 config (a bad path or name is a ConfigError), counts the training rows, and decides:
 
 * the pooling the run trains with: a sentence-transformers base (all-MiniLM-L6-v2: mean) keeps its own
@@ -28,7 +28,7 @@ from typing import Any
 
 from infra.storage import arrow_filesystem, filesystem
 from infra.uris import as_local, is_uri, local_path
-from sets.io import pin_set, write_json
+from setformat.io import pin_set, write_json
 from train.config import ConfigError, TrainConfig, metric_for
 from train.feeds import resolve_feed
 from train.methods import get_method
@@ -54,7 +54,7 @@ class RunPlan:
     gpus_per_worker: int
     storage_path: str  # absolute, or a URI
     run_folder: str  # {storage_path}/{run name}
-    # {set kind: sets.io.PinnedSet}: the files each set was checked with (names, sizes, ETag / generation /
+    # {set kind: setformat.io.PinnedSet}: the files each set was checked with (names, sizes, ETag / generation /
     # mtime); Ray Data and the workers read exactly these, and stop in one line at one that changed since
     set_pins: dict = field(default_factory=dict)
 

@@ -84,7 +84,7 @@ def _run(cfg: TrainConfig, plan: RunPlan, callbacks, started: float, run_fingerp
     try:
         result = trainer.fit()
     except Exception as error:
-        from sets.io import pinned_refusal
+        from setformat.io import pinned_refusal
 
         # a set file changed (or removed) under the run: the worker's one line, not Ray's trace
         refusal = pinned_refusal(error, list((plan.set_pins or {}).values()))
@@ -98,14 +98,14 @@ def _run(cfg: TrainConfig, plan: RunPlan, callbacks, started: float, run_fingerp
 
 
 def read_train_set(path, columns: list[str] | None = None):
-    """The set as a Ray Dataset. ``path``: the set as the plan checked it (an ``sets.io.PinnedSet``): one
+    """The set as a Ray Dataset. ``path``: the set as the plan checked it (an ``setformat.io.PinnedSet``): one
     read task per checked file, each reading its file only if it is the one checked (size and ETag /
     generation / mtime; one rewritten since, by a re-ingest into the same folder, stops the run in one line
     naming the set and the job to rerun), through the storage client (``infra.storage``); or a folder or URI,
     pinned here. A ``memory://`` set lives in this process alone: it is read here and handed to Ray whole."""
     import ray.data
 
-    from sets.io import PinnedSet, pin_set, pinned_dataset, read_pinned
+    from setformat.io import PinnedSet, pin_set, pinned_dataset, read_pinned
 
     pinned = path if isinstance(path, PinnedSet) else pin_set(path)
     if pinned.path.startswith("memory://"):

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from infra.storage import filesystem
 from infra.uris import as_local, is_uri
-from sets.io import file_digest, manifest_path, read_json, write_json
+from setformat.io import file_digest, manifest_path, read_json, write_json
 from train.config import ConfigError, TrainConfig
 
 log = logging.getLogger(__name__)

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
 
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     args = build_parser().parse_args(argv)
-    from sets.schemas import SchemaError
+    from setformat.schemas import SchemaError
     from train.config import ConfigError, load_config
     from tune.search import load_tune_settings, run_search
 

@@ -56,10 +56,10 @@ def content_fingerprint(path: str | None, hash_bytes: bool = True) -> str | None
 
 
 def set_fingerprint(path: str, pinned=None) -> str:
-    """What an ingest set holds: its files as pinned (``sets.io.pin_set``: names, sizes, ETag / generation /
+    """What an ingest set holds: its files as pinned (``setformat.io.pin_set``: names, sizes, ETag / generation /
     mtime and inode) and its manifest's record of the job that wrote them (job id, rows, file sizes)."""
-    from sets.schemas import SchemaError
-    from sets.io import pin_set, read_manifest
+    from setformat.schemas import SchemaError
+    from setformat.io import pin_set, read_manifest
 
     pinned = pinned or pin_set(path)
     try:

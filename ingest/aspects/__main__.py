@@ -60,7 +60,7 @@ def config_of(args: argparse.Namespace) -> AspectSetConfig:
 def check(args: argparse.Namespace, cfg: AspectSetConfig) -> None:
     """Every option, before Ray starts: ValueError / SchemaError naming the option."""
     from ingest.aspects.validate import check_language, check_qid
-    from sets.io import check_set
+    from setformat.io import check_set
 
     cfg.validate()
     check_qid(args.cls, "--class")
@@ -90,7 +90,7 @@ def labels_of(args: argparse.Namespace):
 
 
 def write_labels(labels, out: str, args: argparse.Namespace) -> dict:
-    from sets.io import write_manifest, write_table
+    from setformat.io import write_manifest, write_table
 
     path = f"{out.rstrip('/')}/aspect_labels"
     write_table(labels.sort_by([("qid", "ascending"), ("property", "ascending")]), f"{path}/part-00000.parquet")
@@ -101,10 +101,10 @@ def write_labels(labels, out: str, args: argparse.Namespace) -> dict:
 
 
 def start_aspects_job(out: str, command: str, variants: list[str], labels: bool) -> str:
-    """The aspects job's marker, lease and claim on ``out`` (``sets.integrity.start_job``): its nested
+    """The aspects job's marker, lease and claim on ``out`` (``setformat.integrity.start_job``): its nested
     variant folders carry the marker too, the sets it rewrites are emptied of an earlier run's parts, and the
     variant folders an earlier aspects run wrote and this one does not are removed."""
-    from sets.integrity import remove_stale_subsets, start_job
+    from setformat.integrity import remove_stale_subsets, start_job
 
     sets = ["aspect_docs", *(f"{v}/aspect_triplets" for v in variants)] + (["aspect_labels"] if labels else [])
     job_id = start_job(out, "aspects", command, nested=variants, sets=sets)
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
     setup_logging_from_argv(argv)  # quiet output when stdout is not a terminal (infra/logs.py); --verbose
     from infra.owned import NotOurs
     from infra.storage import StorageError
-    from sets.schemas import SchemaError
+    from setformat.schemas import SchemaError
 
     errors = (ValueError, SchemaError, FileNotFoundError, StorageError, NotOurs)  # one line, exit 2
     args = parse_args(argv)
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
         return 2
     if args.pwc:
         from ingest.aspects.pwc import aspects_in, build_pwc_sets
-        from sets.integrity import finish_job
+        from setformat.integrity import finish_job
 
         try:
             aspects = list(args.aspects) if args.aspects else aspects_in(args.pwc)
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from ingest.aspects.triplets import build_aspect_sets
-    from sets.integrity import finish_job
+    from setformat.integrity import finish_job
 
     try:
         # its sets are whole once it is done

@@ -22,7 +22,7 @@ from collections import defaultdict
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sets import schemas
+from setformat import schemas
 from ingest.aspects.table import aspect_table
 from ingest.aspects.validate import (
     check_language,
@@ -30,7 +30,7 @@ from ingest.aspects.validate import (
     check_qid,
     check_wiki,
 )
-from sets.io import read_manifest, read_table
+from setformat.io import read_manifest, read_table
 
 
 def _flat(table: pa.Table, column: str) -> tuple[pa.Array, pa.StructArray]:

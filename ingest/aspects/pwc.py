@@ -69,8 +69,8 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from sets import schemas
-from sets.io import stable_hash, write_json, write_manifest, write_table
+from setformat import schemas
+from setformat.io import stable_hash, write_json, write_manifest, write_table
 
 log = logging.getLogger(__name__)
 HEADER = ["from_paper_id", "to_paper_id", "label"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from sets import schemas
+from setformat import schemas
 from ingest.aspects.validate import id_sort_key
 
 

@@ -42,8 +42,8 @@ from dataclasses import asdict, dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sets import schemas
-from sets.io import align, read_dataset, row_hashes, stable_hash, write_json, write_manifest, \
+from setformat import schemas
+from setformat.io import align, read_dataset, row_hashes, stable_hash, write_json, write_manifest, \
     write_table
 from ingest.shuffle import Shuffle, key_groups, map_buckets, map_keys
 

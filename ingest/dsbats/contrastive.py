@@ -35,8 +35,8 @@ from collections import defaultdict
 
 import pyarrow as pa
 
-from sets import schemas
-from sets.io import stable_hash
+from setformat import schemas
+from setformat.io import stable_hash
 
 
 def _draw(seed: int, *parts) -> float:

@@ -106,7 +106,7 @@ def run_definitions(bats: BatsFolder, network: dict, cfg: SenseConfig, workers: 
     ds = ray.data.from_items(items, override_num_blocks=len(items))
     # max_restarts=0: Ray Data restarts its actors by default, from constructor arguments it keeps in the object
     # store, and Ray logs an ERROR about that at every run; a lost actor fails this job instead (its folder stays
-    # marked unfinished, and a rerun builds it again: sets/integrity.py). Ray 2.60 takes it only as a
+    # marked unfinished, and a rerun builds it again: setformat/integrity.py). Ray 2.60 takes it only as a
     # remote argument, which it warns will go in Ray 2.64 (the project pins 2.60.x: infra/ray_compat.py)
     import warnings
 

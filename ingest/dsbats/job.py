@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 
-from sets import schemas
+from setformat import schemas
 from ingest.dsbats.bats import DEFAULT_CATEGORIES, check_categories, read_bats
 from ingest.dsbats.contrastive import dsbats4cl_rows, split_rows, srsd_rows
 from ingest.dsbats.definitions import run_definitions
 from ingest.dsbats.senses import SenseConfig
-from sets.io import file_digest, write_manifest, write_table
+from setformat.io import file_digest, write_manifest, write_table
 
 log = logging.getLogger(__name__)
 FILE_ROWS = 200_000
@@ -83,7 +83,7 @@ def _pair_accounting(bats, outcomes: list[dict]) -> dict:
 
 
 def build_dsbats(bats_folder: str, network: dict, out: str, cfg: DsbatsConfig) -> dict:
-    from sets.integrity import finish_job, start_job
+    from setformat.integrity import finish_job, start_job
 
     cfg.validate()
     out = out.rstrip("/")

@@ -43,7 +43,7 @@ The package, by concern:
 - ``cli.py`` / ``__main__.py``: ``python -m ingest.pairs``.
 
 Set I/O (reading, hash buckets, grouped Ray Data work, atomic writes,
-manifests) is ``sets/io.py``. Importing this package is light: the
+manifests) is ``setformat/io.py``. Importing this package is light: the
 names below load their module (and Ray, for the job) on first use.
 """
 
@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import importlib
 
-from sets.labels import NLI_INT_LABELS, NLI_RELATIONS, NLI_TEXT_LABELS, RSE_RELATIONS
+from setformat.labels import NLI_INT_LABELS, NLI_RELATIONS, NLI_TEXT_LABELS, RSE_RELATIONS
 
 _LAZY = {
     "KINDS": "sources", "PRESETS": "sources", "HF_ALIASES": "sources", "Preset": "sources",

@@ -7,7 +7,7 @@ import re
 import sys
 
 from infra.storage import open_file
-from sets import schemas
+from setformat import schemas
 from ingest.pairs.sources import KINDS, PRESETS, PairIngestConfig, PairSource, PairSourceError
 
 SOURCE_HELP = """\

@@ -24,14 +24,14 @@ from ingest.pairs.negatives import cap_relations, per_premise, random_negatives
 from ingest.pairs.output import files_for, to_final, write_manifests, write_set
 from ingest.pairs.readers import UNITS, read_unit
 from ingest.pairs.sources import PairIngestConfig, PairSourceError, resolve_sources
-from sets.io import read_dataset, write_json
+from setformat.io import read_dataset, write_json
 
 log = logging.getLogger(__name__)
 
 
 def _clear(out: str, path: str) -> None:
     """Remove a work folder of the job writing ``out`` (structcse's own: ``infra.owned.remove_owned``)."""
-    from sets.integrity import remove_in_out
+    from setformat.integrity import remove_in_out
 
     remove_in_out(out, path, "a work folder of the pairs job", "python -m ingest.pairs")
 
@@ -163,7 +163,7 @@ def run_pair_ingest(cfg: PairIngestConfig) -> dict:
     for path in (f"{work}/pair_units", f"{work}/pair_hf"):
         _clear(out, path)
     sources, units = resolve_sources(cfg, work)  # every source error is raised here, before Ray work
-    from sets.integrity import finish_job, start_job
+    from setformat.integrity import finish_job, start_job
 
     # its sets are whole once it is done; the stale parts of an earlier run are removed now
     job_id = start_job(out, "pairs", "python -m ingest.pairs", sets=("nli_triplets", "relation_triples"))

@@ -38,9 +38,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sets.labels import NLI_RELATIONS
+from setformat.labels import NLI_RELATIONS
 from ingest.pairs.sources import FIRST_ROWS
-from sets.io import stable_hash
+from setformat.io import stable_hash
 from ingest.shuffle import Shuffle, key_groups, map_buckets
 
 _STR, _INT, _I32 = pa.string(), pa.int64(), pa.int32()

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sets import schemas
+from setformat import schemas
 from ingest.pairs.sources import FIRST_ROWS, PairIngestConfig
-from sets.io import code_version, write_manifest, write_table
+from setformat.io import code_version, write_manifest, write_table
 from ingest.shuffle import Shuffle, key_groups, map_buckets
 
 _STR, _INT, _I32 = pa.string(), pa.int64(), pa.int32()

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from infra.storage import arrow_filesystem
 from ingest.pairs.sources import FIRST_ROWS, open_text
-from sets.io import file_digest, write_table
+from setformat.io import file_digest, write_table
 
 UNITS = pa.schema([
     pa.field("source", pa.int32()), pa.field("unit", pa.int32()), pa.field("row", pa.int64()),

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import PurePosixPath
 
 from infra.storage import filesystem, open_file
-from sets.labels import NLI_INT_LABELS, NLI_TEXT_LABELS, RSE_RELATIONS
-from sets.io import write_table
+from setformat.labels import NLI_INT_LABELS, NLI_TEXT_LABELS, RSE_RELATIONS
+from setformat.io import write_table
 
 log = logging.getLogger(__name__)
 KINDS = ("senteval", "simcse_csv", "table", "hf")

@@ -1,6 +1,6 @@
 """AspectCSE (Schopf, Gerber, Ostendorff & Matthes, RANLP 2023, arXiv 2307.07851, §3.1) — and its MNRL baseline.
 
-Reads: the ``aspect_triplets`` set (``sets.schemas.ASPECT_TRIPLETS``;
+Reads: the ``aspect_triplets`` set (``setformat.schemas.ASPECT_TRIPLETS``;
 columns ``anchor``, ``positive``, ``negative``): Wikipedia intros where the
 positive shares a label with the anchor on the row's aspect(s) (one Wikidata
 property, or the intersection / union of several) and the negative shares

@@ -1,7 +1,7 @@
 """DSBATS-sn (Zhang Qixuan, Waseda, slides of 17 July 2023; ``docs/methods.md`` §6): sentence relationships
 from word analogies, learned with only the reversed pairs as negatives.
 
-Reads: the ``dsbats4cl`` set (``sets.schemas.DSBATS4CL``; columns
+Reads: the ``dsbats4cl`` set (``setformat.schemas.DSBATS4CL``; columns
 ``anchor_first``, ``anchor_second``, ``positive_first``, ``positive_second``):
 p_i = (anchor_first, anchor_second) and p_i⁺ = (positive_first,
 positive_second) are two definition-sentence pairs of one BATS cluster (same
@@ -76,7 +76,7 @@ import dataclasses
 import torch
 from torch import nn
 
-from sets.io import stable_hash
+from setformat.io import stable_hash
 from train.distributed import gather_nograd, gather_with_grad
 from train.methods import register
 from train.methods.base import Method

@@ -60,7 +60,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from sets.io import read_table
+from setformat.io import read_table
 from train.distributed import gather_nograd, gather_with_grad, local_rows
 from train.methods import register
 from train.methods.base import Method, double

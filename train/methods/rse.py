@@ -38,7 +38,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from sets.io import read_table
+from setformat.io import read_table
 from train.batch import present
 from train.distributed import gather_nograd, gather_with_grad, local_rows
 from train.methods import register

@@ -2,9 +2,9 @@
 
 Every set ingest writes is a directory of ``*.parquet`` files plus a
 ``_manifest.json``. Readers check a set against these schemas before they
-allocate anything (``sets.io.check_set``), so a wrong or missing column is
+allocate anything (``setformat.io.check_set``), so a wrong or missing column is
 an error that names the set and the column. Reading and writing sets is
-``sets/io.py``; this module only declares.
+``setformat/io.py``; this module only declares.
 """
 
 from __future__ import annotations

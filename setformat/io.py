@@ -1,7 +1,7 @@
 """Set I/O: the one place that reads, hashes, groups and writes parquet sets.
 
 A set is a folder of ``*.parquet`` files plus its manifest, ``_manifest.json``
-(``docs/architecture.md``; schemas in ``sets/schemas.py``). The leading
+(``docs/architecture.md``; schemas in ``setformat/schemas.py``). The leading
 underscore is what Arrow's dataset discovery skips, so a set folder reads as
 is with ``pandas.read_parquet``, ``pyarrow.dataset`` or
 ``ray.data.read_parquet``; sets written before it was named so
@@ -10,7 +10,7 @@ URIs, so ``s3://…`` and ``gs://…`` work where local paths work. Ingest jobs,
 train, eval and tune all use this module:
 
 - reading: ``set_files`` (the parquet files of a set folder), ``check_set``
-  (against the schema declared in ``sets/schemas.py``), ``read_table``
+  (against the schema declared in ``setformat/schemas.py``), ``read_table``
   (a pyarrow Table, no Ray: train and eval), ``read_dataset`` (a Ray Dataset
   with one read task per file: ingest jobs), ``read_manifest``;
 - hashing: ``stable_hash`` (one string), ``row_hashes`` (the rows of a table,
@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from infra.storage import filesystem, is_uri, local_path
-from sets import schemas
+from setformat import schemas
 
 MANIFEST = "_manifest.json"  # a set folder's manifest
 LEGACY_MANIFEST = "manifest.json"  # an older layout's manifest name: read when MANIFEST is absent, never written
@@ -64,7 +64,7 @@ def _listed(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list[st
     fs, local = filesystem(path)
     sizes: dict[str, int | None] = {}
     if fs.isdir(local):
-        from sets.integrity import listed_sizes
+        from setformat.integrity import listed_sizes
 
         listed = listed_sizes(path)  # a set a job wrote: its manifest's files, never one it does not list
         if listed is not None:
@@ -150,7 +150,7 @@ def _info(fs, path: str) -> dict:
 
 def _changed(pinned_set_path: str, kind: str | None, name: str, was: str, now: str) -> schemas.SchemaError:
     from infra.secrets import redact_text
-    from sets.integrity import rerun_hint
+    from setformat.integrity import rerun_hint
 
     folder = os.fspath(pinned_set_path)
     label = f"set {kind!r}" if kind else "set"
@@ -368,7 +368,7 @@ def check_set(path: str | Path, kind: str, required: list[str] | None = None) ->
 def _check(path: str | Path, kind: str, required: list[str] | None = None) -> PinnedSet:
     if kind not in schemas.SCHEMAS:
         raise schemas.SchemaError(f"unknown set kind {kind!r}; known: {sorted(schemas.SCHEMAS)}")
-    from sets.integrity import verify_set
+    from setformat.integrity import verify_set
 
     verify_set(os.fspath(path), kind)  # a set of a job that did not finish is refused before any footer is read
     pinned = _pin_files(path, kind)
@@ -645,8 +645,8 @@ def write_manifest(path: str, set_name: str, rows: int, **fields) -> dict:
 
 def write_set_manifest(manifest: dict, folder: str) -> dict:
     """Write ``manifest`` as the set folder's ``_manifest.json``, after its files, with their sizes and the
-    running job's id (``sets.integrity.seal_fields``). Returns what was written."""
-    from sets.integrity import seal_fields
+    running job's id (``setformat.integrity.seal_fields``). Returns what was written."""
+    from setformat.integrity import seal_fields
 
     manifest = {**manifest, **seal_fields(folder.rstrip("/"), manifest)}
     write_json(manifest, f"{folder.rstrip('/')}/{MANIFEST}")

@@ -6,18 +6,18 @@ starts, ``"done"`` when its last manifest is written (one marker per job, so two
 Each set manifest it writes carries the job's name and ``job_id`` and ``file_sizes`` (every parquet file of
 the set and its size), written after the files.
 
-:func:`verify_set` — run by train, eval and Tune (``sets.io.check_set``) before Ray starts — refuses
+:func:`verify_set` — run by train, eval and Tune (``setformat.io.check_set``) before Ray starts — refuses
 in one line naming the job to rerun: a set of a job that did not finish (still ``running``: killed, or
 still going), a set left by an earlier job than the folder's last one, a set without a manifest in a job's
 folder, and a listed file that is missing or has another size. Readers then read only the listed files
-(``sets.io.set_files``): :func:`listed_files` never globs a folder a structcse job wrote.
+(``setformat.io.set_files``): :func:`listed_files` never globs a folder a structcse job wrote.
 
 A job first checks its ``--out`` (``infra.owned.check_destination``), takes its lease
 (``_lease-<job>.json``, ``infra.lease``: one job of a kind per folder at a time) and claims the folder; the set
 folders it rewrites whole are emptied of an earlier run's parts then (through ``infra.owned.remove_owned``), its
 manifests name the files it wrote and their ``rows`` is checked against the files' footers when sealed. Nested
 sets (``{out}/{variant}/aspect_triplets``) carry the job's marker in their own folder. What a reader checked is
-then pinned (``sets.io.pin_set``): a listed file that changes afterwards stops the reader in one line.
+then pinned (``setformat.io.pin_set``): a listed file that changes afterwards stops the reader in one line.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import time
 import uuid
 
 from infra.storage import is_uri, local_path
-from sets import schemas
+from setformat import schemas
 
 MANIFEST = "_manifest.json"
 _running: dict[str, tuple[str, str]] = {}  # output folder -> (job, job_id) started by this process
