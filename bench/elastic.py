@@ -11,8 +11,11 @@ masks are keyed by (seed, step, column, global row) (``train.dropout_keys``), so
 whichever worker encodes it. Each scenario (dtype, dropout) runs:
 
 (a) ``python -m train`` with RAY_ADDRESS at the cluster: once a checkpoint at step >= k is in the run
-    folder the node is removed (``Cluster.remove_node``: the worker on it dies, its CPU is gone); once
-    the run has resumed on 1 worker the node is added back, and the run grows to 2 again.
+    folder the node is lost (its Train worker killed, then ``Cluster.remove_node``: its CPU is gone); once
+    the run has resumed on 1 worker the node is added back, the 1-worker run held (its worker suspended)
+    until the node's CPU is in the cluster's view, and the run grows to 2 again. Every wait is on the event
+    itself (a file the run writes, the cluster's view), never on a duration: a slow machine makes the bench
+    slower, not red.
 (c) the same config with both nodes: 2 workers throughout.
 (b) the same config with the node gone: 1 worker throughout.
 Then: the sample ids of every global step (``log_sample_ids``; every attempt that trained the step, the
@@ -32,7 +35,8 @@ restart), ``setup`` (-> model, state and data in hand), ``first_step``.
 Nodes are removed and added from this process's main thread (``Cluster.add_node`` from another thread
 fails on a signal handler); the training drivers are subprocesses. Last line: one JSON object with
 ``finished``, ``same_samples_per_step``, ``max_abs_weight_diff_float64`` (per dropout),
-``max_abs_weight_diff_float32``, ``resizes``, ``resize_seconds`` (by phase), ``scenarios``.
+``max_abs_weight_diff_float32``, ``resizes``, ``resize_seconds`` (by phase), ``scenarios``, ``killed_worker``,
+``checks``, ``ok``, and ``failed`` (the scenario that failed and why) when one did.
 """
 
 from __future__ import annotations
@@ -101,21 +105,69 @@ def start_run(cfg: Path, name: str, address: str, logs: Path, *overrides: str) -
                             env=env, stdout=open(logs / f"{name}.log", "w"), stderr=subprocess.STDOUT)
 
 
-def kill_train_workers(cluster) -> list[int]:
-    """SIGKILL the Ray Train workers of this cluster (its raylets' children, on any of its nodes, not another Ray's)."""
+def train_workers(*nodes) -> list:
+    """The Ray Train worker processes on ``nodes`` (their raylets' children: this cluster's, not another Ray's)."""
     import psutil
 
-    killed = []
-    for node in cluster.list_all_nodes():
+    found = []
+    for node in nodes:
         raylet = psutil.Process(node.all_processes["raylet"][0].process.pid)
         for child in raylet.children(recursive=True):
             try:
                 if "RayTrainWorker" in " ".join(child.cmdline()):
-                    child.kill()
-                    killed.append(child.pid)
+                    found.append(child)
             except psutil.Error:
                 pass
-    return killed
+    return found
+
+
+def signal_workers(workers: list, how: str) -> list[int]:
+    """``kill``, ``suspend`` or ``resume`` each of ``workers``; the pids it reached."""
+    import psutil
+
+    reached = []
+    for worker in workers:
+        try:
+            getattr(worker, how)()
+            reached.append(worker.pid)
+        except psutil.Error:
+            pass
+    return reached
+
+
+def kill_train_workers(cluster) -> list[int]:
+    """SIGKILL the Ray Train workers of this cluster, on any of its nodes."""
+    return signal_workers(train_workers(*cluster.list_all_nodes()), "kill")
+
+
+def lose_node(cluster, node) -> int:
+    """Take ``node`` out as a crash would, and make its loss certain at once: its Train worker is killed first
+    (the survivor's next collective fails now, so the run cannot train on past the loss while Ray's health
+    checks take ~30 s to declare the node dead), then the node's processes. The killed workers' count."""
+    killed = signal_workers(train_workers(node), "kill")
+    cluster.remove_node(node, allow_graceful=False)
+    return len(killed)
+
+
+def return_node(cluster, proc: subprocess.Popen, timeout_s: float = 300):
+    """Add the node back while the 1-worker run is held (its worker suspended), until the node's CPU is in the
+    cluster's view: the run cannot end before Ray Train's next capacity check (``resize_check_s``) can see it,
+    however slowly the node starts. The new node."""
+    import ray
+
+    held = signal_workers(train_workers(cluster.head_node), "suspend")
+    try:
+        node = cluster.add_node(num_cpus=1)
+        deadline = time.time() + timeout_s
+        while ray.cluster_resources().get("CPU", 0) < 2:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the run ended (exit {proc.returncode}) while its node was coming back")
+            if time.time() > deadline:
+                raise TimeoutError(f"the added node's CPU not in the cluster's view after {timeout_s:.0f} s")
+            time.sleep(0.2)
+    finally:
+        signal_workers([p for p in train_workers(cluster.head_node) if p.pid in held], "resume")
+    return node
 
 
 def checkpoints(run: Path) -> list[int]:
@@ -186,11 +238,12 @@ def scenario(cluster, node, cfg: Path, out: Path, name: str, dtype: str, dropout
     proc = start_run(cfg, run_a.name, cluster.address, out, *overrides)
     killed_after = wait_for(f"a checkpoint at step >= {args.kill_at}",
                             lambda: [s for s in checkpoints(run_a) if s >= args.kill_at], proc, 600)[0]
-    cluster.remove_node(node, allow_graceful=False)
+    killed = lose_node(cluster, node)
     removed_at = time.time()
-    log(f"{name}: node removed after the checkpoint at step {killed_after} ({removed_at - started:.1f} s)")
+    log(f"{name}: node removed after the checkpoint at step {killed_after} ({removed_at - started:.1f} s; "
+        f"{killed} worker killed on it)")
     wait_for("a resize to 1 worker", lambda: [r for r in resizes(run_a) if r["to"] == 1], proc, 300)
-    node = cluster.add_node(num_cpus=1)
+    node = return_node(cluster, proc)
     added_at = time.time()
     log(f"{name}: node added back ({added_at - started:.1f} s)")
     wait_for("a resize back to 2 workers", lambda: [r for r in resizes(run_a) if r["to"] == 2], proc, 300)
@@ -238,6 +291,53 @@ def scenario(cluster, node, cfg: Path, out: Path, name: str, dtype: str, dropout
     return result, node
 
 
+def killed_worker(cluster, cfg: Path, out: Path, fixed_steps: int) -> dict:
+    """(e): a fixed-size run (1 worker, ``max_failures``) whose worker process is killed once Ray Train has
+    recorded a checkpoint at step >= 20; restarted from it, it ends where the uninterrupted run ends."""
+    fixed = ("num_workers=1", f"max_steps={fixed_steps}", "log_sample_ids=false")
+    clean = start_run(cfg, "fixed-clean", cluster.address, out, *fixed)
+    clean.wait(timeout=900)
+    faulty = start_run(cfg, "fixed-killed", cluster.address, out, *fixed)
+    run_k, run_c = out / "runs" / "fixed-killed", out / "runs" / "fixed-clean"
+    killed_after = wait_for("a recorded checkpoint at step >= 20",
+                            lambda: [s for s in recorded_checkpoints(str(run_k)) if s >= 20], faulty, 600)[-1]
+    pids = kill_train_workers(cluster)
+    faulty.wait(timeout=900)
+    if faulty.returncode != 0 or clean.returncode != 0:
+        raise RuntimeError(f"the killed run exited {faulty.returncode}, the uninterrupted one {clean.returncode}")
+    last_k = json.loads((run_k / "train_summary.json").read_text())["last_metrics"]
+    last_c = json.loads((run_c / "train_summary.json").read_text())["last_metrics"]
+    k, c = final_weights(run_k), final_weights(run_c)
+    return {"killed_pids": len(pids), "killed_after_checkpoint": killed_after, "resumed_at": last_k.get("start_step"),
+            "ended_at": last_k.get("step"), "loss": last_k.get("loss"), "uninterrupted_loss": last_c.get("loss"),
+            "max_abs_weight_diff": max(float((k[n] - c[n]).abs().max()) for n in c)}
+
+
+def summarize(result: dict) -> None:
+    """The scenarios' figures at the JSON's top level: finished and same samples over all, the float64
+    differences per dropout, float32's, and the first scenario's resizes and their seconds."""
+    done = result["scenarios"].values()
+    result["finished"] = "failed" not in result and all(r["finished"] for r in done)
+    result["same_samples_per_step"] = bool(done) and all(r["same_samples_per_step"] for r in done)
+    for r in done:
+        if r["dtype"] == "float64":
+            result["max_abs_weight_diff_float64"][f"dropout_{r['dropout']}"] = r.get("max_abs_weight_diff")
+        elif r["dropout"] > 0:
+            result["max_abs_weight_diff_float32"] = r.get("max_abs_weight_diff")
+    first = next(iter(done), {})
+    result["resizes"], result["resize_seconds"] = first.get("resizes", []), first.get("resize_seconds")
+
+
+def checks(result: dict, fixed_steps: int) -> dict:
+    killed = result.get("killed_worker") or {}
+    return {"finished": result["finished"], "same_samples_per_step": result["same_samples_per_step"],
+            "float64_exact": all(v is not None and v <= 1e-9 for v in result["max_abs_weight_diff_float64"].values()),
+            "shrank_then_grew": bool(result["scenarios"]) and all(shrink_then_growth(sc["resizes"])
+                                                                  for sc in result["scenarios"].values()),
+            "killed_worker_resumed": bool(killed.get("killed_pids")) and killed.get("ended_at") == fixed_steps
+            and (killed.get("resumed_at") or 0) >= killed.get("killed_after_checkpoint", 1) > 0}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None)
@@ -261,36 +361,17 @@ def main(argv=None) -> int:
     try:
         for name in args.scenarios:
             dtype, dropout = SCENARIOS[name]
-            result["scenarios"][name], node = scenario(cluster, node, cfg, out, name, dtype, dropout, args)
-        done = result["scenarios"].values()
-        result["finished"] = all(r["finished"] for r in done)
-        result["same_samples_per_step"] = all(r["same_samples_per_step"] for r in done)
-        for r in done:
-            if r["dtype"] == "float64":
-                result["max_abs_weight_diff_float64"][f"dropout_{r['dropout']}"] = r.get("max_abs_weight_diff")
-            elif r["dropout"] > 0:
-                result["max_abs_weight_diff_float32"] = r.get("max_abs_weight_diff")
-        first = next(iter(done), {})
-        result["resizes"], result["resize_seconds"] = first.get("resizes", []), first.get("resize_seconds")
-
-        # (e) a fixed-size run (1 worker, max_failures) whose worker process is killed: Ray Train restarts it
-        # from the last recorded checkpoint, and it ends where the uninterrupted run ends
-        fixed = ("num_workers=1", f"max_steps={args.fixed_steps}", "log_sample_ids=false")
-        clean = start_run(cfg, "fixed-clean", cluster.address, out, *fixed)
-        clean.wait(timeout=900)
-        faulty = start_run(cfg, "fixed-killed", cluster.address, out, *fixed)
-        run_k = out / "runs" / "fixed-killed"
-        killed_after = wait_for("a recorded checkpoint at step >= 20",
-                                lambda: [s for s in recorded_checkpoints(str(run_k)) if s >= 20], faulty, 600)[-1]
-        pids = kill_train_workers(cluster)
-        faulty.wait(timeout=900)
-        last_k = json.loads((run_k / "train_summary.json").read_text())["last_metrics"] if faulty.returncode == 0 else {}
-        last_c = json.loads((out / "runs" / "fixed-clean" / "train_summary.json").read_text())["last_metrics"]
-        k, c = final_weights(run_k), final_weights(out / "runs" / "fixed-clean")
-        result["killed_worker"] = {
-            "killed_pids": len(pids), "killed_after_checkpoint": killed_after, "resumed_at": last_k.get("start_step"),
-            "ended_at": last_k.get("step"), "loss": last_k.get("loss"), "uninterrupted_loss": last_c.get("loss"),
-            "max_abs_weight_diff": max(float((k[n] - c[n]).abs().max()) for n in c)}
+            try:
+                result["scenarios"][name], node = scenario(cluster, node, cfg, out, name, dtype, dropout, args)
+            except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as e:  # which one, and why, in the JSON
+                result["failed"] = {"scenario": name, "why": f"{type(e).__name__}: {e}"}
+                break
+        summarize(result)
+        if "failed" not in result:
+            try:
+                result["killed_worker"] = killed_worker(cluster, cfg, out, args.fixed_steps)
+            except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as e:
+                result["failed"] = {"scenario": "killed_worker", "why": f"{type(e).__name__}: {e}"}
     finally:
         import ray
 
@@ -298,14 +379,12 @@ def main(argv=None) -> int:
         cluster.shutdown()
     if args.out is None:
         shutil.rmtree(out, ignore_errors=True)
+    result["checks"] = checks(result, args.fixed_steps)
+    result["ok"] = all(result["checks"].values())
+    if "failed" in result:
+        log(f"failed: {result['failed']}")
     print(json.dumps(result))
-    killed = result.get("killed_worker") or {}
-    exact = all(v is not None and v <= 1e-9 for v in result["max_abs_weight_diff_float64"].values())
-    ok = result["finished"] and result["same_samples_per_step"] and exact and killed.get("killed_pids") \
-        and killed.get("ended_at") == args.fixed_steps \
-        and (killed.get("resumed_at") or 0) >= killed.get("killed_after_checkpoint", 1) > 0 \
-        and all(shrink_then_growth(sc["resizes"]) for sc in result["scenarios"].values())
-    return 0 if ok else 1
+    return 0 if result["ok"] else 1
 
 
 def shrink_then_growth(found: list[dict]) -> bool:
