@@ -21,7 +21,8 @@ import os
 from pathlib import Path
 
 from infra.preflight import check_model_name, missing_path
-from infra.uris import as_local, is_uri, local_path
+from infra.cache import as_local
+from infra.storage import is_uri, local_path
 
 log = logging.getLogger(__name__)
 

@@ -77,7 +77,7 @@ def evaluate(model, task: str = "sts", data=None, split: str | None = None, *, b
     ``python -m eval`` prints it on its last line. ``options``: the task's own (``eval.tasks``)."""
     from infra.secrets import redact
     from infra.storage import check_storage
-    from infra.uris import as_local
+    from infra.cache import as_local
 
     spec, data, split, options = resolve(task, data, split, options, cli)
     check_storage(data, "--data" if cli else "data")  # a bucket that is not there, an endpoint that does not answer

@@ -450,3 +450,15 @@ def published_names(folder: str | os.PathLike) -> list[str]:
         if rel and rel not in _OURS and not rel.startswith(VERSION_PREFIX):
             names.append(rel)
     return names
+
+
+def put_files(local: str | os.PathLike, uri: str) -> None:
+    """Copy each file of the local folder ``local`` into the folder at ``uri``, beside what is there (an object
+    store's PUT makes each object appear whole; nothing there is removed). Not a publication: no manifest, no
+    lease; for inputs (a base model, a dev set) a run will read."""
+    from infra.storage import filesystem
+
+    fs, remote = filesystem(uri)
+    base = Path(local)
+    for path in sorted(p for p in base.rglob("*") if p.is_file()):
+        fs.put_file(str(path), f"{remote.rstrip('/')}/{path.relative_to(base).as_posix()}")

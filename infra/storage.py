@@ -340,9 +340,8 @@ def _check(protocol: str, rest: str, uri: str, what: str) -> None:
     if protocol == "s3":
         import botocore.session
         from botocore.config import Config
-        from botocore.exceptions import ClientError, HTTPClientError
+        from botocore.exceptions import ClientError, HTTPClientError, NoCredentialsError
         from botocore.exceptions import ConnectionError as BotoConnectionError
-        from botocore.exceptions import NoCredentialsError
 
         session = botocore.session.get_session()
         session.register("needs-retry.s3", _count_retry)
@@ -412,3 +411,14 @@ def retries_reported(prog: str):
         if retried and not _said:
             print(f"{prog}: storage: {retried} request(s) retried after a throttled, failed or reset attempt "
                   f"(bounded: {_attempts()} attempts each; {ATTEMPTS_ENV})", file=sys.stderr, flush=True)
+
+
+def read_text(path: str | os.PathLike, what: str = "file") -> str:
+    """The text of a local file or of the object at a URI; FileNotFoundError names ``what`` and the path."""
+    from infra.secrets import redact_text
+
+    text = os.fspath(path)
+    fs, local = filesystem(text)
+    if not fs.isfile(local):
+        raise FileNotFoundError(f"{what} {redact_text(text)} does not exist")
+    return fs.cat_file(local).decode()

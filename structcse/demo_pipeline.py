@@ -26,7 +26,7 @@ from pathlib import Path
 
 from infra.publish import publish_folder
 from infra.secrets import redact_text
-from infra.uris import is_uri, local_path
+from infra.storage import is_uri, local_path
 from structcse.configs import training_config
 
 log = logging.getLogger(__name__)

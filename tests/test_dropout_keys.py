@@ -1,4 +1,4 @@
-"""Keyed dropout masks (train.dropout_keys) and the append-only logs of an elastic run (infra.uris.append_text).
+"""Keyed dropout masks (train.dropout_keys) and the append-only logs of an elastic run (infra.appendlog.append_text).
 
 The masks' purpose, 2 workers equal to 1 big batch with dropout on, is tests/test_train_scale.py's
 ``test_keyed_dropout_masks_make_two_workers_equal_one_big_batch``; a resized run against a fixed-size one
@@ -52,7 +52,7 @@ def test_the_tensor_hash_is_splitmix64():
 
 def test_append_only_logs_write_each_line_once(tmp_path, s3_server):
     """A local log is appended to; in a bucket each append is a new object. Either reads back whole."""
-    from infra.uris import append_text, appended_logs, read_appended
+    from infra.appendlog import append_text, appended_logs, read_appended
 
     for root in (str(tmp_path), f"{s3_server}/append-{tmp_path.name}"):
         path = f"{root}/logs/rank0.jsonl"

@@ -113,7 +113,7 @@ def test_small_files_are_written_whole(tmp_path, s3_server):
     assert (tmp_path / "a" / "summary.json").read_text() == "{}"
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["summary.json"]
     write_text_atomic(f"{s3_server}/publish-test/summary.json", "{\"a\": 1}")
-    from infra.uris import read_text
+    from infra.storage import read_text
 
     assert read_text(f"{s3_server}/publish-test/summary.json") == "{\"a\": 1}"
 

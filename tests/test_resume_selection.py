@@ -42,7 +42,7 @@ def _metrics(run_dir: str) -> dict[int, dict]:
 
 
 def _summary(run_dir: str) -> dict:
-    from infra.uris import read_text
+    from infra.storage import read_text
 
     return json.loads(read_text(f"{run_dir}/train_summary.json"))
 

@@ -28,7 +28,7 @@ def throttled(s3_server, monkeypatch):
 def test_sets_and_models_written_through_a_throttling_store_are_the_same(throttled, tmp_path, monkeypatch):
     from infra import storage
     from infra.publish import check_complete, publish_folder
-    from infra.uris import local_copy
+    from infra.cache import local_copy
     from setformat.io import read_table, write_manifest, write_table
 
     monkeypatch.setenv("STRUCTCSE_CACHE", str(tmp_path / "cache"))

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from infra.uris import is_uri, local_path, read_text
+from infra.storage import is_uri, local_path, read_text
 from train.errors import ConfigError
 
 RUN_NAME = re.compile(r"(?!\.\.?$)[A-Za-z0-9._-]{1,128}")

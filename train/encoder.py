@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from infra.uris import as_local
+from infra.cache import as_local
 from train.errors import ConfigError
 from train.unpadded import one_word_embedding_backward, supports_unpadding, unpadded_forward_columns
 

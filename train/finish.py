@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.publish import publish_folder, write_text_atomic
-from infra.uris import is_uri
+from infra.storage import is_uri
 from infra.version import code_version
 from train.plan import RunPlan
 
@@ -88,7 +88,7 @@ def _elastic_facts(plan: RunPlan, run_dir: str) -> dict | None:
     """An elastic run's worker range and its resizes (``resizes.jsonl``, written by rank 0 as they happen)."""
     if not plan.elastic:
         return None
-    from infra.uris import read_appended
+    from infra.appendlog import read_appended
     from train.reporting import RESIZES_FILE
 
     lines = read_appended(f"{run_dir}/{RESIZES_FILE}").splitlines()

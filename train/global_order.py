@@ -85,7 +85,7 @@ def _concat(tables):
 class SampleLog:
     """What each worker trained on, for checking an elastic run (``log_sample_ids``): one JSON line per step,
     ``{"step", "rank", "world", "ids"}``, in ``{run_folder}/sample_ids/rank{r}-of{w}-from{start}.jsonl``, the
-    lines since the last checkpoint appended at each checkpoint (``infra.uris.append_text``: the bytes written
+    lines since the last checkpoint appended at each checkpoint (``infra.appendlog.append_text``: the bytes written
     grow with the steps, not with their square). Lines of steps after a run's last checkpoint are lost with
     it, and trained again by the next attempt."""
 
@@ -98,7 +98,7 @@ class SampleLog:
                                       "ids": [int(i) for i in ids]}))
 
     def flush(self) -> None:
-        from infra.uris import append_text
+        from infra.appendlog import append_text
 
         if self.lines:
             append_text(self.path, "\n".join(self.lines) + "\n")
@@ -108,7 +108,7 @@ class SampleLog:
 def read_sample_logs(run_folder: str) -> dict[int, list[list[int]]]:
     """``{step: [the global batch's ids as trained, once per attempt that trained it]}`` from a run's sample
     logs: each attempt's shares of a step concatenated in rank order (the global batch's order)."""
-    from infra.uris import appended_logs, read_appended
+    from infra.appendlog import appended_logs, read_appended
 
     shares: dict[tuple[int, str, int], dict[int, list[int]]] = {}
     for path in appended_logs(f"{run_folder}/sample_ids", ".jsonl"):

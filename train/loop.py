@@ -70,7 +70,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from infra.uris import as_local
+from infra.cache import as_local
 from train.batch import collated_ahead, to_device
 from train.checkpoints import newest_checkpoint, resume_state
 from train.config import TrainConfig

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.storage import arrow_filesystem, filesystem
-from infra.uris import as_local, is_uri, local_path
+from infra.cache import as_local
+from infra.storage import is_uri, local_path
 from setformat.io import pin_set, write_json
 from train.config import ConfigError, TrainConfig, metric_for
 from train.feeds import resolve_feed

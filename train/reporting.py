@@ -138,7 +138,7 @@ def record_resize(run_folder: str, resize: dict, tracking) -> None:
     """Rank 0, after the first step at the new size: one log line, a TensorBoard point (``train/world_size``)
     and a line in ``{run folder}/resizes.jsonl``, with the seconds since the checkpoint it resumed from (the
     work redone, the wait for the lost workers and the restart)."""
-    from infra.uris import append_text
+    from infra.appendlog import append_text
 
     now = time.time()
     since = resize.get("checkpoint_reported_at")

@@ -33,7 +33,8 @@ import uuid
 from pathlib import Path
 
 from infra.storage import filesystem
-from infra.uris import as_local, is_uri
+from infra.cache import as_local
+from infra.storage import is_uri
 from setformat.io import file_digest, manifest_path, read_json, write_json
 from train.config import ConfigError, TrainConfig
 

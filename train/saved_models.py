@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from infra.uris import as_local
+from infra.cache import as_local
 from score.model import (
     HEADS_FILE, METHOD_FILE, ST_MARKER, ModelLoadError, TrainedModel, embedding_dimension,
 )
@@ -50,7 +50,7 @@ def load(model_dir: str | Path, device: str | None = None) -> TrainedModel:
     Raises :class:`ModelLoadError` naming the folder and the file when the
     folder, ``modules.json``, the heads file or a method field is missing, and
     when the heads do not fit the encoder's embedding size. A URI (``s3://...``)
-    is read from a local copy made once per content (``infra.uris.local_copy``).
+    is read from a local copy made once per content (``infra.cache.local_copy``).
     """
     from infra.publish import IncompleteError, read_pinned
 

@@ -93,7 +93,7 @@ class TensorBoardLog:
         report_to(self, step, metrics, dev_key)
         self.writer.flush()
         if self.remote:  # each event file uploaded whole, through the storage client
-            from infra.uris import put_files
+            from infra.publish import put_files
 
             put_files(self.local, self.remote)
 

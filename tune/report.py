@@ -29,7 +29,9 @@ from typing import Any
 
 import yaml
 
-from infra.uris import is_uri, put_files
+from infra.publish import put_files
+
+from infra.storage import is_uri
 from train.checkpoints import dir_name
 from train.config import TrainConfig
 from tune.trials import base_values, resolved_trial_config

@@ -34,7 +34,9 @@ import os
 import time
 from pathlib import Path
 
-from infra.uris import as_local, is_uri
+from infra.cache import as_local
+
+from infra.storage import is_uri
 
 log = logging.getLogger(__name__)
 RESULT_KEYS = ("scorer", "score_started_at", "score_finished_at", "score_s")

@@ -41,7 +41,7 @@ from ray import tune
 
 from infra.logs import tune_verbosity
 from infra.storage import arrow_filesystem
-from infra.uris import is_uri, local_path
+from infra.storage import is_uri, local_path
 from train.config import ConfigError, TrainConfig
 from train.ray_env import ray_for_training
 from train.run import build_trainer

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from infra.uris import is_uri
+from infra.storage import is_uri
 from tune.state import _digest, content_fingerprint
 
 log = logging.getLogger(__name__)
