@@ -246,14 +246,100 @@ def __getattr__(name: str):
 
 
 _instances: dict = {}
+_resolved = 0  # paths and URIs this process turned into a filesystem (a Location passed down is not one)
 
 
-def filesystem(path: str | os.PathLike):
+class Location:
+    """A local path or a URI resolved once, at the edge of a command: ``uri`` as it was named (what messages,
+    manifests and logs say), ``fs`` the filesystem :func:`filesystem` gives it, ``path`` the path inside ``fs``.
+    What travels down a command is this object; a function that takes ``str | Location`` calls
+    :func:`locate`, which returns a Location as it is, and :func:`filesystem` of a Location resolves nothing.
+    ``child`` and ``parent`` move inside the same filesystem. It is a path (``os.fspath`` gives ``uri``) and it
+    pickles as ``uri``: a Ray worker resolves it once in its own process (its own filesystem instance)."""
+
+    __slots__ = ("uri", "fs", "path")
+
+    def __init__(self, uri: str, fs, path: str):
+        self.uri, self.fs, self.path = uri, fs, path
+
+    def __fspath__(self) -> str:
+        return self.uri
+
+    def __str__(self) -> str:
+        return self.uri
+
+    def __repr__(self) -> str:
+        return f"Location({self.uri!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Location) and (self.uri, self.path) == (other.uri, other.path)
+
+    def __hash__(self) -> int:
+        return hash((self.uri, self.path))
+
+    def __reduce__(self):
+        return locate, (self.uri,)
+
+    @property
+    def remote(self) -> bool:
+        """True for an object store (``s3://``, ``gs://``, ``memory://``, ...), False for a local path."""
+        return is_uri(self.uri)
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+    def child(self, name: str) -> "Location":
+        """``name`` inside this folder (``a/b`` goes two levels down)."""
+        name = name.strip("/")
+        return Location(f"{self.uri.rstrip('/')}/{name}", self.fs, f"{self.path.rstrip('/')}/{name}")
+
+    @property
+    def parent(self) -> "Location":
+        """The folder holding this one (a bucket's root is its own parent; a relative name's is ``.``)."""
+        uri, path = self.uri.rstrip("/"), self.path.rstrip("/")
+        uri_up = "." if "/" not in uri else uri.rsplit("/", 1)[0]
+        if uri_up.endswith(":/"):
+            uri_up = uri
+        path_up = path.rsplit("/", 1)[0] if "/" in path else path
+        return Location(uri_up, self.fs, path_up or "/")
+
+    def exists(self) -> bool:
+        return self.fs.exists(self.path)
+
+    def isdir(self) -> bool:
+        return self.fs.isdir(self.path)
+
+    def isfile(self) -> bool:
+        return self.fs.isfile(self.path)
+
+    def read_bytes(self) -> bytes:
+        return self.fs.cat_file(self.path)
+
+
+def locate(path: str | os.PathLike | Location) -> Location:
+    """``path`` as a :class:`Location`: resolved here, once (a Location is returned as it is)."""
+    if isinstance(path, Location):
+        return path
+    fs, inner = filesystem(path)
+    return Location(os.fspath(path), fs, inner)
+
+
+def resolutions() -> int:
+    """How many paths and URIs this process has turned into a filesystem (:func:`filesystem` of a string)."""
+    return _resolved
+
+
+def filesystem(path: str | os.PathLike | Location):
     """``(fs, path inside fs)`` for a local path or a URI, the filesystem configured as the module says (one
-    instance per protocol and process)."""
+    instance per protocol and process); for a :class:`Location`, its own (nothing resolved again)."""
     import fsspec
     from fsspec.core import split_protocol, strip_protocol
 
+    global _resolved
+    if isinstance(path, Location):
+        return path.fs, path.path
+    _resolved += 1
     text = os.fspath(path)
     protocol, _ = split_protocol(text)
     if protocol is None:
@@ -279,7 +365,7 @@ def open_file(path: str | os.PathLike, mode: str = "rb", **kwargs):
     return fs.open(inner, mode, **kwargs)
 
 
-def _handler(protocol: str):
+def _handler(protocol: str, fs=None):
     from pyarrow.fs import FSSpecHandler
 
     class Handler(FSSpecHandler):
@@ -290,7 +376,7 @@ def _handler(protocol: str):
         def __reduce__(self):
             return _handler, (protocol,)
 
-    return Handler(filesystem(f"{protocol}://")[0])
+    return Handler(fs if fs is not None else filesystem(f"{protocol}://")[0])
 
 
 def arrow_filesystem(path: str | os.PathLike):
@@ -304,7 +390,7 @@ def arrow_filesystem(path: str | os.PathLike):
     protocol = split_protocol(os.fspath(path))[0]
     if protocol in (None, "file", "local"):
         return LocalFileSystem(), inner
-    return PyFileSystem(_handler(fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0])), inner
+    return PyFileSystem(_handler(fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0], fs)), inner
 
 
 def _endpoint(protocol: str) -> str:

@@ -28,7 +28,7 @@ import os
 import time
 import uuid
 
-from infra.storage import is_uri, local_path
+from infra.storage import Location, is_uri, local_path, locate
 from setformat import schemas
 
 MANIFEST = "_manifest.json"
@@ -45,25 +45,21 @@ def _parent(folder: str) -> str:
     return folder.rstrip("/").rsplit("/", 1)[0] if "/" in folder.rstrip("/") else "."
 
 
-def read_job(out: str, job: str) -> dict | None:
+def read_job(out: str | Location, job: str) -> dict | None:
     """The marker of ``job`` in the output folder ``out``, or None."""
-    from infra.storage import filesystem
-
-    fs, path = filesystem(job_file(out, job))
+    marker = locate(out).child(f"_job-{job}.json")
     try:
-        return json.loads(fs.cat_file(path))
+        return json.loads(marker.read_bytes())
     except FileNotFoundError:
         return None
     except ValueError:
         return {"job": job, "status": "unreadable"}
 
 
-def _markers(out: str) -> list[dict]:
-    from infra.storage import filesystem
-
-    fs, root = filesystem(out)
+def _markers(out: str | Location) -> list[dict]:
+    out = locate(out)
     try:
-        names = [e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(root, detail=False)]
+        names = [e.rstrip("/").rsplit("/", 1)[-1] for e in out.fs.ls(out.path, detail=False)]
     except (FileNotFoundError, NotADirectoryError):
         return []
     jobs = [n[len("_job-"):-len(".json")] for n in names if n.startswith("_job-") and n.endswith(".json")]
@@ -280,17 +276,16 @@ def _rerun(marker: dict, out: str) -> str:
     return f"rerun `{command}` (its --out {redact_text(marker['out']) if marker.get('out') else out})"
 
 
-def verify_set(path: str, kind: str) -> None:
+def verify_set(path: str | Location, kind: str) -> None:
     """Raise ``SchemaError`` in one line if the set at ``path`` is not whole (see the module docstring)."""
     from infra.secrets import redact_text
-    from infra.storage import filesystem
 
-    folder = os.fspath(path).rstrip("/")
-    fs, root = filesystem(folder)
+    where = locate(path)
+    fs, root = where.fs, where.path.rstrip("/")
     if not fs.isdir(root):
         return  # a single parquet file, or a missing folder: check_set says so
-    out = _parent(folder)
-    shown = redact_text(folder)
+    out = where.parent
+    shown = redact_text(where.uri.rstrip("/"))
     try:
         manifest = json.loads(fs.cat_file(f"{root}/{MANIFEST}"))
     except FileNotFoundError:
@@ -302,17 +297,18 @@ def verify_set(path: str, kind: str) -> None:
     if marker is not None:
         if marker.get("status") != "done":
             raise schemas.SchemaError(
-                f"set {kind!r} at {shown}: the {marker.get('job', 'ingest')} job writing {redact_text(out)} "
-                f"(started {marker.get('started', '?')}) did not finish; {_rerun(marker, redact_text(out))}")
+                f"set {kind!r} at {shown}: the {marker.get('job', 'ingest')} job writing {redact_text(out.uri)} "
+                f"(started {marker.get('started', '?')}) did not finish; {_rerun(marker, redact_text(out.uri))}")
         if manifest is not None and manifest.get("job_id") != marker.get("job_id"):
             raise schemas.SchemaError(
                 f"set {kind!r} at {shown} was left by an earlier job, not by the last {marker.get('job')} job into "
-                f"{redact_text(out)}; {_rerun(marker, redact_text(out))} with the inputs that make this set, "
+                f"{redact_text(out.uri)}; {_rerun(marker, redact_text(out.uri))} with the inputs that make this set, "
                 "or remove the folder")
-    if manifest is None and _markers(out):
-        marker = _markers(out)[0]
+    markers = _markers(out) if manifest is None else []
+    if markers:
+        marker = markers[0]
         raise schemas.SchemaError(f"set {kind!r} at {shown}: no {MANIFEST}; the job that writes it did not "
-                                  f"finish; {_rerun(marker, redact_text(out))}")
+                                  f"finish; {_rerun(marker, redact_text(out.uri))}")
     if manifest is None:
         return  # a folder of parquet files not written by a structcse job
     for name, size in (manifest.get("file_sizes") or {}).items():
@@ -322,11 +318,11 @@ def verify_set(path: str, kind: str) -> None:
             actual = None
         if actual != size:
             state = "is missing" if actual is None else f"has {actual} bytes, the manifest says {size}"
-            rerun = _rerun(marker, redact_text(out)) if marker else "rerun the job that wrote it"
+            rerun = _rerun(marker, redact_text(out.uri)) if marker else "rerun the job that wrote it"
             raise schemas.SchemaError(f"set {kind!r} at {shown}: {name} {state}; {rerun}")
 
 
-def listed_files(folder: str) -> list[str] | None:
+def listed_files(folder: str | Location) -> list[str] | None:
     """The file names the manifest of the set folder ``folder`` lists (:func:`listed_sizes`), or None for a
     plain folder of parquet files (no manifest, no job marker beside it) and for the folder of a job of this
     process reading what it writes; a folder a structcse job wrote is never globbed (``SchemaError``)."""
@@ -334,7 +330,7 @@ def listed_files(folder: str) -> list[str] | None:
     return None if sizes is None else sorted(sizes)
 
 
-def listed_sizes(folder: str) -> dict[str, int | None] | None:
+def listed_sizes(folder: str | Location) -> dict[str, int | None] | None:
     """``{file name: size}`` of the files the manifest of the set folder ``folder`` lists, when the set is whole
     and current (a size is None where the manifest lists the file without one).
 
@@ -344,30 +340,27 @@ def listed_sizes(folder: str) -> dict[str, int | None] | None:
     of a job that did not finish, a set left by an earlier job, a folder without manifest in a job's output
     folder, a manifest that lists no files — is a one-line ``SchemaError`` naming the job to rerun."""
     from infra.secrets import redact_text
-    from infra.storage import filesystem
 
-    folder = os.fspath(folder).rstrip("/")
-    fs, root = filesystem(folder)
-    out = _parent(folder)
-    kind = folder.rsplit("/", 1)[-1]
+    where = locate(folder)
+    folder, out, kind = where.uri.rstrip("/"), where.parent, where.name
     try:
-        manifest = json.loads(fs.cat_file(f"{root.rstrip('/')}/{MANIFEST}"))
+        manifest = json.loads(where.child(MANIFEST).read_bytes())
     except (FileNotFoundError, NotADirectoryError):
         manifest = None
     except ValueError:
         raise schemas.SchemaError(f"set at {redact_text(folder)}: its {MANIFEST} is not readable JSON; rerun the "
                                   "job that wrote it") from None
-    own = _running.get(out)
+    own = _running.get(out.uri)
     if manifest is None:
         if own is not None or not _markers(out):
             return None
-        verify_set(folder, kind)  # raises: a folder without manifest in a job's output folder
+        verify_set(where, kind)  # raises: a folder without manifest in a job's output folder
         raise schemas.SchemaError(f"set at {redact_text(folder)}: no {MANIFEST} in an output folder a structcse "
                                   "job wrote; rerun the job that writes it")
     kind = manifest.get("set") or kind
     mine = own is not None and own == (manifest.get("job"), manifest.get("job_id"))
     if not mine:
-        verify_set(folder, kind)  # a set of a job that did not finish, or of an earlier job: refused in one line
+        verify_set(where, kind)  # a set of a job that did not finish, or of an earlier job: refused in one line
     sizes = manifest.get("file_sizes")
     if sizes:
         return dict(sorted(sizes.items()))
@@ -380,21 +373,19 @@ def listed_sizes(folder: str) -> dict[str, int | None] | None:
 def rerun_hint(folder: str) -> str:
     """What to rerun when the set folder ``folder`` changed under a reader: its job, as its marker says now."""
     from infra.secrets import redact_text
-    from infra.storage import filesystem
 
-    folder = os.fspath(folder).rstrip("/")
-    out = _parent(folder)
-    fs, root = filesystem(folder)
+    where = locate(folder)
+    out = where.parent
     try:
-        job = json.loads(fs.cat_file(f"{root.rstrip('/')}/{MANIFEST}")).get("job")
+        job = json.loads(where.child(MANIFEST).read_bytes()).get("job")
     except (FileNotFoundError, NotADirectoryError, ValueError, OSError):
         job = None
     marker = read_job(out, job) if job else next(iter(_markers(out)), None)
     if marker is None:
         return "rerun the job that wrote it, then this command"
     if marker.get("status") == "running":
-        return (f"the {marker.get('job')} job writing {redact_text(marker.get('out') or out)} (started "
+        return (f"the {marker.get('job')} job writing {redact_text(marker.get('out') or out.uri)} (started "
                 f"{marker.get('started', '?')}) is rewriting it: let it finish (or "
-                f"{_rerun(marker, redact_text(out))}), then rerun this command")
-    return (f"the {marker.get('job')} job into {redact_text(marker.get('out') or out)} rewrote it (finished "
+                f"{_rerun(marker, redact_text(out.uri))}), then rerun this command")
+    return (f"the {marker.get('job')} job into {redact_text(marker.get('out') or out.uri)} rewrote it (finished "
             f"{marker.get('finished', '?')}): rerun this command to read the set as it is now")

@@ -33,7 +33,7 @@ import json
 import os
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import fsspec
@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from infra.storage import filesystem, is_uri, local_path
+from infra.storage import Location, filesystem, is_uri, local_path, locate
 from setformat import schemas
 
 MANIFEST = "_manifest.json"  # a set folder's manifest
@@ -51,39 +51,39 @@ LEGACY_MANIFEST = "manifest.json"  # an older layout's manifest name: read when 
 # ---------------------------------------------------------------- reading
 
 
-def _set_files(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list[str]]:
+def _set_files(path: str | Path | Location) -> tuple[fsspec.AbstractFileSystem | None, list[str]]:
     """(the filesystem of a URI, or None for a local path; the set's files on it)."""
     fs, files, _ = _listed(path)
     return fs, files
 
 
-def _listed(path: str | Path) -> tuple[fsspec.AbstractFileSystem | None, list[str], dict[str, int | None]]:
+def _listed(path: str | Path | Location) -> tuple[fsspec.AbstractFileSystem | None, list[str], dict[str, int | None]]:
     """``_set_files`` and the sizes the manifest gives the files (``{file: size}``, empty for files read as
     found)."""
-    path = os.fspath(path)
-    fs, local = filesystem(path)
+    where = locate(path)
+    fs, local = where.fs, where.path
     sizes: dict[str, int | None] = {}
     if fs.isdir(local):
         from setformat.integrity import listed_sizes
 
-        listed = listed_sizes(path)  # a set a job wrote: its manifest's files, never one it does not list
+        listed = listed_sizes(where)  # a set a job wrote: its manifest's files, never one it does not list
         if listed is not None:
             files = [f"{local.rstrip('/')}/{name}" for name in sorted(listed)]
             sizes = {f: listed[os.path.basename(f)] for f in files}
         else:  # parquet files no structcse job wrote, or a job's own folder mid-job
             files = sorted(fs.glob(f"{local.rstrip('/')}/*.parquet"))
-        if not is_uri(path):  # a link planted in a shared set folder must not read outside it
+        if not where.remote:  # a link planted in a shared set folder must not read outside it
             root = os.path.realpath(local)
             outside = [f for f in files if os.path.dirname(os.path.realpath(f)) != root]
             if outside:
-                raise schemas.SchemaError(f"set at {path}: {os.path.basename(outside[0])} is a link to "
+                raise schemas.SchemaError(f"set at {where}: {os.path.basename(outside[0])} is a link to "
                                           f"{os.path.realpath(outside[0])}, outside the set folder; refused")
     else:
         files = [local] if fs.exists(local) else []
-    return (fs if is_uri(path) else None), files, sizes
+    return (fs if where.remote else None), files, sizes
 
 
-def set_files(path: str | Path) -> list[str]:
+def set_files(path: str | Path | Location) -> list[str]:
     """The parquet files of a set folder, sorted (its manifest and hidden temp
     files are skipped); a path to one parquet file is that file. URIs stay URIs."""
     fs, files = _set_files(path)
@@ -120,10 +120,21 @@ class PinnedSet:
     files: tuple[PinnedFile, ...]
     rows: int | None = None  # from the footers, when they were read (check_set)
     schema: pa.Schema | None = None
+    location: Location | None = field(default=None, compare=False, repr=False)  # ``path`` resolved, once
 
     @property
     def paths(self) -> list[str]:
         return [f.path for f in self.files]
+
+    @property
+    def where(self) -> Location:
+        return self.location if self.location is not None else locate(self.path)
+
+    def file(self, f: PinnedFile) -> Location:
+        """Where the pinned file ``f`` is, on the set's own filesystem (nothing resolved again)."""
+        where = self.where
+        inner = where.fs._strip_protocol(f.path) if where.remote else local_path(f.path)
+        return Location(f.path, where.fs, inner)
 
     def record(self) -> list[dict]:
         return [{"name": f.name, "size": f.size, "stamp": f.stamp} for f in self.files]
@@ -167,34 +178,35 @@ def _is_folder(path: str) -> bool:
         return False
 
 
-def _pin_files(path: str | Path, kind: str | None) -> tuple[PinnedFile, ...]:
-    fs, files, sizes = _listed(path)
-    path_fs, _ = filesystem(os.fspath(path))
+def _pin_files(where: Location, kind: str | None) -> tuple[PinnedFile, ...]:
+    fs, files, sizes = _listed(where)
     pinned = []
     for f in files:
         try:
-            info = _info(path_fs, f)
+            info = _info(where.fs, f)
         except FileNotFoundError:
-            raise _changed(os.fspath(path), kind, os.path.basename(f), "listed", "missing") from None
+            raise _changed(where, kind, os.path.basename(f), "listed", "missing") from None
         size = int(info["size"])
         if sizes.get(f) is not None and size != sizes[f]:
-            raise _changed(os.fspath(path), kind, os.path.basename(f), f"{sizes[f]} bytes in the manifest",
+            raise _changed(where, kind, os.path.basename(f), f"{sizes[f]} bytes in the manifest",
                            f"{size} bytes")
         pinned.append(PinnedFile(fs.unstrip_protocol(f) if fs else f, size, _stamp(info)))
     return tuple(pinned)
 
 
-def pin_set(path: str | Path, kind: str | None = None, required: list[str] | None = None) -> PinnedSet:
+def pin_set(path: str | Path | Location, kind: str | None = None, required: list[str] | None = None) -> PinnedSet:
     """The set at ``path`` checked (with ``kind``: ``check_set``) and its files pinned: names, sizes and
     stamps, and (with ``kind``) its rows from the footers. What the driver hands every later reader."""
+    where = locate(path)
     if kind is not None:
-        return _check(path, kind, required)
-    return PinnedSet(os.fspath(path), None, _pin_files(path, None))
+        return _check(where, kind, required)
+    return PinnedSet(where.uri, None, _pin_files(where, None), location=where)
 
 
-def _now(fs, f: PinnedFile) -> tuple[int | None, str]:
+def _now(pinned: PinnedSet, f: PinnedFile) -> tuple[int | None, str]:
+    at = pinned.file(f)
     try:
-        info = _info(fs, filesystem(f.path)[1])
+        info = _info(at.fs, at.path)
     except FileNotFoundError:
         return None, "missing"
     return int(info["size"]), _stamp(info)
@@ -222,13 +234,12 @@ def read_pinned_file(pinned: PinnedSet, f: PinnedFile, columns: list[str] | None
             return pq.read_table(handle, columns=columns)
     from infra.storage import arrow_filesystem
 
-    fs, _ = filesystem(f.path)
     for attempt in ("before", "after"):
-        size, stamp = _now(fs, f)
+        size, stamp = _now(pinned, f)
         if (size, stamp) != (f.size, f.stamp):
             raise _changed(pinned.path, pinned.kind, f.name, describe(f.size, f.stamp), describe(size, stamp))
         if attempt == "before":
-            arrow_fs, inner = arrow_filesystem(f.path)
+            arrow_fs, inner = arrow_filesystem(pinned.file(f))
             table = pq.read_table(inner, columns=columns, filesystem=arrow_fs)
     return table
 
@@ -255,12 +266,12 @@ def pinned_dataset(pinned: PinnedSet, columns: list[str] | None = None):
 
     from infra.storage import arrow_filesystem
 
-    fs, _ = arrow_filesystem(pinned.files[0].path)
+    fs, _ = arrow_filesystem(pinned.file(pinned.files[0]))
     wanted = None if columns is None else list(columns)
     for f in pinned.files:  # the driver looks again first: Ray's reader opens every file as the dataset is made
         _check_now(pinned, f)
     try:
-        ds = ray.data.read_parquet([arrow_filesystem(f.path)[1] for f in pinned.files], filesystem=fs,
+        ds = ray.data.read_parquet([pinned.file(f).path for f in pinned.files], filesystem=fs,
                                    columns=wanted, include_paths=True)
     except FileNotFoundError:
         for f in pinned.files:  # the one that went in between: said as the others are
@@ -273,9 +284,7 @@ def pinned_dataset(pinned: PinnedSet, columns: list[str] | None = None):
 def check_pinned_block(block: pa.Table, pinned: PinnedSet) -> pa.Table:
     """A block Ray Data read: every file its rows came from is still the file the driver checked (looked at
     after the read, so what was read is what was checked), else the one-line ``SchemaError``."""
-    from infra.storage import filesystem
-
-    by_inner = {filesystem(f.path)[1].lstrip("/"): f for f in pinned.files}
+    by_inner = {pinned.file(f).path.lstrip("/"): f for f in pinned.files}
     for inner in set(block.column("path").to_pylist()):
         f = by_inner.get(str(inner).lstrip("/"))
         if f is None:
@@ -286,8 +295,7 @@ def check_pinned_block(block: pa.Table, pinned: PinnedSet) -> pa.Table:
 
 def _check_now(pinned: PinnedSet, f: PinnedFile) -> None:
     """The one-line ``SchemaError`` when the file ``f`` is no longer the one the driver checked."""
-    fs, _ = filesystem(f.path)
-    size, stamp = _now(fs, f)
+    size, stamp = _now(pinned, f)
     if (size, stamp) != (f.size, f.stamp):
         was = f"{f.size} bytes, {f.stamp}"
         raise _changed(pinned.path, pinned.kind, f.name, was, "missing" if size is None else f"{size} bytes, {stamp}")
@@ -307,7 +315,7 @@ def pinned_refusal(error: BaseException, pins: list | None = None) -> schemas.Sc
     text = "\n".join(_chain_texts(error))
     for pinned in pins:
         for f in pinned.files:
-            inner = filesystem(f.path)[1]
+            inner = pinned.file(f).path
             if inner in text and ("FileNotFoundError" in text or "No such file" in text or "NoSuchKey" in text):
                 return _changed(pinned.path, pinned.kind, f.name, f"{f.size} bytes, {f.stamp}", "missing")
     return None
@@ -336,7 +344,7 @@ def _changed_refusal(error: BaseException) -> schemas.SchemaError | None:
     return None
 
 
-def read_table(path: str | Path, columns: list[str] | None = None, *, kind: str | None = None) -> pa.Table:
+def read_table(path: str | Path | Location, columns: list[str] | None = None, *, kind: str | None = None) -> pa.Table:
     """The set (or parquet file) at ``path`` as one pyarrow Table of ``columns``
     (default: all), its files in name order. With ``kind`` (a key of
     ``schemas.SCHEMAS``) the set is first checked against its declared schema
@@ -355,28 +363,27 @@ def _types_match(got: pa.DataType, want: pa.DataType) -> bool:
             or (any(f(got) for f in strings) and any(f(want) for f in strings)))
 
 
-def check_set(path: str | Path, kind: str, required: list[str] | None = None) -> pa.Schema:
+def check_set(path: str | Path | Location, kind: str, required: list[str] | None = None) -> pa.Schema:
     """Check the set at ``path`` against its declared schema ``schemas.SCHEMAS[kind]``
     (only the ``required`` columns a consumer reads, when given), from the files'
     footers (every file's: a truncated or foreign file is named here, before any worker
     reads it). Returns the set's schema; a missing folder, no files, an unreadable
     footer, a missing or mistyped column is a ``SchemaError`` naming the set, the file
     and the column. (:func:`pin_set` also returns the files checked, pinned.)"""
-    return _check(path, kind, required).schema
+    return _check(locate(path), kind, required).schema
 
 
-def _check(path: str | Path, kind: str, required: list[str] | None = None) -> PinnedSet:
+def _check(path: Location, kind: str, required: list[str] | None = None) -> PinnedSet:
     if kind not in schemas.SCHEMAS:
         raise schemas.SchemaError(f"unknown set kind {kind!r}; known: {sorted(schemas.SCHEMAS)}")
     from setformat.integrity import verify_set
 
-    verify_set(os.fspath(path), kind)  # a set of a job that did not finish is refused before any footer is read
+    verify_set(path, kind)  # a set of a job that did not finish is refused before any footer is read
     pinned = _pin_files(path, kind)
-    fs, _ = filesystem(os.fspath(path))
-    fs = fs if is_uri(os.fspath(path)) else None
-    files = [filesystem(f.path)[1] if fs else local_path(f.path) for f in pinned]
+    fs = path.fs if path.remote else None
+    files = [fs._strip_protocol(f.path) if fs else local_path(f.path) for f in pinned]
     if not files:
-        if not is_uri(os.fspath(path)) and not os.path.exists(local_path(path)):
+        if not path.remote and not os.path.exists(path.path):
             raise schemas.SchemaError(f"set {kind!r} at {path}: no such folder")
         raise schemas.SchemaError(f"set {kind!r} at {path}: no parquet files found")
     schemas_found, rows = [], 0
@@ -400,7 +407,7 @@ def _check(path: str | Path, kind: str, required: list[str] | None = None) -> Pi
         want, got = declared.field(name).type, found.field(name).type
         if not _types_match(got, want):
             raise schemas.SchemaError(f"set {kind!r} at {path}: column {name!r} has type {got}, expected {want}")
-    return PinnedSet(os.fspath(path), kind, pinned, rows=rows, schema=found)
+    return PinnedSet(path.uri, kind, pinned, rows=rows, schema=found, location=path)
 
 
 def check_set_folder(path: str | Path, kind: str, required: list[str] | None = None) -> pa.Schema:
@@ -437,7 +444,7 @@ def _a(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
-def read_json(path: str) -> dict | None:
+def read_json(path: str | Location) -> dict | None:
     """The JSON object at ``path``, or None when there is no file."""
     fs, local = filesystem(path)
     if not fs.exists(local):
@@ -446,16 +453,15 @@ def read_json(path: str) -> dict | None:
         return json.load(f)
 
 
-def manifest_path(path: str | Path) -> str:
+def manifest_path(path: str | Path | Location) -> Location:
     """Where the manifest of the set folder at ``path`` is: ``_manifest.json``, or a legacy
     ``manifest.json`` when only that exists."""
-    folder = os.fspath(path).rstrip("/")
-    fs, local = filesystem(f"{folder}/{LEGACY_MANIFEST}")
-    legacy = fs.exists(local) and not fs.exists(local[: -len(LEGACY_MANIFEST)] + MANIFEST)
-    return f"{folder}/{LEGACY_MANIFEST if legacy else MANIFEST}"
+    folder = locate(path)
+    legacy = folder.child(LEGACY_MANIFEST)
+    return legacy if legacy.exists() and not folder.child(MANIFEST).exists() else folder.child(MANIFEST)
 
 
-def read_manifest(path: str | Path) -> dict:
+def read_manifest(path: str | Path | Location) -> dict:
     """The manifest of the set folder at ``path`` (``_manifest.json``; a legacy ``manifest.json``)."""
     manifest = read_json(manifest_path(path))
     if manifest is None:
@@ -471,14 +477,14 @@ def _read_files(batch: pa.Table, columns: list[str] | None) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def read_dataset(path: str | list[str], columns: list[str] | None = None):
+def read_dataset(path: str | Location | list[str], columns: list[str] | None = None):
     """A set folder, a parquet file or a list of parquet files as a Ray Dataset,
     one read task (and one block) per file. (Ray Data's ``read_parquet`` costs
     ~2 s of metadata work per call on a small set; the files read here are
     written by the jobs themselves and sized by them.)"""
     import ray.data
 
-    files = set_files(path) if isinstance(path, (str, Path)) else list(path)
+    files = set_files(path) if isinstance(path, (str, os.PathLike)) else list(path)
     return ray.data.from_items([{"path": f} for f in files], override_num_blocks=max(1, len(files))).map_batches(
         _read_files, batch_format="pyarrow", batch_size=1, fn_kwargs={"columns": columns})
 

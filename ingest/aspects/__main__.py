@@ -94,7 +94,7 @@ def write_labels(labels, out: str, args: argparse.Namespace) -> dict:
 
     path = f"{out.rstrip('/')}/aspect_labels"
     write_table(labels.sort_by([("qid", "ascending"), ("property", "ascending")]), f"{path}/part-00000.parquet")
-    source = {"wikidata_set": args.wikidata_set} if args.wikidata_set else {"sparql": args.sparql}
+    source = {"wikidata_set": str(args.wikidata_set)} if args.wikidata_set else {"sparql": args.sparql}
     return write_manifest(path, "aspect_labels", labels.num_rows, files=["part-00000.parquet"], source=source,
                           cls=args.cls, subclasses=args.subclasses, properties=list(args.aspects), wiki=args.wiki,
                           language=args.language, entities=len(set(labels["qid"].to_pylist())))
@@ -123,6 +123,11 @@ def main(argv=None) -> int:
     errors = (ValueError, SchemaError, FileNotFoundError, StorageError, NotOurs)  # one line, exit 2
     args = parse_args(argv)
     from infra.owned import check_destination
+    from infra.storage import locate
+
+    # the input sets resolved here, once: what travels down is the Location, not a string resolved at every step
+    args.intros = locate(args.intros) if args.intros else None
+    args.wikidata_set = locate(args.wikidata_set) if args.wikidata_set else None
 
     try:
         check_destination(args.out, "--out")  # a bucket root, a user's folder: refused before any work

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from infra.storage import Location
 from setformat import schemas
 from setformat.io import align, read_dataset, row_hashes, stable_hash, write_json, write_manifest, \
     write_table
@@ -146,7 +147,7 @@ def _texts_of_qid(rows: list[dict]) -> list[dict]:
             for r in intros]
 
 
-def _texts(labels: pa.Table, intros_path: str, cfg: AspectSetConfig, shuffle: Shuffle):
+def _texts(labels: pa.Table, intros_path: str | Location, cfg: AspectSetConfig, shuffle: Shuffle):
     import ray.data
 
     qids = pa.table({"qid": pc.unique(labels["qid"])})
@@ -327,7 +328,8 @@ def _write_files(bucket: pa.Table, out: str, specs: dict) -> pa.Table:
 # ---------------------------------------------------------------- the driver
 
 
-def build_aspect_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConfig) -> dict:
+def build_aspect_sets(labels: pa.Table, intros_path: str | Location, out: str,
+                      cfg: AspectSetConfig) -> dict:
     """Write ``OUT/<variant>/aspect_triplets/`` and ``OUT/aspect_docs/`` (with manifests) from the
     label table and the ``intros`` set; returns the overall manifest (also ``OUT/manifest.json``)."""
     cfg.validate()
@@ -363,7 +365,7 @@ def _needs(specs, train: list[str], test: list[str], raw, kept, pool: list[str],
 
 
 def _write_triplet_manifests(specs, out: str, rows_by_group: Counter, files_by_group: dict, variant_stats: dict,
-                             config: dict, intros_path: str, accounting: dict) -> None:
+                             config: dict, intros_path: str | Location, accounting: dict) -> None:
     """Each variant's aspect_triplets manifest (an empty file for a variant with no rows)."""
     for name, kind, aspects in specs:
         path = f"{out}/{name}/aspect_triplets"
@@ -372,11 +374,12 @@ def _write_triplet_manifests(specs, out: str, rows_by_group: Counter, files_by_g
             files_by_group[name].append("part-00000.parquet")
         # the manifest lists the files this job wrote (never a listing: an earlier run's parts are not its)
         write_manifest(path, "aspect_triplets", rows_by_group[name], variant=name, kind=kind, aspects=aspects,
-                       config=config, intros=intros_path, entity_accounting=accounting,
+                       config=config, intros=str(intros_path), entity_accounting=accounting,
                        files=sorted(files_by_group[name]), **variant_stats[name])
 
 
-def _write_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConfig, shuffle: Shuffle) -> dict:
+def _write_sets(labels: pa.Table, intros_path: str | Location, out: str, cfg: AspectSetConfig,
+                shuffle: Shuffle) -> dict:
     import ray.data
 
     texts = _texts(labels, intros_path, cfg, shuffle)
@@ -413,7 +416,7 @@ def _write_sets(labels: pa.Table, intros_path: str, out: str, cfg: AspectSetConf
         files_by_group["aspect_docs"].append("part-00000.parquet")
     docs_per_aspect = dict(Counter(p for _, p in docs))
     write_manifest(f"{out}/aspect_docs", "aspect_docs", rows_by_group["aspect_docs"], config=config,
-                   intros=intros_path, entity_accounting=accounting, documents=len(test),
+                   intros=str(intros_path), entity_accounting=accounting, documents=len(test),
                    docs_per_aspect=docs_per_aspect, files=sorted(files_by_group["aspect_docs"]))
     manifest = {"config": config, "entity_accounting": accounting, "train_entities": len(train),
                 "test_entities": len(test), "random_pool": len(pool), "distinct_labels": labels_kept,
