@@ -23,11 +23,15 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infra.publish import publish_folder
 from infra.secrets import redact_text
 from infra.storage import is_uri, local_path
 from structcse.configs import training_config
+
+if TYPE_CHECKING:
+    from structcse.demo import DemoWorld
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +104,7 @@ class DemoRun:
     seed: int
     steps: int
     started: float = field(default_factory=time.time)
-    world: object = None
+    world: DemoWorld | None = None  # the generated world, once its step ran
     base_model: Path | None = None
     models: dict[str, str] = field(default_factory=dict)
     own: dict[str, list[str]] = field(default_factory=dict)
