@@ -34,8 +34,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import emit  # noqa: E402
 
 ASPECTS = ["P17", "P452"]
 MODELS = ("generic", "mnrl", "single", "intersection", "union")
@@ -190,7 +190,7 @@ def main() -> int:
     result["bench_seconds"] = round(time.perf_counter() - started, 1)
     print("\n" + summary_table(p10, mrr, result["ceiling"], args.seeds) + "\n", flush=True)
     ray.shutdown()
-    print(json.dumps(result, default=str))
+    emit(result)
     return 0
 
 

@@ -60,8 +60,8 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO  # noqa: E402
 from bench.ray_head import free_port, ray_cli, stop_processes  # noqa: E402
 
 SEARCH_NAME = "autoscale"

@@ -13,7 +13,6 @@ after another, and each sentence once per link it holds (1-4 rows, side by side)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-sys.path[:] = [str(Path(__file__).resolve().parents[1])] + [p for p in sys.path if not p.endswith("bench")]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import emit  # noqa: E402
 
 
 def page_ordered_rows(n: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
                                               for i in range(steps))
     print(f"[batches] global_permutation: {out['global_permutation']}", file=sys.stderr, flush=True)
     ray.shutdown()
-    print(json.dumps(out))
+    emit(out)
     return 0
 
 

@@ -14,7 +14,6 @@ printed is one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import shutil
@@ -24,9 +23,8 @@ import time
 import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import emit  # noqa: E402
 
 SIZES = {"weights.bin": 2_000_000, "tokenizer.json": 400_000, "config.json": 1_000}
 
@@ -108,17 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
-    from tests.s3_server import start_s3_server
+    from bench.servers import s3_bucket
 
-    server, endpoint = start_s3_server("cache-race", "cache-race-key", "cache-race-secret-4b2e")
-    try:
+    with s3_bucket("cache-race", "cache-race-key", "cache-race-secret-4b2e") as endpoint:
         start = time.monotonic()
         result = cache_race("s3://cache-race", args.processes, args.repeats)
         print(f"{args.processes} processes x {args.repeats} repeats against {endpoint}: "
               f"{time.monotonic() - start:.1f} s")
-    finally:
-        server.stop()
-    print(json.dumps(result))
+    emit(result)
     return 0 if result["errors"] == 0 and result["downloads_per_repeat"] == 1 else 1
 
 

@@ -34,26 +34,20 @@ The last line printed is one JSON object.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit, since, work_folder  # noqa: E402
 from bench.ray_head import LocalHead, recorded_checkpoints, stop_processes  # noqa: E402
 
 BUCKET = "structcse-bench"
@@ -62,8 +56,7 @@ STSB = REPO.parent / "shared" / "data" / "stsb" / "senteval_processed"
 
 def timed(fn, *args, **kwargs):
     t0 = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, round(time.perf_counter() - t0, 1)
+    return fn(*args, **kwargs), since(t0)
 
 
 def files_of(root: str) -> dict[str, bytes]:
@@ -126,44 +119,6 @@ def evaluate(model: str, data: str = str(STSB)) -> dict:
     if out.returncode != 0:
         raise RuntimeError(f"python -m eval ({model}) exited {out.returncode}: {_error_lines(out.stderr)}")
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-class CountingProxy(threading.Thread):
-    """A TCP proxy on 127.0.0.1 in front of the S3 server that counts the bytes each way (``sent``: to the
-    server, ``received``: from it), so a stage's traffic is measured on the wire, not estimated."""
-
-    def __init__(self, upstream_port: int):
-        super().__init__(daemon=True)
-        self.upstream_port, self.sent, self.received, self.lock = upstream_port, 0, 0, threading.Lock()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-
-    def run(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            threading.Thread(target=self._pump, args=(client, upstream, "sent"), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, "received"), daemon=True).start()
-
-    def _pump(self, src, dst, counter):
-        try:
-            while data := src.recv(1 << 16):
-                dst.sendall(data)
-                with self.lock:
-                    setattr(self, counter, getattr(self, counter) + len(data))
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-
-    def counts(self) -> dict:
-        with self.lock:
-            return {"sent": self.sent, "received": self.received}
 
 
 def train_command(data: str, model: str, storage: str, name: str) -> list[str]:
@@ -302,11 +257,11 @@ def main(argv=None) -> int:
                     help="the share of the bucket's requests answered 503 SlowDown, reset (before or after "
                          "the store applied them) or cut short (tests/fault_proxy.py)")
     args = ap.parse_args(argv)
-    out = (args.out or Path(tempfile.mkdtemp(prefix="structcse-cloud-"))).resolve()
+    out = work_folder(args.out, "structcse-cloud-")
     result = run_cloud(out, args.stages, args.fault_rate)
     if not args.keep and args.out is None:
         shutil.rmtree(out, ignore_errors=True)
-    print(json.dumps(result, default=str))
+    emit(result)
     return 0 if all(v == "ok" for v in result["stages"].values()) else 1
 
 
@@ -314,19 +269,13 @@ def run_cloud(out: Path, stages_to_run: list[str], fault_rate: float = 0.0, seed
     """Every stage local vs s3 (see the module docstring); with ``fault_rate`` the bucket's side goes through
     ``tests/fault_proxy.FaultProxy`` (that share of requests answered 503 SlowDown, reset before or after the
     store applied them, or a GET's body cut in half)."""
-    from tests.fault_proxy import FaultProxy
-    from tests.s3_server import start_s3_server
+    from bench.servers import start_counted_faulty_s3
 
     args = argparse.Namespace(stages=stages_to_run)
     out.mkdir(parents=True, exist_ok=True)
-    server, server_endpoint = start_s3_server(BUCKET, "structcse-bench-key", "structcse-bench-secret")
-    # of the faults, a fifth each: reset before the store saw it, reset after it applied it, a GET's body cut in
-    # half; the rest 503 SlowDown. The setup's uploads unthrottled.
-    faults = FaultProxy(server_endpoint, rate=0.0, seed=seed, reset_share=0.2, reset_after_share=0.2,
-                        truncate_share=0.2)
-    proxy = CountingProxy(int(faults.endpoint.rsplit(":", 1)[1]))
-    proxy.start()
-    os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint  # every client (and Ray's workers) through the counter
+    # every client (and Ray's workers) through the byte counter, then the faults (the setup's uploads unthrottled)
+    server, server_endpoint, faults, proxy = start_counted_faulty_s3(BUCKET, "structcse-bench-key",
+                                                                     "structcse-bench-secret", seed)
     import ray
 
     os.chdir(out)  # a URI taken for a local path would appear here as s3:/...

@@ -12,11 +12,13 @@ object, e.g. ``{"generate_seconds": 1.4, "budget_seconds": 5.0, ...}``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import emit  # noqa: E402
 
 BUDGET_SECONDS = 5.0
 
@@ -42,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{world.dewiki_num_pages} dewiki pages)", flush=True)
         size = sum(p.stat().st_size for p in (Path(tmp) / "run0").rglob("*") if p.is_file())
     best = min(times)
-    print(json.dumps({"generate_seconds": round(best, 3), "budget_seconds": BUDGET_SECONDS * args.scale,
-                      "within_budget": best < BUDGET_SECONDS * args.scale, "import_seconds": round(import_seconds, 3),
-                      "runs": [round(t, 3) for t in times], "seed": args.seed, "scale": args.scale,
-                      "num_pages": world.num_pages, "bytes": size}))
+    emit({"generate_seconds": round(best, 3), "budget_seconds": BUDGET_SECONDS * args.scale,
+          "within_budget": best < BUDGET_SECONDS * args.scale, "import_seconds": round(import_seconds, 3),
+          "runs": [round(t, 3) for t in times], "seed": args.seed, "scale": args.scale,
+          "num_pages": world.num_pages, "bytes": size})
     return 0
 
 

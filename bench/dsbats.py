@@ -52,8 +52,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit  # noqa: E402
 SHARED = REPO.parent / "shared" / "data"
 WORDNET = "/usr/share/wordnet"
 
@@ -196,7 +196,7 @@ def main() -> int:
         print("SRSD per category (other-cluster distractors): " + " | ".join(names))
         for c, row in result["srsd_per_category"].items():
             print(f"  {c}: " + " | ".join(f"{row[n]:.3f}" for n in names))
-    print(json.dumps(result))
+    emit(result)
     return 0
 
 

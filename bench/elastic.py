@@ -51,11 +51,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO  # noqa: E402
 
 from bench.ray_head import recorded_checkpoints  # noqa: E402
 
@@ -175,7 +172,7 @@ def checkpoints(run: Path) -> list[int]:
 
 
 def resizes(run: Path) -> list[dict]:
-    from infra.uris import read_appended
+    from infra.appendlog import read_appended
 
     return [json.loads(line) for line in read_appended(str(run / "resizes.jsonl")).splitlines() if line.strip()]
 

@@ -11,14 +11,14 @@ Last line: one JSON object (passed, failed, skipped, seconds of each run).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit  # noqa: E402
 
 
 def run_pytest(marker: str) -> dict:
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     runs = [run_pytest("end_to_end")]
     if args.all:
         runs.append(run_pytest("not end_to_end"))
-    print(json.dumps({"runs": runs, "ok": all(r["returncode"] == 0 for r in runs)}))
+    emit({"runs": runs, "ok": all(r["returncode"] == 0 for r in runs)})
     return 0 if all(r["returncode"] == 0 for r in runs) else 1
 
 

@@ -32,15 +32,14 @@ Last line: one JSON object: ``sts`` {set: Spearman}, ``sts_mean``,
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit  # noqa: E402
 SHARED = REPO.parent / "shared" / "data"
 MTEB_STSB_TEST = 0.8203
 
@@ -126,7 +125,7 @@ def main() -> None:
         stc = evaluate_stc(ours, args.stc, "test", batch_size=args.batch_size)
         print(f"[eval] STC accuracy {stc['accuracy']:.4f} over {stc['n_datasets']} sets")
 
-    print(json.dumps({
+    emit({
         "split": args.split,
         "sts": {name: round(entry["spearman"], 6) for name, entry in result["sets"].items()},
         "sts_mean": round(result["mean"], 6),
@@ -142,7 +141,7 @@ def main() -> None:
         "actor_pool_agrees_1e6": pool_agrees,
         "stc": None if stc is None else {"accuracy": stc["accuracy"],
                                          "datasets": {k: v["accuracy_mean"] for k, v in stc["per_dataset"].items()}},
-    }))
+    })
 
 
 if __name__ == "__main__":

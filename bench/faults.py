@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import bz2
-import json
 import random
 import re
 import shutil
@@ -36,8 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit  # noqa: E402
 SHARED = REPO.parent / "shared" / "data"
 ENWIKI = SHARED / "wikipedia_xml_sample" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 WIKIDATA = SHARED / "wikidata_json_sample" / "wikidata-dump-first50lines.json"
@@ -239,7 +238,7 @@ def main() -> int:
         "seconds": round(time.perf_counter() - started, 1),
         "rows": rows,
     }
-    print(json.dumps(result))
+    emit(result)
     return 0
 
 

@@ -76,7 +76,6 @@ import gc
 import importlib
 import itertools
 import json
-import os
 import random
 import shutil
 import statistics
@@ -87,11 +86,9 @@ from importlib import metadata
 from pathlib import Path
 from types import SimpleNamespace
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO  # noqa: E402
 # bench/ holds ingest.py (the ingest benchmark): off the path, or it would shadow the ingest package
-sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

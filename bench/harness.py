@@ -1,21 +1,31 @@
-"""What the benches share: the repository on ``sys.path``, the integrity benches' bucket and their stderr lines,
-``python -m`` commands run and timed the way a user runs them, and the setting most of them start from (the
-demo world ingested, a tiny BERT, the world's STS folder).
+"""What the benches share, in one place: the repository first on ``sys.path`` (bench/ off it: bench/eval.py,
+bench/train.py, ... would shadow the packages), the environment they start from, lines on stderr, a work
+folder, ``python -m`` commands run and timed the way a user runs them, named parts run and timed with a failed
+one reported, the printed table, the JSON last line, and the setting most integrity benches start from (the
+demo world ingested, a tiny BERT, the world's STS folder). The servers are ``bench/servers.py``, the dump
+builders ``bench/dumps.py``, Ray's processes on this machine ``bench/ray_head.py``.
 
-A bench imports this module first; nothing here imports a bench, so no two benches import each other.
+A bench starts with::
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.harness import REPO, emit, ...  # noqa: E402
+
+Nothing here imports a bench, so no two benches import each other through it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+BENCH = REPO / "bench"
+sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() not in (REPO, BENCH)]
 os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -23,8 +33,76 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 BUCKET = "structcse-integrity"  # the integrity benches' bucket on their moto server
 
 
-def say(message: str) -> None:
-    print(f"[integrity] {message}", file=sys.stderr, flush=True)
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def say(message: str, tag: str = "integrity") -> None:
+    log(f"[{tag}] {message}")
+
+
+def emit(result: dict) -> None:
+    """The bench's last line: one JSON object."""
+    print(json.dumps(result, default=str), flush=True)
+
+
+def since(t0: float, digits: int = 1) -> float:
+    """Seconds since ``t0`` (a ``time.perf_counter()``), rounded."""
+    return round(time.perf_counter() - t0, digits)
+
+
+def work_folder(given, prefix: str) -> Path:
+    """``given`` (``--out``/``--work``), else a new temporary folder; absolute, made."""
+    out = Path(given or tempfile.mkdtemp(prefix=prefix)).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def shutdown_ray() -> None:
+    """Leave this process without a Ray (an in-process ingest started one; the commands start their own)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def run_parts(jobs: dict, wanted=None, tag: str = "integrity", shown: int = 600) -> tuple[dict, dict]:
+    """Each wanted ``name: callable`` in turn: ``(results, seconds)``; a part that raises is reported as
+    ``"failed: ..."`` and the others still run."""
+    result, seconds = {}, {}
+    for name, job in jobs.items():
+        if wanted is not None and name not in wanted:
+            continue
+        t0 = time.perf_counter()
+        try:
+            result[name] = job()
+        except Exception as e:  # noqa: BLE001 - a failed part is reported, the others still run
+            result[name] = f"failed: {type(e).__name__}: {str(e)[:500]}"
+        seconds[name] = since(t0)
+        say(f"{name} ({seconds[name]} s): {json.dumps(result[name], default=str)[:shown]}", tag)
+    return result, seconds
+
+
+def table(rows: list[list], header: list[str]) -> str:
+    cells = [header] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def last_json(stdout: str) -> dict:
+    """The JSON object a command prints last (train's is indented over several lines)."""
+    text = stdout.strip()
+    start = text.rfind("\n{")
+    return json.loads(text[start + 1:] if start >= 0 else text)
+
+
+def read_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def cli(args: list[str], env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -62,8 +140,8 @@ def prepare(out: Path) -> dict:
     return {"world": world, "sets": str(sets), "model": str(model), "sts": str(world.sts_dir)}
 
 
-def train_args(setting: dict, storage: str, name: str, steps: int, *extra: str) -> list[str]:
+def train_args(setting: dict, storage: str, name: str, steps: int, *extra: str, workers: int = 0) -> list[str]:
     return ["train", "--config", "configs/simcse_unsup.yaml", "--data", setting["sets"], "--model", setting["model"],
-            "--storage", storage, "--name", name, "--num-workers", "0", "--max-steps", str(steps),
+            "--storage", storage, "--name", name, "--num-workers", str(workers), "--max-steps", str(steps),
             "--set", "pooling=mean", "--set", "batch_size=16", "--set", "max_len=32",
             "--set", "checkpoint_every_steps=2", "--set", "log_every_steps=0", "--set", "shuffle_buffer=0", *extra]

@@ -69,43 +69,23 @@ writes the same bytes again. Last line: ``{"pass1_check": {"ok": ..., "failed": 
 from __future__ import annotations
 
 import argparse
-import bz2
 import json
-import multiprocessing
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.dumps import (BGWIKI, ENWIKI, PAGES_PER_STREAM, TABLES, copy_bytes, link_targets,  # noqa: E402
+                         load_pages, sample_parts, wikidata_lines, write_dumps, write_wikidata)
+from bench.harness import REPO, emit, log, read_json, table  # noqa: E402
+from bench.ray_head import RayWorkerMemory  # noqa: E402
 
-SAMPLES = REPO.parent / "shared" / "data" / "wikipedia_xml_sample"
-ENWIKI = SAMPLES / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-BGWIKI = SAMPLES / "bgwiki-latest-pages-articles-shortened.xml.bz2"
-TABLES = SAMPLES / "enwiki-table-markup.xml.bz2"
-DUMP_NAME = "enwiki-20260101-pages-articles-multistream.xml.bz2"
-INDEX_NAME = "enwiki-20260101-pages-articles-multistream-index.txt.bz2"
-PAGES_PER_STREAM = 100
-ID_STRIDE = 10_000_000  # copy k of page id i gets id k * ID_STRIDE + i
 PASS1_RUNNERS = ("tasks", "data")  # python -m ingest --pass1: plain Ray tasks, or a Ray Data read
-# the process titles of a worker running a pass-1 unit: a plain task, or Ray Data's read operator
-DATA_WORKER_TITLES = ("process_unit", "ReadPass1Units")
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def load_pages(path: Path):
-    from ingest.wikipedia import Page, iter_pages_from_file
-
-    return [page for page in iter_pages_from_file(path) if isinstance(page, Page)]
 
 
 # ---------------------------------------------------------------- 1. extractor speed
@@ -214,189 +194,34 @@ def _agreement_row(agreement, language: str) -> dict:
 
 # ---------------------------------------------------------------- 3a. the multistream dump
 
-_PAGE = re.compile(r"<page>.*?</page>", re.DOTALL)
-_TITLE = re.compile(r"<title>(.*?)</title>")
-_PAGE_ID = re.compile(r"(</ns>\s*<id>)(\d+)(</id>)")
-_REDIRECT_TITLE = re.compile(r'(<redirect title=")([^"]*)(")')
-
-
-def _sample_parts(path: Path) -> tuple[str, list[str], str]:
-    with bz2.open(path, "rt", encoding="utf-8") as f:
-        xml = f.read()
-    pages = _PAGE.findall(xml)
-    header = xml[: xml.index("<page>")]
-    return header, pages, "</mediawiki>\n"
-
-
-def _page_copy(page: str, copy: int) -> tuple[str, int, str]:
-    """(page XML, page id, escaped title) of copy `copy` of a sample page."""
-    if copy:
-        page = _TITLE.sub(lambda m: f"<title>{m.group(1)} ({copy})</title>", page, count=1)
-        page = _PAGE_ID.sub(lambda m: f"{m.group(1)}{copy * ID_STRIDE + int(m.group(2))}{m.group(3)}", page, count=1)
-        page = _REDIRECT_TITLE.sub(lambda m: f"{m.group(1)}{m.group(2)} ({copy}){m.group(3)}", page, count=1)
-    return page, int(_PAGE_ID.search(page).group(2)), _TITLE.search(page).group(1)
-
-
-def _compress_stream(args: tuple[int, int]) -> tuple[bytes, list[tuple[int, str]]]:
-    """One bz2 stream of `count` pages from position `first` of the repeated sample."""
-    count, first = args
-    sample_pages = _SAMPLE_PAGES
-    xml, rows = [], []
-    for position in range(first, first + count):
-        copy, index = divmod(position, len(sample_pages))
-        page, page_id, title = _page_copy(sample_pages[index], copy)
-        xml.append("  " + page + "\n")
-        rows.append((page_id, title))
-    return bz2.compress("".join(xml).encode("utf-8"), 9), rows
-
-
-_SAMPLE_PAGES: list[str] = []
-
-
-def _init_worker(pages: list[str]) -> None:
-    global _SAMPLE_PAGES
-    _SAMPLE_PAGES = pages
-
 
 def build_dumps(out: Path, repeat: int) -> list[dict]:
-    """Dumps of `repeat // 2` and `repeat` copies of the sample (the small one is a
-    prefix of the big one, so its full streams are compressed once); reused when
-    already built in `out`."""
-    header, pages, footer = _sample_parts(ENWIKI)
+    """Dumps of `repeat // 2` and `repeat` copies of the sample (``bench/dumps.py``; the small one is a prefix
+    of the big one, so its full streams are compressed once); reused when already built in `out`."""
+    parts = sample_parts(ENWIKI)
+    pages = parts[1]
     sizes = [max(1, repeat // 2), repeat]
     wanted = [out / f"dump-x{copies}" for copies in sizes]
-    described = [_read_json(folder / "dump.json") for folder in wanted]
+    described = [read_json(folder / "dump.json") for folder in wanted]
     if all(d and d.get("copies") == c and d.get("sample_pages") == len(pages) for d, c in zip(described, sizes)):
         log(f"[bench] reusing dumps in {out}")
         return described
-
-    total_pages = sizes[1] * len(pages)
-    small_pages = sizes[0] * len(pages)
-    chunks = [(min(PAGES_PER_STREAM, total_pages - first), first)
-              for first in range(0, total_pages, PAGES_PER_STREAM)]
-    small_full = small_pages // PAGES_PER_STREAM
-    small_tail = small_pages - small_full * PAGES_PER_STREAM
-    if small_tail:
-        chunks.append((small_tail, small_full * PAGES_PER_STREAM))
     started = time.perf_counter()
-    with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1, _init_worker, (pages,)) as pool:
-        streams = pool.map(_compress_stream, chunks, chunksize=4)
-    big_streams = streams[: len(range(0, total_pages, PAGES_PER_STREAM))]
-    small_streams = streams[:small_full] + (streams[-1:] if small_tail else [])
-    log(f"[bench] compressed {len(chunks)} streams in {time.perf_counter() - started:.1f} s")
-
-    copy_bytes = sum(len(("  " + page + "\n").encode()) for page in pages)
-    return [
-        _write_dump(folder, copies, len(pages), copy_bytes, header, page_streams, footer)
-        for folder, copies, page_streams in zip(wanted, sizes, (small_streams, big_streams))
-    ]
-
-
-def _write_dump(folder: Path, copies: int, sample_pages: int, copy_bytes: int, header: str, streams,
-                footer: str) -> dict:
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    index_lines = []
-    with open(folder / DUMP_NAME, "wb") as dump:
-        dump.write(bz2.compress(header.encode("utf-8"), 9))
-        for compressed, rows in streams:
-            offset = dump.tell()
-            dump.write(compressed)
-            index_lines.extend(f"{offset}:{page_id}:{title}\n" for page_id, title in rows)
-        dump.write(bz2.compress(footer.encode("utf-8"), 9))
-        compressed_bytes = dump.tell()
-    with bz2.open(folder / INDEX_NAME, "wt", encoding="utf-8") as index:
-        index.writelines(index_lines)
-    described = {
-        "path": str(folder / DUMP_NAME), "copies": copies, "sample_pages": sample_pages,
-        "pages": len(index_lines), "streams": len(streams) + 2, "compressed_bytes": compressed_bytes,
-        # XML bytes of the pages (later copies' titles are a few bytes longer)
-        "uncompressed_bytes": copies * copy_bytes,
-    }
-    (folder / "dump.json").write_text(json.dumps(described, indent=2))
+    written = write_dumps(dict(enumerate(wanted)), {i: c * len(pages) for i, c in enumerate(sizes)}, parts)
+    small_tail = (sizes[0] * len(pages)) % PAGES_PER_STREAM and sizes[0] != sizes[1]
+    log(f"[bench] compressed {written[1]['streams'] - 2 + bool(small_tail)} streams in "
+        f"{time.perf_counter() - started:.1f} s")
+    described = []
+    for i, (folder, copies) in enumerate(zip(wanted, sizes)):
+        w = written[i]
+        described.append({"path": w["path"], "copies": copies, "sample_pages": len(pages), "pages": w["pages"],
+                          "streams": w["streams"], "compressed_bytes": w["compressed_bytes"],
+                          "uncompressed_bytes": copies * copy_bytes(pages)})
+        (folder / "dump.json").write_text(json.dumps(described[-1], indent=2))
     return described
 
 
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 # ---------------------------------------------------------------- 3b. ingest runs
-
-
-class RayWorkerMemory:
-    """Polls the RSS of the `ray::` processes under one process tree every `interval`
-    seconds. The tree is re-listed every `relist` seconds only: listing children
-    walks all of /proc, too costly to do five times a second on a busy 2-core machine."""
-
-    def __init__(self, root_pid: int, interval: float = 0.2, relist: float = 1.0):
-        self.root_pid = root_pid
-        self.interval = interval
-        self.relist = relist
-        self.peaks: dict[int, int] = {}
-        self.titles: dict[int, set[str]] = {}
-        self.cpu_seconds = 0.0  # this poller's own CPU time
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        try:
-            self._poll()
-        finally:
-            self.cpu_seconds = time.thread_time()
-
-    def _poll(self) -> None:
-        import psutil
-
-        try:
-            root = psutil.Process(self.root_pid)
-        except psutil.NoSuchProcess:
-            return
-        processes: list = []
-        listed_at = float("-inf")
-        known_workers: set[int] = set()  # seen running a unit: only their RSS is read now
-        while not self._stop.is_set():
-            if time.monotonic() - listed_at >= self.relist:
-                try:
-                    processes = root.children(recursive=True)
-                except psutil.NoSuchProcess:
-                    return
-                listed_at = time.monotonic()
-            for process in processes:
-                try:
-                    if process.pid not in known_workers:
-                        title = " ".join(process.cmdline()).strip() or process.name()
-                        if not title.startswith("ray::"):
-                            continue
-                        self.titles.setdefault(process.pid, set()).add(title.split()[0])
-                        if any(name in title for name in DATA_WORKER_TITLES):
-                            known_workers.add(process.pid)
-                    rss = process.memory_info().rss
-                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                    continue
-                self.peaks[process.pid] = max(self.peaks.get(process.pid, 0), rss)
-            self._stop.wait(self.interval)
-
-    def data_worker_peaks_mb(self) -> list[float]:
-        """Peak RSS of each worker that ran `process_unit` (any ray:: worker but
-        Ray's own agents when no title was caught mid-task)."""
-        workers = [pid for pid, titles in self.titles.items()
-                   if any(name in t for t in titles for name in DATA_WORKER_TITLES)]
-        if not workers:
-            workers = [pid for pid, titles in self.titles.items()
-                       if not any(word in t for t in titles for word in ("Agent", "_StatsActor", "Coordinator"))]
-        return sorted((round(self.peaks[pid] / 2**20, 1) for pid in workers), reverse=True)
 
 
 def run_ingest(dump: dict, out: Path, num_cpus: int, shard_bytes: str, pass1: str = "data") -> dict:
@@ -439,33 +264,14 @@ def run_ingest(dump: dict, out: Path, num_cpus: int, shard_bytes: str, pass1: st
 # ---------------------------------------------------------------- 4. Wikidata + entity pairs (pass 2)
 
 
-def build_wikidata(out: Path, articles, types: int = 40) -> dict:
-    """A Wikidata JSON dump (.json.gz, one gzip member per 2,000 lines as in
-    Wikimedia's) with an item per distinct link target of the sample articles:
-    an enwiki sitelink, an English label and a P31 drawn from `types` types by
-    a hash of the title, so pass 2 has real link counts and type groups."""
-    import gzip
-    import hashlib
-
-    from ingest.wikitext import wikitext_to_text
-
+def build_wikidata(out: Path, articles) -> dict:
+    """A Wikidata JSON dump (``bench/dumps.py``) with an item per distinct link target of the sample articles:
+    an enwiki sitelink, an English label and a P31 drawn from 40 types by a hash of the title, so pass 2 has
+    real link counts and type groups."""
     path = out / "wikidata-bench-all.json.gz"
-    targets = sorted({link.target for page in articles for link in wikitext_to_text(page.wikitext)[1]})
+    targets = link_targets(articles)
     if not path.exists():
-        lines = []
-        for i, title in enumerate(targets):
-            kind = int(hashlib.sha1(title.encode()).hexdigest(), 16) % types
-            lines.append(json.dumps({
-                "type": "item", "id": f"Q{1_000_000 + i}", "labels": {"en": {"language": "en", "value": title}},
-                "claims": {"P31": [{"mainsnak": {"snaktype": "value", "property": "P31", "datavalue": {
-                    "value": {"entity-type": "item", "id": f"Q{900_000 + kind}"}, "type": "wikibase-entityid"}},
-                    "rank": "normal"}]},
-                "sitelinks": {"enwiki": {"site": "enwiki", "title": title, "badges": []}}}, separators=(",", ":")))
-        members = [b"[\n"] + [(",\n".join(lines[i:i + 2000]) + (",\n" if i + 2000 < len(lines) else "\n")).encode()
-                               for i in range(0, len(lines), 2000)] + [b"]\n"]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(b"".join(gzip.compress(m, 6, mtime=0) for m in members))
-        tmp.replace(path)
+        write_wikidata(path, wikidata_lines(targets))
     return {"path": str(path), "items": len(targets), "bytes": path.stat().st_size}
 
 
@@ -553,7 +359,7 @@ def _side_by_side(attempts: dict, best: dict, small: dict, big: dict) -> dict:
     }
     print(f"\n== Pass 1 side by side, {big['copies']} copies ({big['pages']} pages): Ray Data read vs plain Ray "
           f"tasks, fastest attempts; paired = runs back to back ==")
-    print(_table(
+    print(table(
         [[f"{n} worker{'s' if n > 1 else ''}", tasks["pages_per_s"][k], data["pages_per_s"][k],
           side["pass1_data_vs_tasks_pages_per_s"][k], paired[k]["median"],
           tasks["steady_state_pages_per_s"][k], data["steady_state_pages_per_s"][k],
@@ -615,15 +421,7 @@ def check_pass1(out: Path) -> dict:
             "seconds": round(time.perf_counter() - started, 1)}
 
 
-def _table(rows: list[list], header: list[str]) -> str:
-    cells = [header] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=40,
                         help="copies of the enwiki sample (206 pages) in the dump timed with 1 and 2 workers; "
@@ -644,62 +442,39 @@ def main(argv=None) -> int:
                         help="leave out the Wikidata + entity pairs runs (pass 2)")
     parser.add_argument("--check-pass1", action="store_true",
                         help="only the check that --pass1 data and tasks write the same bytes and resume (demo world)")
-    args = parser.parse_args(argv)
-    if args.check_pass1:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        result = check_pass1(Path(tempfile.mkdtemp(prefix="pass1-check-", dir=args.out)))
-        print(json.dumps({"pass1_check": result}))
-        return 0 if result["ok"] else 1
+    return parser
+
+
+def timed_ingests(args, out: Path, small: dict, big: dict) -> dict:
+    """Every configuration's attempts, interleaved (a burst of outside load hits every configuration), the
+    runners back to back in turns first (ABBA, so drift falls on both alike); the fastest of each marked."""
+    runners = PASS1_RUNNERS if args.pass1 == "both" else (args.pass1,)
+    attempts: dict[tuple[str, int, int], list] = {}
+    for attempt in range(args.attempts):
+        for dump in (small, big):
+            for num_cpus in (1, 2):
+                for pass1 in runners if attempt % 2 == 0 else runners[::-1]:
+                    name = f"ingest-{pass1}-{num_cpus}cpu-x{dump['copies']}-{attempt}"
+                    attempts.setdefault((pass1, num_cpus, dump["copies"]), []).append(
+                        run_ingest(dump, out / name, num_cpus, args.shard_bytes, pass1))
+    best = {}
+    for key, tries in attempts.items():
+        best[key] = max(tries, key=lambda r: r["pages_per_s"])
+        best[key]["attempts_pages_per_s"] = [r["pages_per_s"] for r in tries]
+        best[key]["best"] = True
+    headline = runners[0] if len(runners) == 1 else _default_pass1()
+    return {"runners": runners, "headline": headline, "attempts": attempts, "best": best,
+            "runs": [best[(headline, 1, big["copies"])], best[(headline, 2, big["copies"])],
+                     best[(headline, 2, small["copies"])], best[(headline, 1, small["copies"])]],
+            "all_runs": [r for tries in attempts.values() for r in tries]}
+
+
+def _report_extraction(speed: dict, agreement: dict) -> dict:
     from ingest.wikitext import extractor_loops
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    bench_started = time.perf_counter()
-
-    enwiki, bgwiki, tables = load_pages(ENWIKI), load_pages(BGWIKI), load_pages(TABLES)
-    articles = [page for page in enwiki if page.ns == 0 and page.redirect is None]
-
-    log("[bench] extractor speed")
-    speed = extractor_speed(articles, args.rounds)
-    log("[bench] link agreement with mwparserfromhell")
-    agreement = link_agreement([
-        ("enwiki", articles, "en"),
-        ("bgwiki", bgwiki, "bg"),
-        ("enwiki-tables", [page for page in tables if page.ns == 0], "en"),
-    ])
-
-    runs, all_runs = [], []
-    if not args.skip_ingest:
-        log(f"[bench] dumps of {max(1, args.repeat // 2)} and {args.repeat} copies in {out}")
-        small, big = build_dumps(out, args.repeat)
-        runners = PASS1_RUNNERS if args.pass1 == "both" else (args.pass1,)
-        headline = runners[0] if len(runners) == 1 else _default_pass1()
-        attempts: dict[tuple[str, int, int], list] = {}
-        for attempt in range(args.attempts):  # interleaved, so a burst of outside load hits every configuration
-            for dump in (small, big):
-                for num_cpus in (1, 2):
-                    # the runners back to back, in turns first (ABBA), so drift falls on both alike
-                    for pass1 in runners if attempt % 2 == 0 else runners[::-1]:
-                        name = f"ingest-{pass1}-{num_cpus}cpu-x{dump['copies']}-{attempt}"
-                        attempts.setdefault((pass1, num_cpus, dump["copies"]), []).append(
-                            run_ingest(dump, out / name, num_cpus, args.shard_bytes, pass1))
-        best = {}
-        for key, tries in attempts.items():
-            best[key] = max(tries, key=lambda r: r["pages_per_s"])
-            best[key]["attempts_pages_per_s"] = [r["pages_per_s"] for r in tries]
-            best[key]["best"] = True
-        runs = [best[(headline, 1, big["copies"])], best[(headline, 2, big["copies"])],
-                best[(headline, 2, small["copies"])], best[(headline, 1, small["copies"])]]
-        all_runs = [r for tries in attempts.values() for r in tries]
-        if not args.skip_pairs:
-            log("[bench] Wikidata + entity pairs")
-            wikidata = build_wikidata(out, articles)
-            pairs = run_pairs(small, wikidata, out / "pairs-2cpu", 2, args.shard_bytes)
-            pairs_big = run_pairs(big, wikidata, out / "pairs-2cpu-big", 2, args.shard_bytes)
 
     print(f"\n== Extractor, one core, {speed['pages']} enwiki articles ({speed['megabytes']:.2f} MB wikitext), "
           f"pages taking turns, each page its fastest of {speed['rounds']} rounds ==")
-    print(_table(
+    print(table(
         [[name, speed[key]["pages_per_s"], speed[key]["mb_per_s"], speed[key]["seconds"], speed[key]["links"]]
          for name, key in (("wikiextractor 3.1.0 (clean_text, keepLinks)", "wikiextractor"),
                            ("structcse wikitext_to_text + split_sentences", "project"),
@@ -709,14 +484,12 @@ def main(argv=None) -> int:
     print(f"ratio (pages/s per core): {speed['ratio']}x with sentence splitting, "
           f"{speed['ratio_extract_only']}x for the same output as wikiextractor (text + links); "
           f"with the loops in Python {speed['ratio_python_loops']}x (the extractor's loops: {extractor_loops()})")
-
     print("\n== Links vs mwparserfromhell (article text outside templates, refs, tables, captions) ==")
-    print(_table(
+    print(table(
         [[name, row["language"], row["pages"], row["extractor_links"], row["oracle_links"], row["matched"],
           row["precision"], row["recall"]] for name, row in agreement.items()],
         ["sample", "lang", "pages", "extractor", "oracle", "matched", "precision", "recall"]))
-
-    summary = {
+    return {
         "extractor_vs_wikiextractor": speed["ratio"],
         "extract_only_vs_wikiextractor": speed["ratio_extract_only"],
         "python_loops_vs_wikiextractor": speed["ratio_python_loops"],
@@ -732,77 +505,115 @@ def main(argv=None) -> int:
         "mb_per_s_per_core": {"project": speed["project"]["mb_per_s"],
                               "wikiextractor": speed["wikiextractor"]["mb_per_s"]},
     }
-    if runs:
-        one, two, two_small, one_small = runs
-        print("\n== Ingest (python -m ingest --num-cpus N --pass1 P; job clock from the manifest, Ray start "
-              "excluded) ==")
-        print(_table(
-            [[r["pass1"], f"{r['num_cpus']}{' *' if r.get('best') else ''}", r["copies"], r["pages"], r["units"],
-              r["seconds"], r["pass1_seconds"], r["wall_seconds"], r["pages_per_s"], r["compressed_mb_per_s"],
-              r["uncompressed_mb_per_s"], r["peak_rss_mb_per_worker"], r["manifest_peak_rss_mb_per_worker"],
-              r["accounted"]] for r in all_runs],
-            ["pass 1", "workers", "copies", "pages", "units", "job s", "pass-1 s", "wall s", "pages/s", "MB/s bz2",
-             "MB/s xml", "peak RSS MB/worker", "manifest maxrss MB", "accounted"]))
-        print(f"(the rows below are for --pass1 {headline}, the default)")
-        scaling = round(two["pages_per_s"] / one["pages_per_s"], 2)
-        growth = (round(two["peak_rss_mb_per_worker"] / two_small["peak_rss_mb_per_worker"], 2)
-                  if two["peak_rss_mb_per_worker"] and two_small["peak_rss_mb_per_worker"] else None)
-        steady, fixed = {}, {}
-        for n, big_run, small_run in ((1, one, one_small), (2, two, two_small)):
-            steady[n], fixed[n] = _steady_state(small_run["pages"], small_run["seconds"],
-                                                big_run["pages"], big_run["seconds"])
-        mb_per_page = big["compressed_bytes"] / 1e6 / two["pages"]
-        steady_scaling = round(steady[2] / steady[1], 2)
-        print("(* the fastest attempt, which the ratios use)")
-        print(f"steady state (extra pages / extra seconds, {two_small['copies']} -> {two['copies']} copies): "
-              f"1 worker {steady[1]:.1f} pages/s, 2 workers {steady[2]:.1f} pages/s ({steady_scaling}x); "
-              f"fixed cost per job {fixed[1]} s (1 worker), {fixed[2]} s (2 workers)")
-        print(f"scaling 2 vs 1 worker: {scaling}x; worker peak RSS at {two['copies']} vs {two_small['copies']} copies: "
-              f"{two['peak_rss_mb_per_worker']} vs {two_small['peak_rss_mb_per_worker']} MB ({growth}x)")
-        summary.update({
-            "pass1": headline,
-            "scaling_2_workers": scaling,
-            "peak_rss_mb_per_worker": max(r["peak_rss_mb_per_worker"] or 0 for r in runs),
-            "ingest_pages_per_s": {"1_worker": one["pages_per_s"], "2_workers": two["pages_per_s"],
-                                   "2_workers_half_dump": two_small["pages_per_s"]},
-            "ingest_attempts_pages_per_s": {"1_worker": one["attempts_pages_per_s"],
-                                            "2_workers": two["attempts_pages_per_s"]},
-            "ingest_job_seconds": {"1_worker": one["seconds"], "2_workers": two["seconds"],
-                                   "2_workers_half_dump": two_small["seconds"]},
-            "ingest_mb_per_s_bz2": {"1_worker": one["compressed_mb_per_s"], "2_workers": two["compressed_mb_per_s"]},
-            "scaling_2_workers_steady_state": steady_scaling,
-            "steady_state_pages_per_s": {"1_worker": round(steady[1], 1), "2_workers": round(steady[2], 1)},
-            "steady_state_mb_per_s_bz2": {"1_worker": round(steady[1] * mb_per_page, 2),
-                                          "2_workers": round(steady[2] * mb_per_page, 2)},
-            "fixed_seconds_per_job": {"1_worker": fixed[1], "2_workers": fixed[2]},
-            "peak_rss_mb": {f"{two_small['copies']}_copies": two_small["peak_rss_mb_per_worker"],
-                            f"{two['copies']}_copies": two["peak_rss_mb_per_worker"]},
-            "peak_rss_growth_2x_dump": growth,
-            "dump_pages": {f"{two_small['copies']}_copies": two_small["pages"], f"{two['copies']}_copies": two["pages"]},
-        })
-        if len(runners) > 1:
-            summary.update(_side_by_side(attempts, best, small, big))
-    if runs and not args.skip_pairs:
-        print(f"\n== Wikidata ({wikidata['items']} items, {pairs['wikidata_ranges']} ranges) + entity pairs, "
-              f"2 workers ==")
-        print(_table([[r["pages"], r["pass1_seconds"], r["pass2_seconds"], r["link_mentions"], r["entities"],
-                       r["entity_pairs"], r["pass2_mentions_per_s_per_core"], r["links_accounted"]]
-                      for r in (pairs, pairs_big)],
-                     ["pages", "pass 1 s", "pass 2 s", "link mentions", "entities", "pairs", "pass-2 mentions/s/core",
-                      "links accounted"]))
-        mentions_per_s, pass2_fixed = _steady_state(pairs["link_mentions"], pairs["pass2_seconds"],
-                                                    pairs_big["link_mentions"], pairs_big["pass2_seconds"])
-        pass2_steady = mentions_per_s / 2
-        print(f"pass 2 steady state ({pairs['pages']} -> {pairs_big['pages']} pages): {pass2_steady:.0f} "
-              f"mentions/s per core; fixed cost {pass2_fixed} s")
-        summary["pairs"] = pairs
-        summary["pairs_big"] = pairs_big
-        summary["pass2_steady_state_mentions_per_s_per_core"] = round(pass2_steady, 1)
-        summary["pass2_fixed_seconds"] = pass2_fixed
-    if not runs:
+
+
+def _report_ingest(timed: dict, big: dict) -> dict:
+    one, two, two_small, one_small = timed["runs"]
+    print("\n== Ingest (python -m ingest --num-cpus N --pass1 P; job clock from the manifest, Ray start "
+          "excluded) ==")
+    print(table(
+        [[r["pass1"], f"{r['num_cpus']}{' *' if r.get('best') else ''}", r["copies"], r["pages"], r["units"],
+          r["seconds"], r["pass1_seconds"], r["wall_seconds"], r["pages_per_s"], r["compressed_mb_per_s"],
+          r["uncompressed_mb_per_s"], r["peak_rss_mb_per_worker"], r["manifest_peak_rss_mb_per_worker"],
+          r["accounted"]] for r in timed["all_runs"]],
+        ["pass 1", "workers", "copies", "pages", "units", "job s", "pass-1 s", "wall s", "pages/s", "MB/s bz2",
+         "MB/s xml", "peak RSS MB/worker", "manifest maxrss MB", "accounted"]))
+    print(f"(the rows below are for --pass1 {timed['headline']}, the default)")
+    scaling = round(two["pages_per_s"] / one["pages_per_s"], 2)
+    growth = (round(two["peak_rss_mb_per_worker"] / two_small["peak_rss_mb_per_worker"], 2)
+              if two["peak_rss_mb_per_worker"] and two_small["peak_rss_mb_per_worker"] else None)
+    steady, fixed = {}, {}
+    for n, big_run, small_run in ((1, one, one_small), (2, two, two_small)):
+        steady[n], fixed[n] = _steady_state(small_run["pages"], small_run["seconds"],
+                                            big_run["pages"], big_run["seconds"])
+    mb_per_page = big["compressed_bytes"] / 1e6 / two["pages"]
+    steady_scaling = round(steady[2] / steady[1], 2)
+    print("(* the fastest attempt, which the ratios use)")
+    print(f"steady state (extra pages / extra seconds, {two_small['copies']} -> {two['copies']} copies): "
+          f"1 worker {steady[1]:.1f} pages/s, 2 workers {steady[2]:.1f} pages/s ({steady_scaling}x); "
+          f"fixed cost per job {fixed[1]} s (1 worker), {fixed[2]} s (2 workers)")
+    print(f"scaling 2 vs 1 worker: {scaling}x; worker peak RSS at {two['copies']} vs {two_small['copies']} copies: "
+          f"{two['peak_rss_mb_per_worker']} vs {two_small['peak_rss_mb_per_worker']} MB ({growth}x)")
+    return {
+        "pass1": timed["headline"],
+        "scaling_2_workers": scaling,
+        "peak_rss_mb_per_worker": max(r["peak_rss_mb_per_worker"] or 0 for r in timed["runs"]),
+        "ingest_pages_per_s": {"1_worker": one["pages_per_s"], "2_workers": two["pages_per_s"],
+                               "2_workers_half_dump": two_small["pages_per_s"]},
+        "ingest_attempts_pages_per_s": {"1_worker": one["attempts_pages_per_s"],
+                                        "2_workers": two["attempts_pages_per_s"]},
+        "ingest_job_seconds": {"1_worker": one["seconds"], "2_workers": two["seconds"],
+                               "2_workers_half_dump": two_small["seconds"]},
+        "ingest_mb_per_s_bz2": {"1_worker": one["compressed_mb_per_s"], "2_workers": two["compressed_mb_per_s"]},
+        "scaling_2_workers_steady_state": steady_scaling,
+        "steady_state_pages_per_s": {"1_worker": round(steady[1], 1), "2_workers": round(steady[2], 1)},
+        "steady_state_mb_per_s_bz2": {"1_worker": round(steady[1] * mb_per_page, 2),
+                                      "2_workers": round(steady[2] * mb_per_page, 2)},
+        "fixed_seconds_per_job": {"1_worker": fixed[1], "2_workers": fixed[2]},
+        "peak_rss_mb": {f"{two_small['copies']}_copies": two_small["peak_rss_mb_per_worker"],
+                        f"{two['copies']}_copies": two["peak_rss_mb_per_worker"]},
+        "peak_rss_growth_2x_dump": growth,
+        "dump_pages": {f"{two_small['copies']}_copies": two_small["pages"], f"{two['copies']}_copies": two["pages"]},
+    }
+
+
+def _report_pairs(wikidata: dict, pairs: dict, pairs_big: dict) -> dict:
+    print(f"\n== Wikidata ({wikidata['items']} items, {pairs['wikidata_ranges']} ranges) + entity pairs, "
+          f"2 workers ==")
+    print(table([[r["pages"], r["pass1_seconds"], r["pass2_seconds"], r["link_mentions"], r["entities"],
+                  r["entity_pairs"], r["pass2_mentions_per_s_per_core"], r["links_accounted"]]
+                 for r in (pairs, pairs_big)],
+                ["pages", "pass 1 s", "pass 2 s", "link mentions", "entities", "pairs", "pass-2 mentions/s/core",
+                 "links accounted"]))
+    mentions_per_s, pass2_fixed = _steady_state(pairs["link_mentions"], pairs["pass2_seconds"],
+                                                pairs_big["link_mentions"], pairs_big["pass2_seconds"])
+    pass2_steady = mentions_per_s / 2
+    print(f"pass 2 steady state ({pairs['pages']} -> {pairs_big['pages']} pages): {pass2_steady:.0f} "
+          f"mentions/s per core; fixed cost {pass2_fixed} s")
+    return {"pairs": pairs, "pairs_big": pairs_big, "pass2_steady_state_mentions_per_s_per_core": round(pass2_steady, 1),
+            "pass2_fixed_seconds": pass2_fixed}
+
+
+def _ingest_parts(args, out: Path, articles) -> dict:
+    """The timed ingest runs and (unless --skip-pairs) the Wikidata + entity pairs runs: their summary keys."""
+    log(f"[bench] dumps of {max(1, args.repeat // 2)} and {args.repeat} copies in {out}")
+    small, big = build_dumps(out, args.repeat)
+    timed = timed_ingests(args, out, small, big)
+    summary = _report_ingest(timed, big)
+    if len(timed["runners"]) > 1:
+        summary.update(_side_by_side(timed["attempts"], timed["best"], small, big))
+    if not args.skip_pairs:
+        log("[bench] Wikidata + entity pairs")
+        wikidata = build_wikidata(out, articles)
+        summary.update(_report_pairs(wikidata, run_pairs(small, wikidata, out / "pairs-2cpu", 2, args.shard_bytes),
+                                     run_pairs(big, wikidata, out / "pairs-2cpu-big", 2, args.shard_bytes)))
+    return summary
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    if args.check_pass1:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        result = check_pass1(Path(tempfile.mkdtemp(prefix="pass1-check-", dir=args.out)))
+        emit({"pass1_check": result})
+        return 0 if result["ok"] else 1
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bench_started = time.perf_counter()
+    enwiki, bgwiki, tables = load_pages(ENWIKI), load_pages(BGWIKI), load_pages(TABLES)
+    articles = [page for page in enwiki if page.ns == 0 and page.redirect is None]
+    log("[bench] extractor speed")
+    speed = extractor_speed(articles, args.rounds)
+    log("[bench] link agreement with mwparserfromhell")
+    agreement = link_agreement([("enwiki", articles, "en"), ("bgwiki", bgwiki, "bg"),
+                                ("enwiki-tables", [page for page in tables if page.ns == 0], "en")])
+    summary = _report_extraction(speed, agreement)
+    if args.skip_ingest:
         summary.update({"scaling_2_workers": None, "peak_rss_mb_per_worker": None})
+    else:
+        summary.update(_ingest_parts(args, out, articles))
     summary["bench_seconds"] = round(time.perf_counter() - bench_started, 1)
-    print(json.dumps(summary))
+    emit(summary)
     return 0
 
 

@@ -36,11 +36,8 @@ The last line printed is one JSON object.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import importlib.util
 import json
-import multiprocessing
 import os
 import re
 import shutil
@@ -50,133 +47,63 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-_spec = importlib.util.spec_from_file_location("bench_ingest", REPO / "bench" / "ingest.py")
-bench_ingest = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_ingest)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.dumps import (ENWIKI, copy_bytes, link_targets, load_pages, page_copy, sample_parts,  # noqa: E402
+                         wikidata_lines, write_dumps, write_wikidata)
+from bench.harness import REPO, emit, log, read_json, table  # noqa: E402
+from bench.ray_head import RayWorkerMemory  # noqa: E402
 
 COPIES_PER_WORLD = 40  # scale 1: bench/ingest.py's largest dump
-TYPES = 40
 _LINK = re.compile(r"\[\[([^\[\]|#\n]+)(?=[|#\]])")
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def _world_page(page: str, copy: int) -> tuple[str, int, str]:
     """Copy ``copy`` of a sample page, its links pointing at the entities of its world."""
-    page, page_id, title = bench_ingest._page_copy(page, copy)
+    page, page_id, title = page_copy(page, copy)
     world = copy // COPIES_PER_WORLD
     if world:
         page = _LINK.sub(lambda m: f"[[{m.group(1).rstrip()} (w{world})", page)
     return page, page_id, title
 
 
-def _compress_stream(args: tuple[int, int]) -> tuple[bytes, list[tuple[int, str]]]:
-    count, first = args
-    pages = bench_ingest._SAMPLE_PAGES
-    xml, rows = [], []
-    for position in range(first, first + count):
-        copy, index = divmod(position, len(pages))
-        page, page_id, title = _world_page(pages[index], copy)
-        xml.append("  " + page + "\n")
-        rows.append((page_id, title))
-    return bz2_compress("".join(xml).encode("utf-8")), rows
-
-
-def bz2_compress(data: bytes) -> bytes:
-    import bz2
-
-    return bz2.compress(data, 9)
-
-
 def build_dumps(out: Path, scales: list[int]) -> dict[int, dict]:
-    """One multistream dump (+ index) per scale, each a prefix of the largest; reused when built."""
-    import bz2
-
-    header, pages, footer = bench_ingest._sample_parts(bench_ingest.ENWIKI)
+    """One multistream dump (+ index) per scale (``bench/dumps.py``), each a prefix of the largest; reused
+    when built."""
+    parts = sample_parts(ENWIKI)
+    pages = parts[1]
     folders = {k: out / f"dump-x{k}" for k in scales}
-    described = {k: bench_ingest._read_json(folders[k] / "dump.json") for k in scales}
+    described = {k: read_json(folders[k] / "dump.json") for k in scales}
     if all(d and d.get("worlds") == k and d.get("sample_pages") == len(pages) for k, d in described.items()):
         log(f"[bench] reusing dumps in {out}")
         return described
-    per = bench_ingest.PAGES_PER_STREAM
-    totals = {k: k * COPIES_PER_WORLD * len(pages) for k in scales}
-    largest = max(totals.values())
-    chunks = [(min(per, largest - first), first) for first in range(0, largest, per)]
-    tails = {k: (totals[k] % per, totals[k] - totals[k] % per) for k in scales if totals[k] % per}
     started = time.perf_counter()
-    files, index_lines = {}, {k: [] for k in scales}
+    written = write_dumps(folders, {k: k * COPIES_PER_WORLD * len(pages) for k in scales}, parts, _world_page)
     for k in scales:
-        shutil.rmtree(folders[k], ignore_errors=True)
-        folders[k].mkdir(parents=True)
-        files[k] = open(folders[k] / bench_ingest.DUMP_NAME, "wb")
-        files[k].write(bz2.compress(header.encode("utf-8"), 9))
-
-    def write(k, compressed, rows):
-        offset = files[k].tell()
-        files[k].write(compressed)
-        index_lines[k].extend(f"{offset}:{page_id}:{title}\n" for page_id, title in rows)
-
-    with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1, bench_ingest._init_worker, (pages,)) as pool:
-        for (count, first), (compressed, rows) in zip(chunks, pool.imap(_compress_stream, chunks, chunksize=4)):
-            for k in scales:
-                if first + count <= totals[k]:
-                    write(k, compressed, rows)
-    bench_ingest._init_worker(pages)
-    for k, tail in tails.items():
-        write(k, *_compress_stream(tail))
-    copy_bytes = sum(len(("  " + page + "\n").encode()) for page in pages)
-    for k in scales:
-        files[k].write(bz2.compress(footer.encode("utf-8"), 9))
-        compressed_bytes = files[k].tell()
-        files[k].close()
-        with bz2.open(folders[k] / bench_ingest.INDEX_NAME, "wt", encoding="utf-8") as index:
-            index.writelines(index_lines[k])
-        described[k] = {"path": str(folders[k] / bench_ingest.DUMP_NAME), "worlds": k,
-                        "copies": k * COPIES_PER_WORLD, "sample_pages": len(pages), "pages": len(index_lines[k]),
-                        "compressed_bytes": compressed_bytes, "uncompressed_bytes": k * COPIES_PER_WORLD * copy_bytes}
+        described[k] = {"path": written[k]["path"], "worlds": k, "copies": k * COPIES_PER_WORLD,
+                        "sample_pages": len(pages), "pages": written[k]["pages"],
+                        "compressed_bytes": written[k]["compressed_bytes"],
+                        "uncompressed_bytes": k * COPIES_PER_WORLD * copy_bytes(pages)}
         (folders[k] / "dump.json").write_text(json.dumps(described[k], indent=2))
-    log(f"[bench] built {len(scales)} dumps ({len(chunks)} streams) in {time.perf_counter() - started:.0f} s")
+    log(f"[bench] built {len(scales)} dumps ({written[max(scales)]['streams'] - 2} streams) in "
+        f"{time.perf_counter() - started:.0f} s")
     return described
 
 
 def build_wikidata(out: Path, worlds: int) -> dict:
     """World 0's items are ``bench/ingest.py``'s (same QIDs, same bytes per line); world g's are
     the same targets suffixed `` (wg)``, QIDs offset by g million, the same 40 P31 types."""
-    from ingest.wikitext import wikitext_to_text
-
     path, described_path = out / f"wikidata-x{worlds}.json.gz", out / f"wikidata-x{worlds}.described.json"
     if path.exists() and described_path.exists():
         return json.loads(described_path.read_text())
-    articles = [p for p in bench_ingest.load_pages(bench_ingest.ENWIKI) if p.ns == 0 and p.redirect is None]
-    targets = sorted({link.target for page in articles for link in wikitext_to_text(page.wikitext)[1]})
-    lines = []
-    for world in range(worlds):
-        for i, target in enumerate(targets):
-            kind = int(hashlib.sha1(target.encode()).hexdigest(), 16) % TYPES
-            title = f"{target} (w{world})" if world else target
-            lines.append(json.dumps({
-                "type": "item", "id": f"Q{1_000_000 * (world + 1) + i}",
-                "labels": {"en": {"language": "en", "value": title}},
-                "claims": {"P31": [{"mainsnak": {"snaktype": "value", "property": "P31", "datavalue": {
-                    "value": {"entity-type": "item", "id": f"Q{900_000 + kind}"}, "type": "wikibase-entityid"}},
-                    "rank": "normal"}]},
-                "sitelinks": {"enwiki": {"site": "enwiki", "title": title, "badges": []}}}, separators=(",", ":")))
-    members = [b"[\n"] + [(",\n".join(lines[i:i + 2000]) + (",\n" if i + 2000 < len(lines) else "\n")).encode()
-                           for i in range(0, len(lines), 2000)] + [b"]\n"]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(b"".join(gzip.compress(m, 6, mtime=0) for m in members))
-    tmp.replace(path)
+    articles = [p for p in load_pages(ENWIKI) if p.ns == 0 and p.redirect is None]
+    lines = wikidata_lines(link_targets(articles), worlds)
+    write_wikidata(path, lines)
     described = {"path": str(path), "items": len(lines), "bytes": path.stat().st_size}
     described_path.write_text(json.dumps(described))
     return described
 
 
-class TreeMemory(bench_ingest.RayWorkerMemory):
+class TreeMemory(RayWorkerMemory):
     """Every ``interval`` s: the RSS of each process under ``root_pid`` (re-listed every second),
     each one's peak with its title, and the peak of their sum; and the size of Ray's spill folders.
     (``bench/ingest.py``'s poller thread, polling every process of the tree, not only pass-1 workers.)"""
@@ -334,8 +261,7 @@ def baseline_worktree(out: Path, commit: str) -> Path:
 def run_multi_node(dump: dict, wikidata: dict, out: Path, shard_bytes: str, one_node_sets: dict) -> dict:
     """The same ingest from a driver on a 3-node cluster on this machine (1 CPU each, token auth), with small
     buckets; its sets compared with the one-node run's, and where its tasks ran."""
-    sys.path.insert(0, str(REPO / "bench"))
-    from ray_head import LocalHead, cluster_usage
+    from bench.ray_head import LocalHead, cluster_usage
 
     head = LocalHead(1, worker_nodes=[1, 1])
     try:
@@ -353,7 +279,7 @@ def run_multi_node(dump: dict, wikidata: dict, out: Path, shard_bytes: str, one_
             "buckets": {s["fn"]: s["buckets"] for s in run["shuffles"] or []}, "job_s": run["job_s"]}
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", default="1,10,30", help="worlds per dump (1 = bench/ingest.py's 40 copies)")
     parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "structcse-scale"))
@@ -363,44 +289,45 @@ def main(argv=None) -> int:
     parser.add_argument("--multi-node", action="store_true",
                         help="also run the smallest scale on a 3-node Ray cluster on this machine (bench/ray_head.py; "
                         "--memory-per-cpu 256M: many small buckets) and compare its sets with the one-node run's")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    scales = sorted(int(s) for s in args.scales.split(","))
-    started = time.perf_counter()
-    dumps = build_dumps(out, scales)
-    wikidata = {k: build_wikidata(out, k) for k in scales}
-    if args.build_only:
-        print(json.dumps({"dumps": dumps, "wikidata": wikidata}))
-        return 0
-    runs, same_as_baseline, multi_node, one_node_sets = {}, None, None, None
+    return parser
+
+
+def _baseline(args, out: Path, k: int, dump: dict, wikidata: dict) -> dict:
+    """The sets of the code at ``--baseline-commit`` from the same input, against this run's."""
+    mine = set_bytes(out / f"ingest-x{k}")
+    tree = baseline_worktree(out, args.baseline_commit)
+    base = run_ingest(dump, wikidata, out / f"baseline-x{k}", repo=tree, shard_bytes=args.shard_bytes,
+                      memory_per_cpu=None)
+    theirs = set_bytes(out / f"baseline-x{k}")
+    differ = sorted(f for f in set(mine) | set(theirs) if mine.get(f) != theirs.get(f))
+    shutil.rmtree(out / f"baseline-x{k}", ignore_errors=True)
+    return {"commit": args.baseline_commit, "files": len(mine), "differ": differ,
+            "baseline": {key: v for key, v in base.items() if key != "shuffles"}}
+
+
+def _runs(args, out: Path, scales: list[int], dumps: dict, wikidata: dict):
+    """Each scale's ingest; ``(runs, same_as_baseline, the first scale's set bytes)``."""
+    runs, same_as_baseline, one_node_sets = {}, None, None
     for k in scales:
         runs[k] = run_ingest(dumps[k], wikidata[k], out / f"ingest-x{k}", shard_bytes=args.shard_bytes)
         if k == scales[0]:
             one_node_sets = set_bytes(out / f"ingest-x{k}")
         log(f"[bench] x{k}: " + json.dumps({key: v for key, v in runs[k].items() if key != "shuffles"}))
         if k == scales[0] and args.baseline_commit:
-            mine = set_bytes(out / f"ingest-x{k}")
-            tree = baseline_worktree(out, args.baseline_commit)
-            base = run_ingest(dumps[k], wikidata[k], out / f"baseline-x{k}", repo=tree, shard_bytes=args.shard_bytes,
-                              memory_per_cpu=None)
-            theirs = set_bytes(out / f"baseline-x{k}")
-            differ = sorted(f for f in set(mine) | set(theirs) if mine.get(f) != theirs.get(f))
-            same_as_baseline = {"commit": args.baseline_commit, "files": len(mine), "differ": differ,
-                                "baseline": {key: v for key, v in base.items() if key != "shuffles"}}
-            shutil.rmtree(out / f"baseline-x{k}", ignore_errors=True)
+            same_as_baseline = _baseline(args, out, k, dumps[k], wikidata[k])
         shutil.rmtree(out / f"ingest-x{k}", ignore_errors=True)
-    if args.multi_node:
-        multi_node = run_multi_node(dumps[scales[0]], wikidata[scales[0]], out, args.shard_bytes, one_node_sets)
+    return runs, same_as_baseline, one_node_sets
 
+
+def _print_runs(runs: dict) -> None:
     print("\n== Ingest at scale: python -m ingest --num-cpus 2, Wikipedia + Wikidata (world = 8,240 pages) ==")
     header = ["worlds", "pages", "MB bz2", "wikidata lines", "pass 1 s", "pass 2 s", "job s", "link mentions",
               "mentions/s/core", "peak RSS GB (process)", "peak RSS GB (Ray worker)", "tree RSS GB", "spilled GB",
               "accounted"]
-    print(bench_ingest._table([[r["worlds"], r["pages"], r["compressed_mb"], r["wikidata_lines"], r["pass1_s"],
-                                r["pass2_s"], r["job_s"], r["link_mentions"], r["mentions_per_s_per_core"],
-                                r["peak_rss_gb"], r["peak_rss_gb_ray_worker"], r["tree_rss_gb"], r["spilled_gb"],
-                                r["accounted"]] for r in runs.values()], header))
+    print(table([[r["worlds"], r["pages"], r["compressed_mb"], r["wikidata_lines"], r["pass1_s"], r["pass2_s"],
+                  r["job_s"], r["link_mentions"], r["mentions_per_s_per_core"], r["peak_rss_gb"],
+                  r["peak_rss_gb_ray_worker"], r["tree_rss_gb"], r["spilled_gb"], r["accounted"]]
+                 for r in runs.values()], header))
     for k, r in runs.items():
         print(f"x{k}: largest process {r['peak_rss_process']!r}; largest Ray worker {r['peak_rss_ray_worker']!r}")
         for step in r["shuffles"] or []:
@@ -409,6 +336,11 @@ def main(argv=None) -> int:
                   f"scatter {step.get('scatter_s')} s, reduce {step.get('reduce_s')} s, "
                   f"peak RSS of a reduce call {step.get('largest_call_peak_rss_mb')} MB, "
                   f"of a scatter call {step.get('largest_scatter_peak_rss_mb')} MB")
+
+
+
+
+def _checks(runs: dict, scales: list[int], same_as_baseline, multi_node) -> dict:
     small, big = runs[scales[0]], runs[scales[-1]]
     ratio = big["worlds"] / small["worlds"]
     checks = {
@@ -430,9 +362,29 @@ def main(argv=None) -> int:
         print(f"scale {scales[0]} on 3 nodes: {multi_node['files']} parquet files; differing from one node's: "
               f"{multi_node['differ'] or 'none'}; tasks and actors per node {multi_node['tasks_and_actors_per_node']}")
     checks["ok"] = all(v for k, v in checks.items() if isinstance(v, bool))
-    print(json.dumps({"runs": {f"x{k}": {key: v for key, v in r.items() if key != "shuffles"} for k, r in runs.items()},
-                      "baseline": same_as_baseline, "multi_node": multi_node, "checks": checks,
-                      "bench_seconds": round(time.perf_counter() - started, 1)}))
+    return checks
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    scales = sorted(int(s) for s in args.scales.split(","))
+    started = time.perf_counter()
+    dumps = build_dumps(out, scales)
+    wikidata = {k: build_wikidata(out, k) for k in scales}
+    if args.build_only:
+        emit({"dumps": dumps, "wikidata": wikidata})
+        return 0
+    runs, same_as_baseline, one_node_sets = _runs(args, out, scales, dumps, wikidata)
+    multi_node = None
+    if args.multi_node:
+        multi_node = run_multi_node(dumps[scales[0]], wikidata[scales[0]], out, args.shard_bytes, one_node_sets)
+    _print_runs(runs)
+    checks = _checks(runs, scales, same_as_baseline, multi_node)
+    emit({"runs": {f"x{k}": {key: v for key, v in r.items() if key != "shuffles"} for k, r in runs.items()},
+          "baseline": same_as_baseline, "multi_node": multi_node, "checks": checks,
+          "bench_seconds": round(time.perf_counter() - started, 1)})
     return 0 if checks["ok"] else 1
 
 

@@ -43,13 +43,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import (BUCKET, REPO, cli, emit, prepare, run_parts, shutdown_ray, timed_cli,  # noqa: E402
+                           train_args, work_folder)
 
-from bench.harness import BUCKET, cli, prepare, say, timed_cli, train_args  # noqa: E402
 
 PARTS = ["bad_storage", "failed_job_feeds_next", "killed_during_publish", "cache_race", "local_mode_resume",
          "gs", "foreign_out", "two_writers", "reader_during_replace", "reingest_during_train", "retries_bounded",
@@ -235,7 +232,7 @@ def killed_during_publish(setting: dict, storage: str, where: str) -> dict:
 
 
 def _summary(storage: str, name: str) -> dict | None:
-    from infra.uris import read_text
+    from infra.storage import read_text
 
     try:
         return json.loads(read_text(f"{storage}/{name}/train_summary.json"))
@@ -258,92 +255,61 @@ def _partial_copy(storage: str, name: str, what: str) -> str | None:
 # ---------------------------------------------------------------- main
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--rate", type=float, default=0.1, help="the throttled part's share of faulty requests")
     ap.add_argument("--parts", nargs="+", default=PARTS, choices=PARTS)
     ap.add_argument("--repeats", type=int, default=20, help="two_writers' and reader_during_replace's repeats")
-    args = ap.parse_args(argv)
-    out = (args.out or Path(tempfile.mkdtemp(prefix="structcse-integrity-"))).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    os.chdir(out)
-    from tests.s3_server import start_s3_server
+    return ap
 
-    server, endpoint = start_s3_server(BUCKET, "structcse-integrity-key", "structcse-integrity-secret")
-    bucket = f"s3://{BUCKET}"
-    result, seconds = {}, {}
 
-    def part(name, fn, *a):
-        if name not in args.parts:
-            return
-        t0 = time.perf_counter()
-        try:
-            result[name] = fn(*a)
-        except Exception as e:  # noqa: BLE001 - a failed part is reported, the others still run
-            result[name] = f"failed: {type(e).__name__}: {str(e)[:500]}"
-        seconds[name] = round(time.perf_counter() - t0, 1)
-        say(f"{name} ({seconds[name]} s): {json.dumps(result[name], default=str)[:600]}")
+def _throttled(out: Path, rate: float) -> dict:
+    from bench.cloud import STAGES, run_cloud
 
-    setting = prepare(out)
+    shutdown_ray()  # the setting's ingest started one; the cloud stages start their own
+    cloud = run_cloud(out / "cloud", STAGES, fault_rate=rate)
+    faults = cloud["faults"]
+    return {"rate": rate, "stages": cloud["stages"], "identical_to_unthrottled": cloud["identical_to_local"],
+            "retries": sum(faults.get(k, 0) for k in ("slowdown", "reset", "reset_after_apply", "truncated")),
+            "requests": faults["requests"], "faults": faults, "seconds": cloud["seconds"]}
+
+
+def _on_moto(args, out: Path, setting: dict) -> tuple[dict, dict]:
+    """The parts run against this bench's moto server (every part but ``throttled``)."""
+    from bench.cache_race import cache_race
+    from bench.integrity_gs import gs_roundtrip
+    from bench.integrity_ownership import ownership_parts
+    from bench.integrity_retries import retries_bounded
+    from bench.integrity_sets import reingest_during_train
+    from bench.integrity_train import bench_selection_and_resume
     from infra.storage import filesystem
 
+    bucket = f"s3://{BUCKET}"
     fs, _ = filesystem(bucket)
     fs.put(setting["sets"], f"{BUCKET}/sets", recursive=True)
-    part("bad_storage", bad_storage, setting, bucket, endpoint)
-    part("failed_job_feeds_next", lambda: (lambda r: {"fed": fed(r), "refusals": r})(
-        failed_job_feeds_next(setting, out)))
-    part("killed_during_publish", lambda: {"local": killed_during_publish(setting, str(out / "runs-publish"), "local"),
-                                           "s3": killed_during_publish(setting, f"{bucket}/runs-publish", "s3")})
-    if "cache_race" in args.parts:
-        from bench.cache_race import cache_race
-
-        part("cache_race", cache_race, f"{bucket}/cache-race")
-    if "local_mode_resume" in args.parts:
-        from bench.integrity_train import bench_selection_and_resume
-
-        part("local_mode_resume", bench_selection_and_resume, out / "selection", f"{bucket}/selection")
-    if "gs" in args.parts:
-        from bench.integrity_gs import gs_roundtrip
-
-        part("gs", gs_roundtrip, out / "gs")
+    jobs = {"bad_storage": lambda: bad_storage(setting, bucket, os.environ["AWS_ENDPOINT_URL_S3"]),
+            "failed_job_feeds_next": lambda: (lambda r: {"fed": fed(r), "refusals": r})(
+                failed_job_feeds_next(setting, out)),
+            "killed_during_publish": lambda: {
+                "local": killed_during_publish(setting, str(out / "runs-publish"), "local"),
+                "s3": killed_during_publish(setting, f"{bucket}/runs-publish", "s3")},
+            "cache_race": lambda: cache_race(f"{bucket}/cache-race"),
+            "local_mode_resume": lambda: bench_selection_and_resume(out / "selection", f"{bucket}/selection"),
+            "gs": lambda: gs_roundtrip(out / "gs")}
+    result, seconds = run_parts(jobs, args.parts)
     ownership = [p for p in ("foreign_out", "two_writers", "reader_during_replace") if p in args.parts]
     if ownership:
-        import ray
-
-        if ray.is_initialized():  # the setting's ingest started one; the commands start their own
-            ray.shutdown()
-        from bench.integrity_ownership import run_parts
-
-        found, took = run_parts(setting, out, ownership, args.repeats)
+        shutdown_ray()  # the setting's ingest started one; the commands start their own
+        found, took = ownership_parts(setting, out, ownership, args.repeats)
         result.update(found)
         seconds.update(took)
-    if "reingest_during_train" in args.parts:
-        from bench.integrity_sets import reingest_during_train
+    more, took = run_parts({"reingest_during_train": lambda: reingest_during_train(setting, out),
+                            "retries_bounded": lambda: retries_bounded(setting, out)}, args.parts)
+    return {**result, **more}, {**seconds, **took}
 
-        part("reingest_during_train", reingest_during_train, setting, out)
-    if "retries_bounded" in args.parts:
-        from bench.integrity_retries import retries_bounded
 
-        part("retries_bounded", retries_bounded, setting, out)
-    server.stop()
-    if "throttled" in args.parts:
-        from bench.cloud import STAGES, run_cloud
-
-        def throttled():
-            import ray
-
-            if ray.is_initialized():  # the setting's ingest started one; the cloud stages start their own
-                ray.shutdown()
-            cloud = run_cloud(out / "cloud", STAGES, fault_rate=args.rate)
-            faults = cloud["faults"]
-            return {"rate": args.rate, "stages": cloud["stages"],
-                    "identical_to_unthrottled": cloud["identical_to_local"],
-                    "retries": sum(faults.get(k, 0) for k in ("slowdown", "reset", "reset_after_apply", "truncated")),
-                    "requests": faults["requests"],
-                    "faults": faults, "seconds": cloud["seconds"]}
-
-        part("throttled", throttled)
+def _summary_of(result: dict, seconds: dict) -> dict:
     summary = dict(result)
     if isinstance(result.get("failed_job_feeds_next"), dict):
         summary["failed_job_feeds_next"] = result["failed_job_feeds_next"]["fed"]
@@ -354,7 +320,23 @@ def main(argv=None) -> int:
     if isinstance(result.get("bad_storage"), dict):
         summary["bad_storage_ok"] = bad_storage_ok(result["bad_storage"])
     summary["seconds"] = seconds
-    print(json.dumps(summary, default=str))
+    return summary
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    out = work_folder(args.out, "structcse-integrity-")
+    os.chdir(out)
+    from bench.servers import s3_bucket
+
+    with s3_bucket():
+        setting = prepare(out)
+        result, seconds = _on_moto(args, out, setting)
+    if "throttled" in args.parts:
+        found, took = run_parts({"throttled": lambda: _throttled(out, args.rate)})
+        result.update(found)
+        seconds.update(took)
+    emit(_summary_of(result, seconds))
     return 0
 
 

@@ -23,18 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit, last_json  # noqa: E402
+from bench.harness import say as harness_say  # noqa: E402
 
 BUCKET = "structcse-integrity-gs"
-EMULATOR_VARS = ("STORAGE_EMULATOR_HOST", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT")
 
 
 def say(message: str) -> None:
-    print(f"[integrity_gs] {message}", file=sys.stderr, flush=True)
+    harness_say(message, "integrity_gs")
 
 
 def _cli(args: list[str], cwd: Path, timeout: int = 900) -> str:
@@ -47,13 +44,6 @@ def _cli(args: list[str], cwd: Path, timeout: int = 900) -> str:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         raise RuntimeError(f"python -m {args[0]} exited {done.returncode}: {' | '.join(lines[-3:])[:600]}")
     return done.stdout
-
-
-def _last_json(stdout: str) -> dict:
-    """The JSON object a command prints last (train's is indented over several lines)."""
-    text = stdout.strip()
-    start = text.rfind("\n{")
-    return json.loads(text[start + 1:] if start >= 0 else text)
 
 
 def _setting(workdir: Path, bucket: str) -> dict:
@@ -98,7 +88,7 @@ def _ingest(setting: dict, bucket: str, cwd: Path) -> None:
 
 def _train(setting: dict, bucket: str, cwd: Path) -> str:
     """Local mode (``--num-workers 0``), everything in the bucket; the final model's URI."""
-    out = _last_json(_cli(["train", "--config", str(REPO / "configs" / "simcse_unsup.yaml"), "--data", f"{bucket}/sets",
+    out = last_json(_cli(["train", "--config", str(REPO / "configs" / "simcse_unsup.yaml"), "--data", f"{bucket}/sets",
                            "--model", setting["model"], "--storage", f"{bucket}/runs", "--name", "gs",
                            "--num-workers", "0", "--max-steps", "2", "--set", f"dev_data={setting['sts']}",
                            "--set", "pooling=mean", "--set", "batch_size=8", "--set", "max_len=16",
@@ -117,7 +107,7 @@ def _train(setting: dict, bucket: str, cwd: Path) -> str:
 
 
 def _evaluate(setting: dict, model: str, cwd: Path) -> None:
-    out = _last_json(_cli(["eval", "--task", "sts", "--data", setting["sts"], "--split", "dev", "--model", model], cwd))
+    out = last_json(_cli(["eval", "--task", "sts", "--data", setting["sts"], "--split", "dev", "--model", model], cwd))
     if not isinstance(out.get("spearman"), float):
         raise AssertionError(f"eval printed no spearman: {out}")
 
@@ -147,21 +137,12 @@ def _stages(workdir: Path, bucket: str) -> dict:
 def gs_roundtrip(workdir: str | os.PathLike) -> dict:
     """Ingest → train → eval through ``gs://`` against a fake-gcs-server of its own (started here, stopped on the
     way out, this process's environment put back): ``{"ingest": "ok", "train": "ok", "eval": "ok"}``."""
-    from tests.gcs_server import start_gcs_server
+    from bench.servers import gcs_bucket
 
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    saved = {name: os.environ.get(name) for name in EMULATOR_VARS}
-    server = start_gcs_server(BUCKET)
-    try:
+    with gcs_bucket(BUCKET):
         return _stages(workdir, f"gs://{BUCKET}")
-    finally:
-        server.stop()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def main(argv=None) -> int:
@@ -171,7 +152,7 @@ def main(argv=None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="structcse-gs-"))
     t0 = time.perf_counter()
     result = gs_roundtrip(out)
-    print(json.dumps({**result, "seconds": round(time.perf_counter() - t0, 1)}))
+    emit({**result, "seconds": round(time.perf_counter() - t0, 1)})
     return 0 if all(v == "ok" for v in result.values()) else 1
 
 

@@ -19,19 +19,15 @@ The last line printed is one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import (BUCKET, REPO, cli, emit, prepare, refusal, run_parts, shutdown_ray, train_args, work_folder)
 
-from bench.harness import BUCKET, cli, prepare, refusal, say, train_args  # noqa: E402
 
 ROOT_BUCKET = "structcse-user-bucket"  # a bucket holding only the user's objects: its root is the target
 PARTS = ["foreign_out", "two_writers", "reader_during_replace"]
@@ -275,40 +271,25 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--parts", nargs="+", default=PARTS, choices=PARTS)
     args = ap.parse_args(argv)
-    out = (args.out or Path(tempfile.mkdtemp(prefix="structcse-ownership-"))).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = work_folder(args.out, "structcse-ownership-")
     os.environ.setdefault("STRUCTCSE_CACHE", str(out / "cache"))
-    from tests.s3_server import start_s3_server
+    from bench.servers import s3_bucket
 
-    server, _ = start_s3_server(BUCKET, "structcse-integrity-key", "structcse-integrity-secret")
-    setting = prepare(out)
-    import ray
-
-    if ray.is_initialized():  # prepare's ingest started one; the commands start their own
-        ray.shutdown()
-    result, seconds = run_parts(setting, out, args.parts, args.repeats)
-    server.stop()
-    print(json.dumps({**result, "seconds": seconds}, default=str))
+    with s3_bucket():
+        setting = prepare(out)
+        shutdown_ray()  # prepare's ingest started one; the commands start their own
+        result, seconds = ownership_parts(setting, out, args.parts, args.repeats)
+    emit({**result, "seconds": seconds})
     return 0
 
 
-def run_parts(setting: dict, out: Path, parts: list[str], repeats: int) -> tuple[dict, dict]:
+def ownership_parts(setting: dict, out: Path, parts: list[str], repeats: int) -> tuple[dict, dict]:
     bucket = f"s3://{BUCKET}"
-    jobs = {"foreign_out": lambda: foreign_out(setting, out),
-            "two_writers": lambda: two_writers(setting, out, repeats),
-            "reader_during_replace": lambda: {"local": reader_during_replace(setting, str(out / "reader"), out,
-                                                                            repeats),
-                                              "s3": reader_during_replace(setting, bucket, out, repeats)}}
-    result, seconds = {}, {}
-    for name in parts:
-        t0 = time.perf_counter()
-        try:
-            result[name] = jobs[name]()
-        except Exception as e:  # noqa: BLE001 - a failed part is reported, the others still run
-            result[name] = f"failed: {type(e).__name__}: {str(e)[:500]}"
-        seconds[name] = round(time.perf_counter() - t0, 1)
-        say(f"{name} ({seconds[name]} s): {json.dumps(result[name], default=str)[:800]}")
-    return result, seconds
+    return run_parts({"foreign_out": lambda: foreign_out(setting, out),
+                      "two_writers": lambda: two_writers(setting, out, repeats),
+                      "reader_during_replace": lambda: {
+                          "local": reader_during_replace(setting, str(out / "reader"), out, repeats),
+                          "s3": reader_during_replace(setting, bucket, out, repeats)}}, parts, shown=800)
 
 
 if __name__ == "__main__":

@@ -21,16 +21,13 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import emit, prepare, say, shutdown_ray, timed_cli, train_args, work_folder  # noqa: E402
+from bench.servers import silent_env  # noqa: E402
 
-from bench.harness import prepare, say, timed_cli, train_args  # noqa: E402
 from tests.silent_endpoint import SilentEndpoint  # noqa: E402
 
 ATTEMPTS = 3
@@ -54,11 +51,7 @@ def retries_bounded(setting: dict, out: Path) -> dict:
     for protocol in ("s3", "gs"):
         for name, args in commands(setting, protocol).items():
             silent = SilentEndpoint()
-            env = {"STRUCTCSE_STORAGE_ATTEMPTS": str(ATTEMPTS), "AWS_ENDPOINT_URL_S3": silent.endpoint,
-                   "AWS_ACCESS_KEY_ID": "structcse-silent-key", "AWS_SECRET_ACCESS_KEY": "structcse-silent-secret",
-                   "AWS_DEFAULT_REGION": "us-east-1", "STORAGE_EMULATOR_HOST": silent.endpoint,
-                   "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", "STRUCTCSE_CACHE": str(out / "cache"),
-                   "STRUCTCSE_STORAGE_READ_TIMEOUT": str(READ_TIMEOUT_S)}
+            env = silent_env(silent.endpoint, ATTEMPTS, str(out / "cache"), READ_TIMEOUT_S)
             started = time.monotonic()
             try:
                 result = timed_cli(args, env=env, timeout=300)
@@ -78,15 +71,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="the setting's folders (default: a temporary one)")
     args = ap.parse_args(argv)
-    out = (args.out or Path(tempfile.mkdtemp(prefix="structcse-retries-"))).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = work_folder(args.out, "structcse-retries-")
     setting = prepare(out)
-    import ray
-
-    if ray.is_initialized():  # the setting's ingest started one
-        ray.shutdown()
+    shutdown_ray()  # the setting's ingest started one
     result = retries_bounded(setting, out)
-    print(json.dumps(result, default=str))
+    emit(result)
     return 0 if result["ok"] else 1
 
 

@@ -30,13 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit, prepare, say, timed_cli, train_args  # noqa: E402
 
-from bench.harness import prepare, say, timed_cli, train_args  # noqa: E402
 
 READ_LOG_ENV = "STRUCTCSE_BENCH_READ_LOG"
 HOOK = '''import os
@@ -200,7 +196,7 @@ def main(argv=None) -> int:
     result = reingest_during_train(setting, out / "reingest", args.steps)
     result["seconds"] = round(time.perf_counter() - started, 1)
     result["cpus"] = os.cpu_count()
-    print(json.dumps(result, default=str))
+    emit(result)
     return 0 if result["ok"] else 1
 
 

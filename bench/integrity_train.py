@@ -28,21 +28,13 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit, train_args  # noqa: E402
 PEAKS_EARLY = ("--set", "lr=2e-2", "--set", "checkpoint_every_steps=1", "--set", "keep_checkpoints=100")
 
 
 def _command(setting: dict, storage: str, name: str, steps: int, workers: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "train", "--config", "configs/simcse_unsup.yaml", "--data", setting["sets"],
-            "--model", setting["model"], "--storage", storage, "--name", name, "--num-workers", str(workers),
-            "--max-steps", str(steps), "--set", "pooling=mean", "--set", "batch_size=16", "--set", "max_len=32",
-            "--set", "checkpoint_every_steps=2", "--set", "log_every_steps=0", "--set", "shuffle_buffer=0",
-            *extra]
+    return [sys.executable, "-m", *train_args(setting, storage, name, steps, *extra, workers=workers)]
 
 
 def _run(command: list[str], timeout: int = 900) -> tuple[subprocess.CompletedProcess, float]:
@@ -62,7 +54,7 @@ def _checked(command: list[str]) -> tuple[str, float]:
 
 
 def _summary(run_folder: str) -> dict:
-    from infra.uris import read_text
+    from infra.storage import read_text
 
     return json.loads(read_text(f"{run_folder}/train_summary.json"))
 
@@ -145,11 +137,8 @@ def bench_selection_and_resume(workdir, bucket_uri: str, setting: dict | None = 
 if __name__ == "__main__":  # a run of its own: python bench/integrity_train.py [WORKDIR]
     import tempfile
 
-    from tests.s3_server import start_s3_server
+    from bench.servers import s3_bucket
 
     work = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="integrity-train-"))
-    server, _ = start_s3_server("structcse-integrity-train", "structcse-it-key", "structcse-it-secret")
-    try:
-        print(json.dumps(bench_selection_and_resume(work / "selection", "s3://structcse-integrity-train/selection")))
-    finally:
-        server.stop()
+    with s3_bucket("structcse-integrity-train", "structcse-it-key", "structcse-it-secret"):
+        emit(bench_selection_and_resume(work / "selection", "s3://structcse-integrity-train/selection"))

@@ -63,7 +63,6 @@ figures (fractions): ``gauss_direction_acc`` {variant: SNLI sim accuracy},
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -71,14 +70,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit, log  # noqa: E402
 SHARED = REPO.parent / "shared" / "data"
 
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 GAUSS_VARIANTS = ("ent", "ent+con", "ent+rev", "ent+con+rev")
@@ -89,10 +85,6 @@ RUNS = {
     "simcse_sup": ("simcse_sup", "cls", {}),
     "rse": ("rse", "cls", {}),
 }
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def minilm_path() -> str:
@@ -337,7 +329,7 @@ def main(argv=None) -> int:
         results[name] = evaluate(name, info["path"], args, plots)
     table, summary = report(results, train_info, args, manifest, time.time() - started)
     print(table)
-    print(json.dumps(summary), flush=True)
+    emit(summary)
     return 0
 
 

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -197,6 +198,82 @@ def cluster_usage(dashboard_url: str, temp_dir: str) -> dict:
             "jobs": [f"{j.submission_id or j.job_id}: {j.status}" for j in list_jobs(address=dashboard_url)
                      if j.submission_id],
             "uploads": uploads}
+
+
+# the process titles of a worker running a pass-1 unit: a plain task, or Ray Data's read operator
+DATA_WORKER_TITLES = ("process_unit", "ReadPass1Units")
+
+
+class RayWorkerMemory:
+    """Polls the RSS of the `ray::` processes under one process tree every `interval`
+    seconds. The tree is re-listed every `relist` seconds only: listing children
+    walks all of /proc, too costly to do five times a second on a busy 2-core machine."""
+
+    def __init__(self, root_pid: int, interval: float = 0.2, relist: float = 1.0):
+        self.root_pid = root_pid
+        self.interval = interval
+        self.relist = relist
+        self.peaks: dict[int, int] = {}
+        self.titles: dict[int, set[str]] = {}
+        self.cpu_seconds = 0.0  # this poller's own CPU time
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            self._poll()
+        finally:
+            self.cpu_seconds = time.thread_time()
+
+    def _poll(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.root_pid)
+        except psutil.NoSuchProcess:
+            return
+        processes: list = []
+        listed_at = float("-inf")
+        known_workers: set[int] = set()  # seen running a unit: only their RSS is read now
+        while not self._stop.is_set():
+            if time.monotonic() - listed_at >= self.relist:
+                try:
+                    processes = root.children(recursive=True)
+                except psutil.NoSuchProcess:
+                    return
+                listed_at = time.monotonic()
+            for process in processes:
+                try:
+                    if process.pid not in known_workers:
+                        title = " ".join(process.cmdline()).strip() or process.name()
+                        if not title.startswith("ray::"):
+                            continue
+                        self.titles.setdefault(process.pid, set()).add(title.split()[0])
+                        if any(name in title for name in DATA_WORKER_TITLES):
+                            known_workers.add(process.pid)
+                    rss = process.memory_info().rss
+                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                    continue
+                self.peaks[process.pid] = max(self.peaks.get(process.pid, 0), rss)
+            self._stop.wait(self.interval)
+
+    def data_worker_peaks_mb(self) -> list[float]:
+        """Peak RSS of each worker that ran `process_unit` (any ray:: worker but
+        Ray's own agents when no title was caught mid-task)."""
+        workers = [pid for pid, titles in self.titles.items()
+                   if any(name in t for t in titles for name in DATA_WORKER_TITLES)]
+        if not workers:
+            workers = [pid for pid, titles in self.titles.items()
+                       if not any(word in t for t in titles for word in ("Agent", "_StatsActor", "Coordinator"))]
+        return sorted((round(self.peaks[pid] / 2**20, 1) for pid in workers), reverse=True)
 
 
 KEPT_OUT = ("dumps", "data", "hub", "sets", "runs", "demo_out")

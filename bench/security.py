@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import sys
 import tempfile
@@ -29,8 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from bench.harness import emit  # noqa: E402
 
 from tests.test_security import SECRETS, files_holding  # noqa: E402  (the suite's secrets and their search)
 
@@ -92,7 +90,7 @@ def main(argv=None) -> int:
     result["ok"] = not (result["files_holding_a_secret"] or result["ray_logs_holding_a_secret"]
                         or result["printed"]) and result["aws_restored"]
     ray.shutdown()
-    print(json.dumps(result))
+    emit(result)
     return 0 if result["ok"] else 1
 
 

@@ -18,7 +18,6 @@ The last line is one JSON object: ``max_abs_cos_st_vs_mu`` (the check: below 1e-
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -26,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-# the repository before bench/ (bench/ingest.py would shadow the ingest package)
-sys.path[:] = [str(Path(__file__).resolve().parents[1])] + [p for p in sys.path if not p.endswith("bench")]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import emit  # noqa: E402
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -88,7 +87,7 @@ def main() -> None:
     print(f"  max |cos(ST encode) - cos(mu)|      {result['max_abs_cos_st_vs_mu']:.2e}")
     print(f"  max |ST encode - mu| (per element)  {result['max_abs_vec_st_vs_mu']:.2e}")
     print(f"  max |cos(pooled) - cos(mu)| (before) {result['max_abs_cos_pooled_vs_mu']:.4f}")
-    print(json.dumps(result))
+    emit(result)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ The last line printed is one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import subprocess
@@ -30,8 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit  # noqa: E402
 
 
 def _exact(tiled, dense, inputs, rel=1e-5) -> dict:
@@ -227,7 +226,7 @@ def main(argv=None) -> int:
     figures = loss_figures(smoke=args.smoke)
     figures["wall_s"] = round(time.perf_counter() - t0, 1)
     figures["max_rss_gb_parent"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
-    print(json.dumps(figures))
+    emit(figures)
     return 0 if figures["tiled_equals_dense"]["all"] else 1
 
 

@@ -87,13 +87,10 @@ import time
 from functools import partial
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit  # noqa: E402
 # bench/ holds ingest.py (the ingest benchmark): off the path, or it would shadow the ingest package
 # here and in Ray's workers (which get the driver's script folder on their path)
-sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 TEMPERATURE = 0.05
 LR = 2e-5
@@ -453,7 +450,7 @@ def main(argv=None) -> int:
         small = BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256,
                            vocab_size=1000)
         result = gpu_mfu(batch_rows=16, seq_lens=(32,), steps=2, device="cpu", bert_config=small)
-        print(json.dumps(result))
+        emit(result)
         return 0
 
     import ray
@@ -545,7 +542,7 @@ def main(argv=None) -> int:
     result.update(encoder="minilm" if summary.get("minilm") else "tiny", batch=args.batch, per_model=summary)
     if "gpu" in summary:
         result["mfu_bf16"] = {k: v["mfu"] for k, v in summary["gpu"].items() if k.startswith("seq")}
-    print(json.dumps(result))
+    emit(result)
     return 0
 
 

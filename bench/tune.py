@@ -43,8 +43,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from bench.harness import emit  # noqa: E402
 
 
 def prepare(work: Path):
@@ -355,7 +354,7 @@ def main(argv=None) -> int:
         summary["asha_equal_data"] = asha_equal_data(work, world, model)
         summary["asha_base_config"] = summary["asha_equal_data"]["base_config"]
     summary["cpus"] = os.cpu_count()
-    print(json.dumps(summary))
+    emit(summary)
     return 0
 
 

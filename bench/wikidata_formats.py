@@ -34,9 +34,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import REPO, emit  # noqa: E402
 SAMPLE = REPO.parent / "shared" / "data" / "wikidata_json_sample" / "wikidata-dump-first50lines.json"
 
 
@@ -155,7 +154,7 @@ def main(argv=None) -> int:
     finally:
         if not a.keep:
             shutil.rmtree(out, ignore_errors=True)
-    print(json.dumps(result))
+    emit(result)
     return 0
 
 

@@ -112,6 +112,15 @@ def start_aspects_job(out: str, command: str, variants: list[str], labels: bool)
     return job_id
 
 
+def locate_inputs(args: argparse.Namespace) -> None:
+    """The input sets resolved here, once: what travels down is their ``Location``, not a string each step
+    resolves again."""
+    from infra.storage import locate
+
+    args.intros = locate(args.intros) if args.intros else None
+    args.wikidata_set = locate(args.wikidata_set) if args.wikidata_set else None
+
+
 def main(argv=None) -> int:
     from infra.logs import setup_logging_from_argv
 
@@ -123,11 +132,8 @@ def main(argv=None) -> int:
     errors = (ValueError, SchemaError, FileNotFoundError, StorageError, NotOurs)  # one line, exit 2
     args = parse_args(argv)
     from infra.owned import check_destination
-    from infra.storage import locate
 
-    # the input sets resolved here, once: what travels down is the Location, not a string resolved at every step
-    args.intros = locate(args.intros) if args.intros else None
-    args.wikidata_set = locate(args.wikidata_set) if args.wikidata_set else None
+    locate_inputs(args)
 
     try:
         check_destination(args.out, "--out")  # a bucket root, a user's folder: refused before any work
