@@ -57,6 +57,8 @@ from pathlib import Path
 
 import numpy as np
 
+from score.sts_data import skip_row, warn_skipped
+
 log = logging.getLogger(__name__)
 
 SPLIT_FILES = {"train": "msr_paraphrase_train.txt", "test": "msr_paraphrase_test.txt"}
@@ -64,7 +66,6 @@ MRPC_FIELDS = 5  # Quality, #1 ID, #2 ID, #1 String, #2 String
 KFOLD_REGS = [2.0 ** t for t in range(-1, 6)]  # SentEval KFoldClassifier, sklearn
 INNER_KFOLD_REGS = [2.0 ** t for t in range(-2, 4)]  # SentEval InnerKFoldClassifier, sklearn
 SEED = 1111
-MAX_REPORTED_LINES = 10
 MAX_ITER = 1000
 CLASSIFIERS = ("senteval", "sklearn")
 TASK_CLASSIFIER = "senteval"  # the task's default (CLI, report, API): the papers' classifier
@@ -172,17 +173,12 @@ def read_mrpc(path: str | Path, limit: int | None = None) -> MrpcPairs:
                 break
             parsed = parse_mrpc_row(fields)
             if isinstance(parsed, str):
-                pairs.skipped_rows += 1
-                if len(pairs.skipped_lines) < MAX_REPORTED_LINES:
-                    pairs.skipped_lines.append(line_number)
-                first_reason = first_reason or f"line {line_number}: {parsed}"
+                first_reason = skip_row(pairs, line_number, parsed, first_reason)
                 continue
             pairs.sentences1.append(parsed[0])
             pairs.sentences2.append(parsed[1])
             pairs.labels.append(parsed[2])
-    if pairs.skipped_rows:
-        log.warning("%s: skipped %d malformed rows (lines %s; first: %s)", path, pairs.skipped_rows,
-                    pairs.skipped_lines, first_reason)
+    warn_skipped(pairs, first_reason, log)
     return pairs
 
 

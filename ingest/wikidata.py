@@ -112,6 +112,18 @@ def snak_value(datavalue: dict) -> str | None:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
+def _kept(entries, keys, key_name: str, field: str) -> list[dict]:
+    """``{key_name: key, field: text}`` of each of ``keys`` (wikis, languages) that ``entries`` (an entity's
+    sitelinks or labels) holds with a string ``field``, in the order of ``keys``."""
+    entries = _as_dict(entries)
+    kept = []
+    for key in keys:
+        entry = entries.get(key)
+        if isinstance(entry, dict) and isinstance(entry.get(field), str):
+            kept.append({key_name: key, field: entry[field]})
+    return kept
+
+
 def entity_row(entity: dict, selection: EntitySelection) -> dict | None:
     """The ``schemas.WIKIDATA`` row of an item, or None for a non-item or an
     item without a sitelink to one of ``selection.wikis``.
@@ -121,20 +133,10 @@ def entity_row(entity: dict, selection: EntitySelection) -> dict | None:
     """
     if entity.get("type") != "item":
         return None
-    sitelinks_in = _as_dict(entity.get("sitelinks"))
-    sitelinks = []
-    for wiki in selection.wikis:
-        link = sitelinks_in.get(wiki)
-        if isinstance(link, dict) and isinstance(link.get("title"), str):
-            sitelinks.append({"wiki": wiki, "title": link["title"]})
+    sitelinks = _kept(entity.get("sitelinks"), selection.wikis, "wiki", "title")
     if not sitelinks:
         return None
-    labels_in = _as_dict(entity.get("labels"))
-    labels = []
-    for language in selection.languages:
-        label = labels_in.get(language)
-        if isinstance(label, dict) and isinstance(label.get("value"), str):
-            labels.append({"language": language, "value": label["value"]})
+    labels = _kept(entity.get("labels"), selection.languages, "language", "value")
     claims_in = _as_dict(entity.get("claims"))
     claims = []
     for prop in selection.properties:

@@ -145,6 +145,22 @@ def read_dev_file(path: str | Path) -> StsPairs:
     return read_sts_file(path)
 
 
+def skip_row(pairs, line: int, reason: str, first_reason: str) -> str:
+    """Count the malformed row at ``line`` in ``pairs`` (``skipped_rows``; the first line numbers in
+    ``skipped_lines``); the first reason seen, for :func:`warn_skipped`."""
+    pairs.skipped_rows += 1
+    if len(pairs.skipped_lines) < MAX_REPORTED_LINES:
+        pairs.skipped_lines.append(line)
+    return first_reason or f"line {line}: {reason}"
+
+
+def warn_skipped(pairs, first_reason: str, logger: logging.Logger = log) -> None:
+    """One warning for the rows of ``pairs`` that were skipped, if any."""
+    if pairs.skipped_rows:
+        logger.warning("%s: skipped %d malformed rows (lines %s; first: %s)", pairs.path, pairs.skipped_rows,
+                       pairs.skipped_lines, first_reason)
+
+
 def read_sts_file(path: str | Path) -> StsPairs:
     """Every row of one STS-B file; malformed rows are skipped, counted and logged."""
     path = Path(path)
@@ -159,17 +175,12 @@ def read_sts_file(path: str | Path) -> StsPairs:
                 continue  # blank line, not a row
             parsed = parse_sts_row(row)
             if isinstance(parsed, str):
-                pairs.skipped_rows += 1
-                if len(pairs.skipped_lines) < MAX_REPORTED_LINES:
-                    pairs.skipped_lines.append(reader.line_num)
-                first_reason = first_reason or f"line {reader.line_num}: {parsed}"
+                first_reason = skip_row(pairs, reader.line_num, parsed, first_reason)
                 continue
             pairs.sentences1.append(parsed[0])
             pairs.sentences2.append(parsed[1])
             pairs.scores.append(parsed[2])
-    if pairs.skipped_rows:
-        log.warning("%s: skipped %d malformed rows (lines %s; first: %s)", path,
-                    pairs.skipped_rows, pairs.skipped_lines, first_reason)
+    warn_skipped(pairs, first_reason)
     return pairs
 
 

@@ -26,13 +26,13 @@ t-SNE PNGs of the generic model beside the union model per aspect.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
 from pathlib import Path
 
 from structcse.configs import training_config
+from structcse.results import write_results
 
 log = logging.getLogger(__name__)
 ASPECT_NAMES = {"P17": "country", "P452": "industry", "P27": "citizenship", "P31": "instance of"}
@@ -185,13 +185,10 @@ def run_aspects(args) -> dict:
     table = table_markdown(rows, args.aspects)
     pngs = plots(models, args.model, aspect_sets / "aspect_docs", args.aspects, out)
     title = "AspectCSE: aspect retrieval on the held-out entities (k = 10)"
-    (out / "aspects.md").write_text(f"# {title}\n\n{TABLE_NOTE}\n\n{table}\n\n" + "".join(f"![t-SNE]({Path(p).name})\n" for p in pngs))
-    result = {"rows": rows, "models": models, "base": args.model, "aspects": args.aspects, "plots": pngs,
-              "table": str(out / "aspects.md"), "seconds": round(time.time() - started, 1)}
-    (out / "aspects.json").write_text(json.dumps(result, indent=2, default=str))
-    log.info("")
-    log.info(table)
-    return result
+    markdown = f"# {title}\n\n{TABLE_NOTE}\n\n{table}\n\n" + "".join(f"![t-SNE]({Path(p).name})\n" for p in pngs)
+    return write_results(out, "aspects", markdown, {
+        "rows": rows, "models": models, "base": args.model, "aspects": args.aspects, "plots": pngs,
+        "seconds": round(time.time() - started, 1)}, table)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from structcse.configs import training_config
+from structcse.results import write_results
 
 log = logging.getLogger(__name__)
 
@@ -125,15 +126,11 @@ def run_dsbats(args) -> dict:
     rows = [{**score(args.model, args.model, sets, args), "trained": False},
             {**score(f"{args.model} + DSBATS4CL", trained, sets, args), "trained": True}]
     table = table_markdown(rows)
-    (out / "dsbats.md").write_text("# DSBATS-sn: SRSD on the held-out split, STS avg. and MRPC (%)\n\n"
-                                   f"{TABLE_NOTE}\n\n{table}\n\nDSBATS-sn sizes per category: "
-                                   f"{json.dumps(built['sizes'])}\n")
-    result = {"rows": rows, "sizes": built["sizes"], "set_rows": built["rows"], "model": trained,
-              "table": str(out / "dsbats.md"), "seconds": round(time.time() - started, 1)}
-    (out / "dsbats.json").write_text(json.dumps(result, indent=2, default=str))
-    log.info("")
-    log.info(table)
-    return result
+    markdown = ("# DSBATS-sn: SRSD on the held-out split, STS avg. and MRPC (%)\n\n"
+                f"{TABLE_NOTE}\n\n{table}\n\nDSBATS-sn sizes per category: {json.dumps(built['sizes'])}\n")
+    return write_results(out, "dsbats", markdown, {
+        "rows": rows, "sizes": built["sizes"], "set_rows": built["rows"], "model": trained,
+        "seconds": round(time.time() - started, 1)}, table)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

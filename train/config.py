@@ -314,14 +314,10 @@ class TrainConfig:
 
     def _validate_choices(self, bad, methods) -> None:
         """Each setting that names one of a few choices, and the pairs of them that cannot run together."""
-        if self.method not in methods:
-            raise bad(f"method {self.method!r} is not one of {sorted(methods)}")
-        if self.pooling not in POOLINGS:
-            raise bad(f"pooling {self.pooling!r} is not one of {list(POOLINGS)}")
-        if self.mixed_precision not in MIXED_PRECISION:
-            raise bad(f"mixed_precision {self.mixed_precision!r} is not one of {list(MIXED_PRECISION)}")
-        if self.dtype not in ("float32", "float64"):
-            raise bad(f"dtype {self.dtype!r} is not one of ['float32', 'float64']")
+        for key, choices in (("method", sorted(methods)), ("pooling", list(POOLINGS)),
+                             ("mixed_precision", list(MIXED_PRECISION)), ("dtype", ["float32", "float64"])):
+            if getattr(self, key) not in choices:
+                raise bad(f"{key} {getattr(self, key)!r} is not one of {choices}")
         if self.dtype == "float64" and self.mixed_precision not in ("none", "auto"):
             raise bad(f"dtype=float64 runs without mixed precision (mixed_precision={self.mixed_precision})")
         if self.mixed_precision in ("fp16", "bf16_weights") and not self.use_gpu:

@@ -78,10 +78,9 @@ def load_tune_settings(path: str | Path | None, overrides: dict | None = None) -
 
 def validate_settings(settings: TuneSettings, source=None) -> None:
     where = f"{source or 'tune settings'}"
-    if settings.searcher not in SEARCHERS:
-        raise ConfigError(f"{where}: searcher {settings.searcher!r} is not one of {list(SEARCHERS)}")
-    if settings.scheduler not in SCHEDULERS:
-        raise ConfigError(f"{where}: scheduler {settings.scheduler!r} is not one of {list(SCHEDULERS)}")
+    for key, choices in (("searcher", SEARCHERS), ("scheduler", SCHEDULERS)):
+        if getattr(settings, key) not in choices:
+            raise ConfigError(f"{where}: {key} {getattr(settings, key)!r} is not one of {list(choices)}")
     if settings.mode not in ("max", "min"):
         raise ConfigError(f"{where}: mode must be max or min")
     if settings.num_samples is None:
