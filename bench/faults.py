@@ -150,26 +150,13 @@ def accounted_pages(manifest: dict) -> int:
                                               if reason not in ("corrupt_stream", "corrupt_block"))
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--corruptions", type=int, default=12, help="Wikipedia corruptions (Wikidata: half as many)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="/tmp/bench_faults")
-    args = p.parse_args()
-    import ray
-
+def wikipedia_runs(clean: bytes, corruptions: int, rng: random.Random, out: Path) -> tuple[list[dict], int]:
+    """One ingest of each corruption of the enwiki sample: its rows, and how many lost pages silently."""
     from ingest.lost_input import lost_input
 
-    out = Path(args.out)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    ray.init(num_cpus=2, configure_logging=False, include_dashboard=False)
-    rng = random.Random(args.seed)
-    clean = ENWIKI.read_bytes()
     total_pages = len(PAGE.findall(bz2.decompress(clean)))
-    rows, silent, crashes = [], 0, 0
-    started = time.perf_counter()
-    for n in range(args.corruptions):
+    rows, silent = [], 0
+    for n in range(corruptions):
         kind = ("flip", "truncate", "garbage")[n % 3]
         data = corrupt_wikipedia(clean, kind, rng)
         dump = out / f"w{n:02d}" / "enwiki-sample-pages-articles.xml.bz2"
@@ -179,15 +166,22 @@ def main() -> int:
         manifest, crash = ingest({"wikipedia": [str(dump)]}, out / f"w{n:02d}" / "out")
         got = accounted_pages(manifest) if manifest else 0
         reported = bool(lost_input(manifest)) if manifest else True
-        lost = got < total_pages
-        silent += int(lost and not reported)
-        crashes += int(crash is not None)
+        silent += int(got < total_pages and not reported)
         rows.append({"input": "wikipedia", "kind": kind, "reference_pages": reference, "prefix_pages": prefix_pages(data),
                      "accounted_pages": got, "of_pages": total_pages, "loss_reported": reported, "crash": crash})
         print(f"[faults] wikipedia {kind:8s} reference {reference:3d} (prefix {rows[-1]['prefix_pages']:3d}) "
               f"accounted {got:3d}/{total_pages} reported {reported} {crash or ''}", flush=True)
+    return rows, silent
+
+
+def wikidata_runs(corruptions: int, rng: random.Random, out: Path) -> tuple[list[dict], int]:
+    """One ingest of each corruption of the Wikidata sample (beside the clean enwiki): its rows, and how many
+    lost lines silently."""
+    from ingest.lost_input import lost_input
+
     wikidata_lines = WIKIDATA.read_bytes().splitlines(keepends=True)
-    for n in range(max(1, args.corruptions // 2)):
+    rows, silent = [], 0
+    for n in range(corruptions):
         kind = ("garbage", "truncate", "flip")[n % 3]
         data, parseable = corrupt_wikidata(wikidata_lines, kind, rng, out / f"d{n:02d}" / "recover")
         dump = out / f"d{n:02d}" / ("wikidata-sample.json.bz2" if kind == "flip" else "wikidata-sample.json")
@@ -200,12 +194,15 @@ def main() -> int:
         reported = bool(lost_input(manifest)) if manifest else True
         counted_bad = source["skipped"].get("bad_json", 0) if source else 0
         silent += int(read < parseable and not reported and not counted_bad)
-        crashes += int(crash is not None)
         rows.append({"input": "wikidata", "kind": kind, "parseable_lines": parseable, "read_lines": read,
                      "bad_json_counted": counted_bad, "loss_reported": reported, "crash": crash})
         print(f"[faults] wikidata  {kind:8s} parseable {parseable} read {read} bad_json {counted_bad} "
               f"reported {reported} {crash or ''}", flush=True)
-    # stale results: the same folder rerun after the input at the same path changed
+    return rows, silent
+
+
+def stale_reruns(clean: bytes, rng: random.Random, out: Path) -> int:
+    """The same folder rerun after the input at the same path changed, against a fresh run: how many differ."""
     stale = 0
     for n in range(3):
         folder = out / f"s{n}"
@@ -220,25 +217,52 @@ def main() -> int:
             fresh["sets"]["sentences"]["rows"] and rerun["sources"][0]["sha256"] == fresh["sources"][0]["sha256"]
         stale += int(not same)
         print(f"[faults] rerun after the input changed: {'same as a fresh run' if same else 'STALE'}", flush=True)
+    return stale
+
+
+def recovered_shares(rows: list[dict]) -> dict:
     wiki = [r for r in rows if r["input"] == "wikipedia"]
     data = [r for r in rows if r["input"] == "wikidata"]
     recovered = sum(r["accounted_pages"] for r in wiki) + sum(r["read_lines"] for r in data)
     recoverable_units = sum(r["reference_pages"] for r in wiki) + sum(r["parseable_lines"] for r in data)
-    result = {
-        "corruptions": len(rows),
+    return {
         "recovered_share": round(recovered / max(1, recoverable_units), 4),
         "recovered_share_pages": round(sum(r["accounted_pages"] for r in wiki)
                                        / max(1, sum(r["reference_pages"] for r in wiki)), 4),
         "recovered_share_lines": round(sum(r["read_lines"] for r in data) / max(1, sum(r["parseable_lines"] for r in data)), 4),
         "recovered_share_prefix": round(sum(min(r["accounted_pages"], r["prefix_pages"]) for r in wiki)
                                         / max(1, sum(r["prefix_pages"] for r in wiki)), 4),
-        "silent_losses": silent,
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--corruptions", type=int, default=12, help="Wikipedia corruptions (Wikidata: half as many)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="/tmp/bench_faults")
+    args = p.parse_args()
+    import ray
+
+    out = Path(args.out)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    ray.init(num_cpus=2, configure_logging=False, include_dashboard=False)
+    rng = random.Random(args.seed)
+    clean = ENWIKI.read_bytes()
+    started = time.perf_counter()
+    wiki, silent_wiki = wikipedia_runs(clean, args.corruptions, rng, out)
+    data, silent_data = wikidata_runs(max(1, args.corruptions // 2), rng, out)
+    stale = stale_reruns(clean, rng, out)
+    rows = wiki + data
+    emit({
+        "corruptions": len(rows),
+        **recovered_shares(rows),
+        "silent_losses": silent_wiki + silent_data,
         "stale_results": stale,
-        "crashes": crashes,
+        "crashes": sum(r["crash"] is not None for r in rows),
         "seconds": round(time.perf_counter() - started, 1),
         "rows": rows,
-    }
-    emit(result)
+    })
     return 0
 
 

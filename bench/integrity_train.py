@@ -1,10 +1,9 @@
 """Resume and checkpoint selection, the way users run them: real ``python -m train`` processes on the demo
 world's sets and a tiny BERT (``bench/harness.py``'s ``prepare``), a local run folder and a bucket one.
 
-    from bench.integrity_train import bench_selection_and_resume
-    bench_selection_and_resume(workdir, "s3://BUCKET/selection")   # the bucket's endpoint in the environment
+    python bench/integrity_train.py [--out DIR]   # moto's S3 server of its own; the setting made in DIR
 
-What it returns (``bench/integrity.py`` puts it in its last line):
+What it prints last, as one JSON object (``bench/integrity.py`` runs it and puts it in its last line):
 
 * ``local_mode_resume``: ``--num-workers 0 --max-steps 4``, then the same command with ``--max-steps 8``:
   where the first run ended and the second started (``train_summary.json``'s ``last_metrics``), the line the
@@ -21,6 +20,7 @@ What it returns (``bench/integrity.py`` puts it in its last line):
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import REPO, emit, train_args  # noqa: E402
+from bench.harness import REPO, emit, prepare, train_args, train_summary, work_folder  # noqa: E402
 PEAKS_EARLY = ("--set", "lr=2e-2", "--set", "checkpoint_every_steps=1", "--set", "keep_checkpoints=100")
 
 
@@ -53,12 +53,6 @@ def _checked(command: list[str]) -> tuple[str, float]:
     return done.stdout + done.stderr, seconds
 
 
-def _summary(run_folder: str) -> dict:
-    from infra.storage import read_text
-
-    return json.loads(read_text(f"{run_folder}/train_summary.json"))
-
-
 def _scores(run_folder: str) -> dict[int, float]:
     """{step: dev_spearman} of every step-* folder's metrics.json in the run folder, through the storage client."""
     from infra.publish import resolve
@@ -79,10 +73,10 @@ def _scores(run_folder: str) -> dict[int, float]:
 def resumed(setting: dict, storage: str, name: str) -> dict:
     """``--max-steps 4`` then ``--max-steps 8`` in local mode on the same ``--storage``/``--name``."""
     first, first_s = _checked(_command(setting, storage, name, 4, 0))
-    ended = _summary(f"{storage}/{name}")["last_metrics"].get("step")
+    ended = train_summary(f"{storage}/{name}")["last_metrics"].get("step")
     second, second_s = _checked(_command(setting, storage, name, 8, 0))
     said = [line.strip() for line in second.splitlines() if "resumed at" in line or "fresh start" in line]
-    return {"first_ended_at": ended, "second_started_at": _summary(f"{storage}/{name}")["last_metrics"].get("start_step"),
+    return {"first_ended_at": ended, "second_started_at": train_summary(f"{storage}/{name}")["last_metrics"].get("start_step"),
             "said": said[-1] if said else None, "seconds": [first_s, second_s]}
 
 
@@ -93,7 +87,7 @@ def selected(setting: dict, storage: str, name: str, workers: int) -> dict:
     _, seconds = _checked(_command(setting, storage, name, 4, workers, "--set", f"dev_data={setting['sts']}",
                                    *PEAKS_EARLY))
     folder = f"{storage}/{name}"
-    summary, scores = _summary(folder), _scores(folder)
+    summary, scores = train_summary(folder), _scores(folder)
     ranked = {step: score for step, score in scores.items() if score is not None}
     best = max(ranked, key=lambda step: (ranked[step], step)) if ranked else None
     chosen = step_of(summary["checkpoint_path"])
@@ -112,15 +106,11 @@ def mistyped(setting: dict, storage: str) -> dict:
     return {"exit": done.returncode, "seconds": seconds, "stderr": done.stderr.strip()}
 
 
-def bench_selection_and_resume(workdir, bucket_uri: str, setting: dict | None = None) -> dict:
-    """``local_mode_resume`` and ``selection`` (the module's docstring); ``setting``: ``bench.harness.prepare``'s
-    (made under ``workdir``'s parent when not given, where ``bench/integrity.py`` keeps its own)."""
-    workdir = Path(workdir).resolve()
+def bench_selection_and_resume(workdir: Path, bucket_uri: str) -> dict:
+    """``local_mode_resume`` and ``selection`` (the module's docstring), on ``prepare``'s setting in ``workdir``'s
+    parent (``bench/integrity.py``'s, when it runs this)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    if setting is None:
-        from bench.harness import prepare
-
-        setting = prepare(workdir.parent)
+    setting = prepare(workdir.parent)
     local, bucket = str(workdir / "runs"), bucket_uri.rstrip("/")
     resume = resumed(setting, local, "resume")
     resume["in_bucket"] = resumed(setting, bucket, "resume")
@@ -134,11 +124,17 @@ def bench_selection_and_resume(workdir, bucket_uri: str, setting: dict | None = 
     return {"local_mode_resume": resume, "selection": selection}
 
 
-if __name__ == "__main__":  # a run of its own: python bench/integrity_train.py [WORKDIR]
-    import tempfile
-
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="the setting's folder (default: a temporary one)")
+    args = ap.parse_args(argv)
     from bench.servers import s3_bucket
 
-    work = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="integrity-train-"))
+    out = work_folder(args.out, "integrity-train-")
     with s3_bucket("structcse-integrity-train", "structcse-it-key", "structcse-it-secret"):
-        emit(bench_selection_and_resume(work / "selection", "s3://structcse-integrity-train/selection"))
+        emit(bench_selection_and_resume(out / "selection", "s3://structcse-integrity-train/selection"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

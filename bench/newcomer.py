@@ -233,55 +233,8 @@ class Newcomer:
         why = block_skip(block)
         if why:
             return self.skip(block, why)
-        head, lines, used, timeout, skipped = None, [], [], self.args.block_timeout, 0
-        own_head = any(re.match(r"ray start --head\b", c) for c in block.commands)
-        if own_head:  # the bench's own cluster, started and stopped where the block says, in the block's env
-            from bench.ray_head import free_port
-
-            self.heads += 1
-            head = {"temp_dir": f"{self.ray_tmp}/h{self.heads}", "port": free_port(), "dashboard_port": free_port()}
-        self.stand_ins.head_dashboard = f"http://127.0.0.1:{head['dashboard_port']}" if head else None
-        if self.args.list:
-            self.stand_ins.s3_endpoint = "http://127.0.0.1:<moto>"
-        elif re.search(r"s3://|AWS_ENDPOINT_URL", block.text):
-            self.s3()
-        for written in block.commands:
-            why = command_skip(written) or self.stand_ins.skip(written) or self.needs_skipped(written)
-            if why:
-                outs = re.findall(r"--out[= ](\S+)", written)
-                if "python -m train " in written:
-                    outs.append(train_run_folder(written, self.clone))
-                root = self.root_reason.get(why, why)  # a chain of skips names the first one's reason
-                self.skipped_outputs.update({out: root for out in outs if out})
-                skipped += 1
-                self.result["skipped_commands"].append({"name": block.name, "command": written, "why": why})
-                lines.append(f": skipped: {shlex.quote(written[:200])}")
-                continue
-            if re.match(r"ray (start --head|stop)\b", written):
-                lines.append(self.cluster_command(written, head, used))
-                continue
-            command, these = self.stand_ins.apply(written)
-            used += these
-            if self.stand_ins.outside_repo(command):
-                self.result["outside_repo"].append(block.name)
-            parts = []
-            for part in command.split(" && ") if "\n" not in command else [command]:
-                if DEMO.search(part) and self.args.reuse_demo:
-                    out = re.search(r"--out\s+(\S+)", part)
-                    part = f"rm -rf {out.group(1) if out else 'demo_out'} && cp -a {self.args.reuse_demo} " \
-                           f"{out.group(1) if out else 'demo_out'}"
-                    used.append(f"structcse demo: a copy of {self.args.reuse_demo} (--reuse-demo; the demo not run)")
-                elif DEMO.search(part):
-                    part, timeout = self.capture("demo", part), max(timeout, self.args.demo_timeout)
-                elif PYTEST.search(part) and self.args.skip_tests:
-                    part = "true"
-                    used.append("pytest: not run (--skip-tests)")
-                elif PYTEST.search(part):
-                    part, timeout = self.capture("tests", part), max(timeout, self.args.tests_timeout)
-                elif TUNE.search(part) and "tune" not in self.captured:  # README's, else the first docs'
-                    part, self.result["tune_block"] = self.capture("tune", part), block.name
-                parts.append(part)
-            lines.append(" && ".join(parts))
+        head = self.block_servers(block)
+        lines, used, skipped, timeout = self.script_lines(block, head)
         if not lines or skipped == len(block.commands):
             return self.skip(block, "; ".join(sorted({s["why"] for s in self.result["skipped_commands"]
                                                       if s["name"] == block.name})) or "no commands")
@@ -301,6 +254,70 @@ class Newcomer:
         finally:
             self.env_extra = {}
             self.collect()  # what the block left running of its cluster (a failed block: no `ray stop` ran)
+
+    def block_servers(self, block: Block) -> dict | None:
+        """The ports of the bench's own cluster where the block starts a head (started and stopped where the
+        block says, in the block's env); the S3 server where the block uses a bucket."""
+        head = None
+        if any(re.match(r"ray start --head\b", c) for c in block.commands):
+            from bench.ray_head import free_port
+
+            self.heads += 1
+            head = {"temp_dir": f"{self.ray_tmp}/h{self.heads}", "port": free_port(), "dashboard_port": free_port()}
+        self.stand_ins.head_dashboard = f"http://127.0.0.1:{head['dashboard_port']}" if head else None
+        if self.args.list:
+            self.stand_ins.s3_endpoint = "http://127.0.0.1:<moto>"
+        elif re.search(r"s3://|AWS_ENDPOINT_URL", block.text):
+            self.s3()
+        return head
+
+    def script_lines(self, block: Block, head: dict | None) -> tuple[list[str], list[str], int, float]:
+        """The block's commands as its script runs them: (lines, stand-ins used, commands skipped, timeout)."""
+        lines, used, timeout, skipped = [], [], self.args.block_timeout, 0
+        for written in block.commands:
+            why = command_skip(written) or self.stand_ins.skip(written) or self.needs_skipped(written)
+            if why:
+                outs = re.findall(r"--out[= ](\S+)", written)
+                if "python -m train " in written:
+                    outs.append(train_run_folder(written, self.clone))
+                root = self.root_reason.get(why, why)  # a chain of skips names the first one's reason
+                self.skipped_outputs.update({out: root for out in outs if out})
+                skipped += 1
+                self.result["skipped_commands"].append({"name": block.name, "command": written, "why": why})
+                lines.append(f": skipped: {shlex.quote(written[:200])}")
+                continue
+            if re.match(r"ray (start --head|stop)\b", written):
+                lines.append(self.cluster_command(written, head, used))
+                continue
+            command, these = self.stand_ins.apply(written)
+            used += these
+            if self.stand_ins.outside_repo(command):
+                self.result["outside_repo"].append(block.name)
+            line, timeout = self.captured_parts(block, command, used, timeout)
+            lines.append(line)
+        return lines, used, skipped, timeout
+
+    def captured_parts(self, block: Block, command: str, used: list[str], timeout: float) -> tuple[str, float]:
+        """The demo, the tests and the first tune search of a command: captured (or reused, or not run, as the
+        flags say); the command's line and the block's timeout."""
+        parts = []
+        for part in command.split(" && ") if "\n" not in command else [command]:
+            if DEMO.search(part) and self.args.reuse_demo:
+                out = re.search(r"--out\s+(\S+)", part)
+                part = f"rm -rf {out.group(1) if out else 'demo_out'} && cp -a {self.args.reuse_demo} " \
+                       f"{out.group(1) if out else 'demo_out'}"
+                used.append(f"structcse demo: a copy of {self.args.reuse_demo} (--reuse-demo; the demo not run)")
+            elif DEMO.search(part):
+                part, timeout = self.capture("demo", part), max(timeout, self.args.demo_timeout)
+            elif PYTEST.search(part) and self.args.skip_tests:
+                part = "true"
+                used.append("pytest: not run (--skip-tests)")
+            elif PYTEST.search(part):
+                part, timeout = self.capture("tests", part), max(timeout, self.args.tests_timeout)
+            elif TUNE.search(part) and "tune" not in self.captured:  # README's, else the first docs'
+                part, self.result["tune_block"] = self.capture("tune", part), block.name
+            parts.append(part)
+        return " && ".join(parts), timeout
 
     def cluster_command(self, written: str, head: dict | None, used: list[str]) -> str:
         """``ray start --head`` / ``ray stop`` in a block: the bench's own multi-node cluster on this machine
@@ -516,7 +533,7 @@ def safe(name: str) -> str:
     return re.sub(r"[^\w.-]+", "_", name)
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clone-from", default=str(REPO), help="a repository path or URL (default: this one)")
     p.add_argument("--commit", default="HEAD", help="the commit to clone (default HEAD: the committed tree)")
@@ -543,7 +560,28 @@ def main(argv=None) -> int:
     p.add_argument("--list", action="store_true", help="print every block as it would run (stand-ins, skips); run none")
     p.add_argument("--results", type=Path, default=None,
                    help="the log (default: bench/results/newcomer-2core.txt for a full run, else WORK/newcomer.txt)")
-    args = p.parse_args(argv)
+    return p
+
+
+def finish(run: Newcomer, log) -> dict:
+    """The result's counts, the table of blocks logged; the result."""
+    r = run.result
+    for key in [k for k in r if k.endswith("_done")]:
+        del r[key]
+    r["total_seconds"] = round(time.time() - run.started, 1)
+    r["skipped_count"] = len(r["skipped"]) + len(r["skipped_commands"])
+    r["skipped_marked_in_docs"] = sum("(marked in the docs)" in x["why"] for x in r["skipped"])
+    r["outside_repo"] = sorted(set(r["outside_repo"]))
+    if run.rows:
+        log("\n| block | result | exit | seconds | stand-ins / skip reason |\n|---|---|---|---|---|")
+        for row in run.rows:
+            log("| " + " | ".join(x.replace("|", "\\|") for x in row) + " |")
+    log(json.dumps(r))
+    return r
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     args.work = (args.work or Path(tempfile.mkdtemp(prefix="newcomer-"))).resolve()
     args.shared = args.shared.resolve() if args.shared and args.shared.exists() else None
     args.reuse_demo = args.reuse_demo.resolve() if args.reuse_demo else None
@@ -564,18 +602,7 @@ def main(argv=None) -> int:
             run.result["tensorboard_png"] = run.tensorboard_png(results.parent / "newcomer-tensorboard.png")
     finally:
         run.close()
-    r = run.result
-    for key in [k for k in r if k.endswith("_done")]:
-        del r[key]
-    r["total_seconds"] = round(time.time() - run.started, 1)
-    r["skipped_count"] = len(r["skipped"]) + len(r["skipped_commands"])
-    r["skipped_marked_in_docs"] = sum("(marked in the docs)" in x["why"] for x in r["skipped"])
-    r["outside_repo"] = sorted(set(r["outside_repo"]))
-    if run.rows:
-        log("\n| block | result | exit | seconds | stand-ins / skip reason |\n|---|---|---|---|---|")
-        for row in run.rows:
-            log("| " + " | ".join(x.replace("|", "\\|") for x in row) + " |")
-    log(json.dumps(r))
+    r = finish(run, log)
     ok = not r["failed"] and (r["docs_build"] or {"ok": True})["ok"]
     return 0 if ok else 1
 

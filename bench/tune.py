@@ -43,22 +43,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import emit  # noqa: E402
-
-
-def prepare(work: Path):
-    from infra.logs import lines_muted
-    from ingest.pipeline import IngestConfig, run_ingest
-    from setformat.io import read_table
-    from structcse.demo import ENTITY_LINK_THRESHOLD, generate_demo_world
-    from train.tiny_bert import build_tiny_bert
-
-    world = generate_demo_world(work / "world", seed=0)
-    with lines_muted("ingest"):
-        run_ingest(IngestConfig(wikipedia=[str(world.wikipedia_dump)], wikidata=[str(world.wikidata_dump)],
-                                out=str(work / "sets"), shard_bytes=1, entity_link_threshold=ENTITY_LINK_THRESHOLD))
-    sentences = read_table(work / "sets" / "sentences", ["sentence"])["sentence"].to_pylist()
-    return world, build_tiny_bert(sentences, work / "tiny_bert")
+from bench.harness import REPO, emit, prepare  # noqa: E402
 
 
 def base_config(work, world, model, steps, **extra):
@@ -147,56 +132,24 @@ def restore(work, world, model) -> dict:
     """(d): ``python -m tune`` killed mid-trial (SIGKILL of the search driver, once Ray Train has recorded a
     checkpoint of the trial), then the same command again: it must continue the search
     (``Tuner.restore``), the interrupted trial resuming its Train run from that checkpoint."""
-    import contextlib
-    import signal
     import subprocess
 
     import ray
-    import yaml
 
-    tune_yaml = work / "restore-search.yaml"
-    tune_yaml.write_text(yaml.safe_dump({"search_space": {"lr": {"choice": [3e-4]}}, "searcher": "grid",
-                                         "scheduler": "fifo", "max_concurrent_trials": 1}))
-    repo = Path(__file__).resolve().parents[1]
-    command = [sys.executable, "-m", "tune", "--config", str(repo / "configs" / "simcse_unsup.yaml"),
-               "--tune-config", str(tune_yaml), "--data", str(work / "sets"), "--model", str(model),
-               "--dev-data", str(world.sts_dir), "--storage", str(work / "runs"), "--name", "killed",
-               "--set", "pooling=mean", "--set", "batch_size=16", "--set", "max_steps=96",
-               "--set", "checkpoint_every_steps=16", "--set", "cpus_per_worker=0.5", "--set", "log_every_steps=0",
-               "--set", "max_len=32"]
+    command = _restore_command(work, world, model)
     # the search joins this script's own Ray (by its address), never another instance on the machine
     env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
     folder = work / "runs" / "killed"
-
-    def reports() -> list[dict]:
-        return [json.loads(p.read_text()) for p in folder.glob("trials/train-*/step-*/metrics.json")]
-
-    def recorded() -> list[int]:  # checkpoints Ray Train has recorded: what a restarted run resumes from
-        steps = []
-        for snapshot in folder.glob("trials/train-*/checkpoint_manager_snapshot.json"):
-            with contextlib.suppress(ValueError):  # being written
-                steps += [r["metrics"]["step"] for r in json.loads(snapshot.read_text())["checkpoint_results"]]
-        return steps
-
     started = time.time()
-    with (work / "restore-first.log").open("w") as log:
-        first = subprocess.Popen(command, env=env, cwd=repo, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 300
-        while time.time() < deadline and first.poll() is None and not (
-                recorded() and list(folder.glob("experiment_state-*.json"))):
-            time.sleep(0.5)
-        if first.poll() is not None or not recorded():
-            raise RuntimeError(f"the first search ended or recorded no checkpoint: {work / 'restore-first.log'}")
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=30)
+    _kill_after_a_checkpoint(command, env, folder, work / "restore-first.log")
     time.sleep(10)  # the job's actors die: nothing trains on
-    killed_at = max(m["step"] for m in reports())
-    again = subprocess.run(command, env=env, cwd=repo, capture_output=True, text=True, timeout=900)
+    killed_at = max(m["step"] for m in _reports(folder))
+    again = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
     (work / "restore-second.log").write_text(again.stdout + again.stderr)
-    resumed_from = sorted({m["start_step"] for m in reports() if m["step"] > killed_at})
-    finished = subprocess.run(command, env=env, cwd=repo, capture_output=True, text=True, timeout=300)
+    resumed_from = sorted({m["start_step"] for m in _reports(folder) if m["step"] > killed_at})
+    finished = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     result = {"killed_at_step": killed_at, "resumed_from_steps": resumed_from,
-              "final_step": max(m["step"] for m in reports()), "rerun_exit": again.returncode,
+              "final_step": max(m["step"] for m in _reports(folder)), "rerun_exit": again.returncode,
               "continued": "continuing the interrupted search" in again.stdout + again.stderr,
               "finished_search_refused": finished.returncode == 2 and "has finished" in finished.stderr,
               "wall_s": round(time.time() - started, 1)}
@@ -206,16 +159,57 @@ def restore(work, world, model) -> dict:
     return result
 
 
-def asha_equal_data(work, world, model) -> dict:
-    """(e): one search on the demo world, then every check of the former test, by name."""
-    import math
-
+def _restore_command(work, world, model) -> list[str]:
+    """``python -m tune``: one trial (lr 3e-4, grid, FIFO) of 96 steps, a checkpoint every 16."""
     import yaml
 
+    tune_yaml = work / "restore-search.yaml"
+    tune_yaml.write_text(yaml.safe_dump({"search_space": {"lr": {"choice": [3e-4]}}, "searcher": "grid",
+                                         "scheduler": "fifo", "max_concurrent_trials": 1}))
+    return [sys.executable, "-m", "tune", "--config", str(REPO / "configs" / "simcse_unsup.yaml"),
+            "--tune-config", str(tune_yaml), "--data", str(work / "sets"), "--model", str(model),
+            "--dev-data", str(world.sts_dir), "--storage", str(work / "runs"), "--name", "killed",
+            "--set", "pooling=mean", "--set", "batch_size=16", "--set", "max_steps=96",
+            "--set", "checkpoint_every_steps=16", "--set", "cpus_per_worker=0.5", "--set", "log_every_steps=0",
+            "--set", "max_len=32"]
+
+
+def _reports(folder: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in folder.glob("trials/train-*/step-*/metrics.json")]
+
+
+def _recorded(folder: Path) -> list[int]:
+    """Checkpoints Ray Train has recorded: what a restarted run resumes from."""
+    import contextlib
+
+    steps = []
+    for snapshot in folder.glob("trials/train-*/checkpoint_manager_snapshot.json"):
+        with contextlib.suppress(ValueError):  # being written
+            steps += [r["metrics"]["step"] for r in json.loads(snapshot.read_text())["checkpoint_results"]]
+    return steps
+
+
+def _kill_after_a_checkpoint(command: list[str], env: dict, folder: Path, log_path: Path) -> None:
+    """Run the search; SIGKILL it once it has saved its state and Ray Train recorded a checkpoint."""
+    import signal
+    import subprocess
+
+    with log_path.open("w") as log:
+        first = subprocess.Popen(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 300
+        while time.time() < deadline and first.poll() is None and not (
+                _recorded(folder) and list(folder.glob("experiment_state-*.json"))):
+            time.sleep(0.5)
+        if first.poll() is not None or not _recorded(folder):
+            raise RuntimeError(f"the first search ended or recorded no checkpoint: {log_path}")
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+
+
+def asha_equal_data(work, world, model) -> dict:
+    """(e): one search on the demo world, then every check of the former test, by name."""
     from infra.logs import lines_muted
-    from score.dev_metrics import DEV_METRICS
-    from train.config import ConfigError, TrainConfig
-    from train.saved_models import score_model_dir
+    from train.config import TrainConfig
     from tune.search import TuneSettings, run_search
 
     base = TrainConfig.from_dict({
@@ -229,6 +223,20 @@ def asha_equal_data(work, world, model) -> dict:
     with lines_muted("tune", "train"):
         outcome = run_search(base, settings)
     wall_s = round(time.time() - started, 1)
+    checks = {**_trial_checks(outcome), **_written_checks(work / "runs" / settings.name, outcome, world),
+              **_refusal_checks(base, settings),
+              "base_config_trained_to_its_budget": bool(outcome.base_config.get("full_budget"))}
+    result = {"ok": all(checks.values()), "failed": [k for k, v in checks.items() if not v], "wall_s": wall_s,
+              "base_config": base_config_line(outcome),
+              "trials": [{"values": r["values"], "best": r["best"], "examples_seen": r["examples_seen"],
+                          "ended": r["ended"]} for r in outcome.trials]}
+    print(f"(e) asha at equal data: {result}", flush=True)
+    return result
+
+
+def _trial_checks(outcome) -> dict:
+    """What the trials reported: equal data whatever the batch, scores tagged and after their report, good
+    trials beating bad ones, ASHA's stops."""
     checks = {}
     rows = {(r["values"]["lr"], r["values"]["batch_size"]): r for r in outcome.trials}
     checks["four_trials_no_error"] = len(rows) == 4 and not outcome.results.errors
@@ -255,7 +263,21 @@ def asha_equal_data(work, world, model) -> dict:
         checks["its_six_checkpoints_scored"] = max(len(r["curve"]) for r in good) == 6
     else:
         checks["every_trial_scored"] = False
-    folder = work / "runs" / settings.name
+    return checks
+
+
+def _written_checks(folder: Path, outcome, world) -> dict:
+    """What the search wrote: its report, plots, a best_config.yaml that runs as is, a best_model that rescores
+    to the best score."""
+    import math
+
+    import yaml
+
+    from score.dev_metrics import DEV_METRICS
+    from train.config import ConfigError, TrainConfig
+    from train.saved_models import score_model_dir
+
+    checks = {}
     report = (folder / "search_report.md").read_text() if (folder / "search_report.md").is_file() else ""
     checks["report_written"] = "| trial | lr | batch_size | best dev_spearman |" in report and "stopped at" in report
     checks["plots_written"] = ((folder / "learning_curves.png").is_file()
@@ -274,6 +296,16 @@ def asha_equal_data(work, world, model) -> dict:
     rescored = score_model_dir(metric, folder / "best_model", metric.read(str(world.sts_dir)))
     checks["best_model_rescores_to_the_best_score"] = math.isclose(
         rescored, outcome.best_metrics["dev_spearman"], abs_tol=1e-6)
+    return checks
+
+
+def _refusal_checks(base, settings) -> dict:
+    """The finished search, and another base config in its folder, refused."""
+    from infra.logs import lines_muted
+    from train.config import ConfigError
+    from tune.search import run_search
+
+    checks = {}
     for name, config, message in (("finished_search_refused", base, "has finished"),
                                   ("another_search_in_its_folder_refused", base.with_overrides(["seed=7"]),
                                    "another base config")):
@@ -283,13 +315,7 @@ def asha_equal_data(work, world, model) -> dict:
             checks[name] = False
         except ConfigError as e:
             checks[name] = message in str(e)
-    checks["base_config_trained_to_its_budget"] = bool(outcome.base_config.get("full_budget"))
-    result = {"ok": all(checks.values()), "failed": [k for k, v in checks.items() if not v], "wall_s": wall_s,
-              "base_config": base_config_line(outcome),
-              "trials": [{"values": r["values"], "best": r["best"], "examples_seen": r["examples_seen"],
-                          "ended": r["ended"]} for r in outcome.trials]}
-    print(f"(e) asha at equal data: {result}", flush=True)
-    return result
+    return checks
 
 
 REQUESTS = 24
@@ -328,7 +354,11 @@ def main(argv=None) -> int:
     import ray
 
     ray.init(num_cpus=2, configure_logging=False)
-    world, model = prepare(work)
+    from infra.logs import lines_muted
+
+    with lines_muted("ingest"):
+        setting = prepare(work)
+    world, model = setting["world"], setting["model"]
     summary = {}
     if "a" in args.parts:
         a = throughput(work, world, model, args.steps)
