@@ -81,7 +81,7 @@ def test_a_bucket_holds_only_its_hash_range(ray_session, tmp_path):
 
 
 def test_empty_input_gives_an_empty_dataset(ray_session, tmp_path):
-    ds = ray_session.data.from_items(ROWS).filter(lambda r: False)
+    ds = ray_session.data.from_items(ROWS, override_num_blocks=2).filter(lambda r: False)
     shuffle = Shuffle.in_work(str(tmp_path / "_work"))
     assert map_keys(ds, "key", _per_key, OUT, shuffle).take_all() == []
     shuffle.remove()
