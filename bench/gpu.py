@@ -703,7 +703,7 @@ def loss_tiles(S, dev: Device) -> dict:
     """The MNRL loss alone (forward + backward, d = 768) at the 65,536-pair size, per ``loss_tile``: what
     the default tile (train/methods/tiled.py, chosen on CPU) should be on this device. ``fastest``: the
     tile (c)'s GradCache sizes then run with."""
-    from bench.tiled_loss import loss_seconds
+    from bench.loss_checks import loss_seconds
 
     n = S.largest[min(1, len(S.largest) - 1)]
     tiles = [t for t in (1024, 2048, 4096, 8192, 16384) if t < n] or [n // 4]
@@ -879,7 +879,7 @@ def main(argv=None) -> int:
     # part 4, the tiled loss on CPU (bench/tiled_loss.py): measured for real on a machine without a GPU
     # (--smoke: its small sizes); on a GPU machine only with --cpu-loss (it would spend device time on CPU work)
     if not args.no_loss and (result["device"] == "cpu" or args.cpu_loss):
-        from bench.tiled_loss import loss_figures
+        from bench.loss_checks import loss_figures
 
         figures = guarded("tiled_loss", loss_figures, smoke=args.smoke)
         result["tiled_loss"] = figures

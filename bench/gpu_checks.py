@@ -146,7 +146,7 @@ def bf16_errors(model: str, pairs, device: str, rows: int = 48, chunk: int = 12)
 def device_checks(dev, pairs: list[tuple[str, str]], base_model: str | None, smoke: bool) -> dict:
     """Part (d). ``pairs``: (premise, entailment) texts; ``base_model``: the BERT-base folder of (b)/(c)
     for the bf16 errors (None: the small BERT)."""
-    from bench.tiled_loss import exactness
+    from bench.loss_checks import exactness
 
     t0 = time.perf_counter()
     device = dev.type
