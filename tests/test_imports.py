@@ -198,6 +198,20 @@ def test_ingest_is_a_stage_the_other_stages_read_its_sets_through_setformat():
         f"  {i.source} -> {i.target}  ({i.where})" for i in stages)
 
 
+BENCH_HELPERS = ("harness", "servers", "dumps", "ray_head", "loss_checks", "gpu_checks", "newcomer_blocks")
+
+
+def test_no_bench_imports_another_bench():
+    """A bench (``python bench/NAME.py``, its figures' JSON last) is imported by no other bench: what benches share
+    lives in the helper modules (``bench/harness.py``, ``servers.py``, ``dumps.py``, ...)."""
+    modules = {path.stem for path in (ROOT / "bench").glob("*.py")}
+    assert set(BENCH_HELPERS) <= modules, sorted(set(BENCH_HELPERS) - modules)
+    benches = {f"bench.{name}" for name in modules - set(BENCH_HELPERS) - {"__init__"}}
+    shared = [i for i in imports() if i.source.startswith("bench.") and i.target in benches]
+    assert not shared, "benches imported by other benches:\n" + "\n".join(
+        f"  {i.source} -> {i.target}  ({i.where})" for i in shared)
+
+
 def test_every_import_of_ours_names_a_module_that_exists():
     missing = walk()[1]  # imports inside functions fail only when called: a moved module must not leave one behind
     assert not missing, "imports of modules that do not exist:\n" + "\n".join(
