@@ -13,7 +13,7 @@ whichever worker encodes it. Each scenario (dtype, dropout) runs:
 (a) ``python -m train`` with RAY_ADDRESS at the cluster: once a checkpoint at step >= k is in the run
     folder the node is lost (its Train worker killed, then ``Cluster.remove_node``: its CPU is gone); once
     the run has resumed on 1 worker the node is added back, the 1-worker run held (its worker suspended)
-    until the node's CPU is in the cluster's view, and the run grows to 2 again. Every wait is on the event
+    until Ray Train has restarted the training at 2 workers, and the run grows to 2 again. Every wait is on the event
     itself (a file the run writes, the cluster's view), never on a duration: a slow machine makes the bench
     slower, not red.
 (c) the same config with both nodes: 2 workers throughout.
@@ -147,24 +147,42 @@ def lose_node(cluster, node) -> int:
 
 
 def return_node(cluster, proc: subprocess.Popen, timeout_s: float = 300):
-    """Add the node back while the 1-worker run is held (its worker suspended), until the node's CPU is in the
-    cluster's view: the run cannot end before Ray Train's next capacity check (``resize_check_s``) can see it,
-    however slowly the node starts. The new node."""
+    """Add the node back while the 1-worker run is held (its worker suspended) until Ray Train has started the
+    2-worker group (the held worker killed by the restart, or a Train worker on the new node): the run cannot
+    finish on 1 worker before its capacity check sees the node, however slowly the node and the new group
+    start. The new node."""
     import ray
 
-    held = signal_workers(train_workers(cluster.head_node), "suspend")
+    held = train_workers(cluster.head_node)
+    signal_workers(held, "suspend")
     try:
         node = cluster.add_node(num_cpus=1)
-        deadline = time.time() + timeout_s
-        while ray.cluster_resources().get("CPU", 0) < 2:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the run ended (exit {proc.returncode}) while its node was coming back")
-            if time.time() > deadline:
-                raise TimeoutError(f"the added node's CPU not in the cluster's view after {timeout_s:.0f} s")
-            time.sleep(0.2)
+        _wait_while(lambda: ray.cluster_resources().get("CPU", 0) < 2, proc, timeout_s,
+                    "the added node's CPU in the cluster's view")
+        _wait_while(lambda: any(_alive(p) for p in held) and not train_workers(node), proc, timeout_s,
+                    "a restart of the training at 2 workers")
     finally:
-        signal_workers([p for p in train_workers(cluster.head_node) if p.pid in held], "resume")
+        signal_workers([p for p in held if _alive(p)], "resume")
     return node
+
+
+def _alive(process) -> bool:
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _wait_while(condition, proc: subprocess.Popen, timeout_s: float, what: str) -> None:
+    deadline = time.time() + timeout_s
+    while condition():
+        if proc.poll() is not None:
+            raise RuntimeError(f"the run ended (exit {proc.returncode}) while waiting for {what}")
+        if time.time() > deadline:
+            raise TimeoutError(f"no {what} after {timeout_s:.0f} s")
+        time.sleep(0.2)
 
 
 def checkpoints(run: Path) -> list[int]:
