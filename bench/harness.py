@@ -120,8 +120,10 @@ def read_json(path: Path):
 
 
 def cli(args: list[str], env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    """``python -m args`` as a user runs it, on a Ray of its own (``RAY_ADDRESS=local`` unless one is given: a
+    cluster another bench started on this machine is never joined by accident)."""
     return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env={"RAY_ADDRESS": "local", **os.environ, **(env or {})})
 
 
 def refusal(done: subprocess.CompletedProcess, seconds: float) -> dict:
