@@ -97,6 +97,15 @@ def test_a_checkpoint_of_another_world_size_is_a_resize_said_in_the_log_the_run_
 
     assert elastic_resize(None, 2, 0) is None  # a fresh start
     assert elastic_resize({"world_size": 2, "reported_at": 1.0}, 2, 40) is None  # a restart at the same size
+    # a 1-worker group replaced before its first checkpoint: the 2-worker group after it resumes from a checkpoint
+    # written at 2, and is still a resize from 1 (the groups' own log, train.reporting.record_group)
+    from train.reporting import record_group
+
+    groups = tmp_path / "groups"
+    assert [record_group(str(groups), world, step) for world, step in ((2, 0), (1, 40), (2, 40))] == [None, 2, 1]
+    grown = elastic_resize({"world_size": 2, "reported_at": 1.0}, 2, 40, last_group=1)
+    assert (grown["from"], grown["to"]) == (1, 2) and "capacity returned" in grown["why"]
+    assert elastic_resize({"world_size": 1, "reported_at": 1.0}, 2, 40, last_group=2) is None
     shrink = elastic_resize({"world_size": 2, "reported_at": 100.0}, 1, 40)
     assert shrink["from"] == 2 and shrink["to"] == 1 and "lost" in shrink["why"]
     points = Points()

@@ -54,7 +54,8 @@ The RNG needs no saving: it is a function of (seed, rank, step).
 
 Elastic runs (``num_workers: [min, max]``) take the epoch and batch from the step itself (the global order names
 the same rows at a step whatever the world size the checkpoint was written at), and a checkpoint written at another
-world size is a resize: rank 0 says so in one line after its first step, puts ``world_size`` in TensorBoard and
+world size, or a worker group of another size than the last one (``worker_groups.jsonl``, a line per group rank 0
+started), is a resize: rank 0 says so in one line after its first step, puts ``world_size`` in TensorBoard and
 appends the resize to ``resizes.jsonl`` in the run folder.
 """
 
@@ -79,7 +80,7 @@ from train.encoder import Encoder
 from train.methods import get_method
 from train.methods.tiled import DEFAULT_LOSS_TILE, default_loss_tile
 from train.precision import Bf16Weights, resolve_precision
-from train.reporting import Meter, Reporter, ReportSettings
+from train.reporting import Meter, Reporter, ReportSettings, record_group
 from train.step import forward_backward
 
 # rank 0's start line: on the worker's stdout, which Ray forwards to the driver (infra.logs)
@@ -169,7 +170,9 @@ def train_loop_per_worker(config: dict) -> dict:
     train_step.restore(state)
     at = resume_position(state, cfg, feed.steps_per_epoch)
     # what it reports (6, 7): an elastic run's resize and rows, the start line, its lines and checkpoints
-    resize = elastic_resize(state, worker.world, at.step) if cfg.elastic else None
+    resize = None
+    if cfg.elastic and worker.rank == 0:  # against the last worker group's size, else the checkpoint's
+        resize = elastic_resize(state, worker.world, at.step, record_group(inputs.run_folder, worker.world, at.step))
     if resize is not None:
         resize["worker_started_at"] = worker_started_at
     sample_log = None
@@ -324,10 +327,13 @@ def resume_position(state: dict | None, cfg: TrainConfig, steps_per_epoch: int) 
     return Position(step, epoch, skip, last_reported=step)
 
 
-def elastic_resize(state: dict | None, world: int, step: int) -> dict | None:
-    """A resize when the checkpoint this elastic run resumes from was written at another world size: its
-    step, the sizes and why (Ray Train restarts the worker group at the size the cluster can hold)."""
-    before = (state or {}).get("world_size")
+def elastic_resize(state: dict | None, world: int, step: int, last_group: int | None = None) -> dict | None:
+    """A resize when this worker group's size differs from the last group's (``last_group``:
+    ``train.reporting.record_group``) or, with no group recorded, from the world size the checkpoint it resumes
+    from was written at: its step, the sizes and why (Ray Train restarts the worker group at the size the
+    cluster can hold). The last group counts first: a group replaced before its first checkpoint (a node back
+    while it ran) was still a size the run trained at."""
+    before = last_group if last_group is not None else (state or {}).get("world_size")
     if before is None or before == world:
         return None
     why = ("fewer workers could be placed (a node was lost)" if world < before

@@ -32,6 +32,7 @@ from train.saved_models import save_model
 log = logging.getLogger(__name__)
 MODEL_DIR = "model"
 RESIZES_FILE = "resizes.jsonl"
+GROUPS_FILE = "worker_groups.jsonl"  # an elastic run's worker groups as rank 0 started them: world size, step
 # Under Tune a checkpoint's dev score arrives after its report (the evaluation pool's, through Ray Train's
 # asynchronous validation, which overwrites the reported value): the report carries the score's key already, at
 # this value, below every score, so that Ray's checkpoint ranking (CheckpointConfig.checkpoint_score_attribute)
@@ -132,6 +133,19 @@ def learning_rates(optimizer, scheduler) -> dict[str, float]:
     for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):
         out.setdefault("lr" if group.get("name", "encoder") == "encoder" else f"lr_{group['name']}", lr)
     return out
+
+
+def record_group(run_folder: str | None, world: int, step: int) -> int | None:
+    """Rank 0 of an elastic run's new worker group: append ``{world, step, started_at}`` to the run folder's
+    ``worker_groups.jsonl``; the world size of the group before it (None for the first)."""
+    from infra.appendlog import append_text, read_appended
+
+    if not run_folder:
+        return None
+    lines = [line for line in read_appended(f"{run_folder}/{GROUPS_FILE}").splitlines() if line.strip()]
+    append_text(f"{run_folder}/{GROUPS_FILE}",
+                json.dumps({"world": world, "step": step, "started_at": time.time()}) + "\n")
+    return json.loads(lines[-1])["world"] if lines else None
 
 
 def record_resize(run_folder: str, resize: dict, tracking) -> None:
