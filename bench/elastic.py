@@ -12,10 +12,10 @@ whichever worker encodes it. Each scenario (dtype, dropout) runs:
 
 (a) ``python -m train`` with RAY_ADDRESS at the cluster: once a checkpoint at step >= k is in the run
     folder the node is lost (its Train worker killed, then ``Cluster.remove_node``: its CPU is gone); once
-    the run has resumed on 1 worker the node is added back, the 1-worker run held (its worker suspended)
-    until Ray Train has restarted the training at 2 workers, and the run grows to 2 again. Every wait is on the event
-    itself (a file the run writes, the cluster's view), never on a duration: a slow machine makes the bench
-    slower, not red.
+    the run has resumed on 1 worker and written a checkpoint at that size, the node is added back, the
+    1-worker run held (its worker suspended) until Ray Train has restarted the training at 2 workers, and
+    the run grows to 2 again. Every wait is on the event itself (a file the run writes, the cluster's view, a
+    process), never on a duration: a slow machine makes the bench slower, not red.
 (c) the same config with both nodes: 2 workers throughout.
 (b) the same config with the node gone: 1 worker throughout.
 Then: the sample ids of every global step (``log_sample_ids``; every attempt that trained the step, the
@@ -189,6 +189,19 @@ def checkpoints(run: Path) -> list[int]:
     return sorted(int(p.name.split("-")[1]) for p in run.glob("step-*") if (p / "metrics.json").is_file())
 
 
+def written_at(run: Path, world: int, after: int) -> list[int]:
+    """The checkpoints after step ``after`` that a group of ``world`` workers wrote."""
+    found = []
+    for step in checkpoints(run):
+        try:
+            metrics = json.loads((run / f"step-{step:07d}" / "metrics.json").read_text())
+        except (OSError, ValueError):  # pruned (keep_checkpoints) or replaced as it was read
+            continue
+        if step > after and metrics.get("world_size") == world:
+            found.append(step)
+    return found
+
+
 def resizes(run: Path) -> list[dict]:
     from infra.appendlog import read_appended
 
@@ -245,8 +258,26 @@ def scenario(cluster, node, cfg: Path, out: Path, name: str, dtype: str, dropout
     """(a), (c), (b) of one (dtype, dropout): what they trained and how the resized run compares."""
     overrides = (f"dtype={dtype}", f"dropout={dropout}")
     result = {"dtype": dtype, "dropout": dropout}
-    # (a) a node lost at step k, then back; started once both nodes' CPUs are in the cluster's view (a node
-    # added at the end of the last scenario may not be yet: the run would start on 1 worker and grow)
+    run_a, proc, wall_a, node = resized_run(cluster, node, cfg, out, name, overrides, args, result)
+    # (c) both nodes: 2 workers throughout; (b) the head alone: 1 worker throughout
+    both_nodes(cluster)
+    proc_c, wall_c = fixed_run(cfg, f"{name}-c", cluster, out, overrides)
+    cluster.remove_node(node, allow_graceful=False)
+    proc_b, wall_b = fixed_run(cfg, f"{name}-b", cluster, out, overrides)
+    node = cluster.add_node(num_cpus=1)
+    summary_a = json.loads((run_a / "train_summary.json").read_text()) if proc.returncode == 0 else {}
+    result["finished"] = (proc.returncode == 0 and proc_b.returncode == 0 and proc_c.returncode == 0
+                          and summary_a.get("last_metrics", {}).get("step") == args.steps)
+    compare(result, run_a, out / "runs" / f"{name}-b", out / "runs" / f"{name}-c", args.steps)
+    result["wall_seconds"] = {"a": wall_a, "b": wall_b, "c": wall_c}
+    log(f"{name}: {json.dumps({k: v for k, v in result.items() if k != 'resize_seconds'})}")
+    return result, node
+
+
+def resized_run(cluster, node, cfg: Path, out: Path, name: str, overrides: tuple, args, result: dict):
+    """(a): a node lost at step k, then back; started once both nodes' CPUs are in the cluster's view (a node
+    added at the end of the last scenario may not be yet: the run would start on 1 worker and grow). Its
+    resizes and their seconds go into ``result``; (its folder, its process, its seconds, the node now)."""
     both_nodes(cluster)
     run_a = out / "runs" / f"{name}-a"
     started = time.time()
@@ -258,38 +289,34 @@ def scenario(cluster, node, cfg: Path, out: Path, name: str, dtype: str, dropout
     log(f"{name}: node removed after the checkpoint at step {killed_after} ({removed_at - started:.1f} s; "
         f"{killed} worker killed on it)")
     wait_for("a resize to 1 worker", lambda: [r for r in resizes(run_a) if r["to"] == 1], proc, 300)
+    wait_for("a checkpoint of the 1-worker run", lambda: written_at(run_a, 1, after=killed_after), proc, 600)
     node = return_node(cluster, proc)
     added_at = time.time()
     log(f"{name}: node added back ({added_at - started:.1f} s)")
     wait_for("a resize back to 2 workers", lambda: [r for r in resizes(run_a) if r["to"] == 2], proc, 300)
     proc.wait(timeout=900)
-    wall_a = round(time.time() - started, 1)
-    summary_a = json.loads((run_a / "train_summary.json").read_text()) if proc.returncode == 0 else {}
     found = resizes(run_a)
     result["resizes"] = [{k: r[k] for k in ("step", "from", "to", "why")} for r in found]
     result["resize_seconds"] = [phases(r, removed_at if r["to"] < r["from"] else added_at) for r in found]
+    return run_a, proc, round(time.time() - started, 1), node
 
-    # (c) both nodes: 2 workers throughout; (b) the head alone: 1 worker throughout
-    both_nodes(cluster)
-    started = time.time()
-    proc_c = start_run(cfg, f"{name}-c", cluster.address, out, *overrides)
-    proc_c.wait(timeout=900)
-    wall_c = round(time.time() - started, 1)
-    cluster.remove_node(node, allow_graceful=False)
-    started = time.time()
-    proc_b = start_run(cfg, f"{name}-b", cluster.address, out, *overrides)
-    proc_b.wait(timeout=900)
-    wall_b = round(time.time() - started, 1)
-    node = cluster.add_node(num_cpus=1)
-    run_b, run_c = out / "runs" / f"{name}-b", out / "runs" / f"{name}-c"
-    result["finished"] = (proc.returncode == 0 and proc_b.returncode == 0 and proc_c.returncode == 0
-                          and summary_a.get("last_metrics", {}).get("step") == args.steps)
 
+def fixed_run(cfg: Path, name: str, cluster, out: Path, overrides: tuple) -> tuple[subprocess.Popen, float]:
+    """A run on the cluster as it is now, to its end: (its process, its seconds)."""
+    started = time.time()
+    proc = start_run(cfg, name, cluster.address, out, *overrides)
+    proc.wait(timeout=900)
+    return proc, round(time.time() - started, 1)
+
+
+def compare(result: dict, run_a: Path, run_b: Path, run_c: Path, steps: int) -> None:
+    """The resized run (a) against 1 worker throughout (b): the sample ids of every step (every attempt at it),
+    and the final weights (a vs b, c vs b), into ``result``."""
     from train.global_order import read_sample_logs
 
     steps_a, steps_b = read_sample_logs(str(run_a)), read_sample_logs(str(run_b))
-    missing = [s for s in range(args.steps) if s not in steps_a or s not in steps_b]
-    differing = [s for s in range(args.steps) if s in steps_a and s in steps_b
+    missing = [s for s in range(steps) if s not in steps_a or s not in steps_b]
+    differing = [s for s in range(steps) if s in steps_a and s in steps_b
                  and any(ids != steps_b[s][0] for ids in steps_a[s])]
     result["same_samples_per_step"] = not missing and not differing
     result["steps_trained_again_in_a"] = sum(len(seen) > 1 for seen in steps_a.values())  # redone after a resize
@@ -301,9 +328,6 @@ def scenario(cluster, node, cfg: Path, out: Path, name: str, dtype: str, dropout
         result["max_abs_weight_diff_2_workers_vs_1"] = max(float((c[k].double() - b[k].double()).abs().max())
                                                            for k in c)
         result["weights_dtype"] = str(next(iter(a.values())).dtype)
-    result["wall_seconds"] = {"a": wall_a, "b": wall_b, "c": wall_c}
-    log(f"{name}: {json.dumps({k: v for k, v in result.items() if k != 'resize_seconds'})}")
-    return result, node
 
 
 def killed_worker(cluster, cfg: Path, out: Path, fixed_steps: int) -> dict:
