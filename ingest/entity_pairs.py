@@ -48,7 +48,7 @@ from ingest.shuffle import Shuffle, count_rows, map_buckets, map_keys, value_run
 from ingest.wikitext import normalize_title
 
 log = logging.getLogger(__name__)
-_STR, _INT, _BOOL, _STRS, _INTS = pa.string(), pa.int64(), pa.bool_(), pa.list_(pa.string()), pa.list_(pa.int64())
+_STR, _INT, _U64, _BOOL, _STRS = pa.string(), pa.int64(), pa.uint64(), pa.bool_(), pa.list_(pa.string())
 
 
 def _schema(**columns) -> pa.Schema:
@@ -135,19 +135,19 @@ def _eligible(rows: list[dict], threshold: int) -> list[dict]:
 ENTITY_SIDES = _schema(qid=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT,
                        entity_index=_INT, title=_STR, types=_STRS)
 PAIRS = _schema(pair_key=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
-                positive_entity=_INT, positive_title=_STR, negative_type=_STR, slots=_INTS, dropped=_STR,
-                entity=_INT)  # entity: the mention's row in the vocabulary, kept or not (step 6: linked on the page)
+                positive_entity=_INT, positive_title=_STR, negative_type=_STR, draw=_U64, type_size=_INT,
+                dropped=_STR, entity=_INT)  # entity: the mention's row in the vocabulary, kept or not (step 6)
 
 
 _TYPE_DRAW, _SLOT_DRAW = np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F)
 
 
-def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict, candidates: int) -> pa.Table:
+def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict) -> pa.Table:
     """The pairs of every entity in a hash bucket of QIDs, as Arrow/numpy column
     operations. Per mention row: a pair, or dropped as a repeat of the entity in
     its sentence, an entity outside the vocabulary, over the per-entity cap, or
-    with no other entity of its types. Each pair gets a P31 type and
-    ``candidates`` member slots of that type for its negative.
+    with no other entity of its types. Each pair gets a P31 type for its
+    negative, and that type's size (step 5 draws the member slots).
 
     Every draw is a hash of the pair's own key and ``seed``: the cap keeps the
     mentions with the smallest draws, the same sample on any cluster. (Strings stay
@@ -161,26 +161,26 @@ def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict,
         mentions["qid"], ":")
     draws = row_hashes(mentions, ["wiki", "page_id", "sentence_index", "qid"], seed)
     mentions = mentions.append_column("pair_key", pair_keys).append_column("draw", pa.array(draws, pa.uint64()))
+    del pair_keys, draws  # (the unsorted columns: only the sorted copy is kept)
     # equal keys have equal draws, so a repeat sorts right after its first row
     mentions = mentions.sort_by([("qid", "ascending"), ("draw", "ascending"), ("pair_key", "ascending")])
     repeat = ~_starts(mentions["pair_key"])
     repeats = mentions.filter(pa.array(repeat)).select(["pair_key", "wiki", "page_id", "sentence_index", "qid"])
-    pairs = mentions.filter(pa.array(~repeat))
+    pairs = mentions.filter(pa.array(~repeat)) if repeat.any() else mentions
     del mentions
     group_starts = np.flatnonzero(_starts(pairs["qid"]))
     rank = np.arange(len(pairs)) - np.repeat(group_starts, np.diff(np.r_[group_starts, len(pairs)]))
-    table = _typed_pairs(pairs, entities, rank, cap, type_sizes, candidates)
+    table = _typed_pairs(pairs, entities, rank, cap, type_sizes)
     repeats = repeats.rename_columns(["pair_key", "wiki", "page_id", "sentence_index", "positive_qid"])
     repeats = repeats.append_column("dropped", pa.array(["same_entity_twice_in_a_sentence"] * len(repeats), _STR))
     return pa.concat_tables([align(table, PAIRS), align(repeats, PAIRS)])
 
 
-def _typed_pairs(pairs: pa.Table, entities: pa.Table, rank: np.ndarray, cap: int, type_sizes: dict,
-                 candidates: int) -> pa.Table:
+def _typed_pairs(pairs: pa.Table, entities: pa.Table, rank: np.ndarray, cap: int, type_sizes: dict) -> pa.Table:
     """Each pair (one per entity mention, sorted by QID and draw; ``rank``: its place among its entity's) with
-    its entity's vocabulary row, a P31 type of that entity chosen by the pair's draw, ``candidates`` member
-    slots of that type, or the reason it is dropped (outside the vocabulary, over the cap, no other entity of
-    its types)."""
+    its entity's vocabulary row, a P31 type of that entity chosen by the pair's draw and the size of that type
+    (the pair's member slots are drawn from both in step 5: :func:`candidate_slots`), or the reason it is
+    dropped (outside the vocabulary, over the cap, no other entity of its types)."""
     # the entity of each pair, and its types that have another member
     entity_types = [[t for t in types if type_sizes.get(t, 0) >= 2] for types in entities["types"].to_pylist()]
     type_count = np.array([len(t) for t in entity_types] + [0], np.int64)
@@ -197,23 +197,19 @@ def _typed_pairs(pairs: pa.Table, entities: pa.Table, rank: np.ndarray, cap: int
 
     draws = pairs["draw"].to_numpy()
     choice = type_offset[row] + (mix64(draws ^ _TYPE_DRAW) % np.maximum(n_types, 1).astype(np.uint64)).astype(np.int64)
-    sizes = flat_sizes[choice]
-    slots = np.empty((len(pairs), candidates), np.int64)
-    for j in range(candidates):
-        slots[:, j] = mix64(draws + _SLOT_DRAW * np.uint64(j + 1)) % sizes
-    del draws, sizes
-    mask = pa.array(~kept)
+    sizes = flat_sizes[choice].astype(np.int64)
+    del draws
     entity_index = entities["entity_index"].to_numpy(zero_copy_only=False)
     titles = pa.concat_arrays([entities["title"].combine_chunks(), pa.nulls(1, _STR)])
-    rows = pa.array(row)
     return pa.table({
         "pair_key": pairs["pair_key"], "wiki": pairs["wiki"], "page_id": pairs["page_id"],
         "sentence_index": pairs["sentence_index"], "positive_qid": pairs["qid"],
         "positive_entity": pa.array(np.r_[entity_index, 0].astype(np.int64)[row], _INT, mask=~kept),
-        "positive_title": pc.if_else(pa.array(kept), titles.take(rows), pa.scalar(None, _STR)),
-        "negative_type": pc.if_else(pa.array(kept), flat_types.take(pa.array(choice)), pa.scalar(None, _STR)),
-        "slots": pa.ListArray.from_arrays(pa.array(np.arange(len(pairs) + 1) * candidates, pa.int32()),
-                                          pa.array(slots.ravel(), _INT), mask=mask),
+        # (a null index takes a null: one copy of the strings, not a take and then an if_else)
+        "positive_title": titles.take(pa.array(row, mask=~kept)),
+        "negative_type": flat_types.take(pa.array(choice, mask=~kept)),
+        "draw": pairs["draw"],
+        "type_size": pa.array(sizes, _INT, mask=~kept),
         "dropped": dropped,
         "entity": pa.array(np.r_[entity_index, 0].astype(np.int64)[row], _INT, mask=~has_entity),
     })
@@ -243,17 +239,26 @@ PAIR_KEY = ["wiki", "page_id", "sentence_index", "positive_entity"]
 CANDIDATES = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_entity=_INT, rank=_INT, entity_index=_INT)
 
 
+def candidate_slots(draws: np.ndarray, type_sizes: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """The member slot of candidate ``rank`` of each pair: a hash of the pair's draw and the rank, modulo the
+    size of the pair's negative type (the same slot in either round, on any cluster)."""
+    with np.errstate(over="ignore"):
+        return (mix64(draws + _SLOT_DRAW * (rank.astype(np.uint64) + np.uint64(1)))
+                % type_sizes.astype(np.uint64)).astype(np.int64)
+
+
 def _slot_side(batch: pa.Table, ranks: tuple[int, int]) -> pa.Table:
-    """A request (negative type, slot) per candidate rank in ``range(*ranks)`` of each pair."""
-    slots = batch["slots"]
-    repeat = pc.list_value_length(slots).fill_null(0).to_numpy(zero_copy_only=False)
-    rows = pc.list_parent_indices(slots)
+    """A request (negative type, slot) per candidate rank in ``range(*ranks)`` of each pair with a type.
+    (The slots are drawn here, a bounded batch at a time, not carried through the shuffles as lists.)"""
+    batch = batch.filter(pc.is_valid(batch["type_size"]))
+    rows = np.repeat(np.arange(len(batch)), ranks[1] - ranks[0])
+    rank = np.tile(np.arange(ranks[0], ranks[1], dtype=np.int64), len(batch))
+    slot = candidate_slots(batch["draw"].to_numpy(zero_copy_only=False)[rows],
+                           batch["type_size"].to_numpy(zero_copy_only=False)[rows], rank)
     table = batch.select(["negative_type", "wiki", "page_id", "sentence_index", "positive_entity"]).take(rows)
-    rank = pa.array(np.arange(len(rows)) - np.repeat(np.r_[0, np.cumsum(repeat)[:-1]], repeat), _INT)
     table = table.rename_columns(["type", "wiki", "page_id", "sentence_index", "positive_entity"])
-    table = table.append_column("slot", pc.list_flatten(slots)).append_column("rank", rank)
-    wanted = (rank.to_numpy() >= ranks[0]) & (rank.to_numpy() < ranks[1])
-    return align(table if wanted.all() else table.filter(pa.array(wanted)), SLOT_SIDES)
+    return align(table.append_column("slot", pa.array(slot, _INT)).append_column("rank", pa.array(rank, _INT)),
+                 SLOT_SIDES)
 
 
 def _fill_slots(bucket: pa.Table) -> pa.Table:
@@ -271,10 +276,12 @@ def _fill_slots(bucket: pa.Table) -> pa.Table:
 
 LINKED_ON_PAGE, PAIR, CANDIDATE = 0, 1, 2
 PICK_SIDES = _schema(side=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
-                     positive_entity=_INT, positive_title=_STR, negative_type=_STR, slots=_INTS, rank=_INT,
+                     positive_entity=_INT, positive_title=_STR, negative_type=_STR, draw=_U64, type_size=_INT,
+                     rank=_INT,
                      entity_index=_INT)
 PICKED = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR, positive_entity=_INT,
-                 positive_title=_STR, negative_type=_STR, slots=_INTS, negative_qid=_STR, negative_entity=_INT,
+                 positive_title=_STR, negative_type=_STR, draw=_U64, type_size=_INT, negative_qid=_STR,
+                 negative_entity=_INT,
                  negative_title=_STR, bucket=_INT, dropped=_STR)
 
 
@@ -307,17 +314,14 @@ def _pick_negatives(bucket: pa.Table, buckets: int, vocabulary: str) -> pa.Table
     linked = bucket.filter(pc.equal(side, LINKED_ON_PAGE)).select(["wiki", "page_id", "entity_index"]).group_by(
         ["wiki", "page_id", "entity_index"]).aggregate([])
     pairs = bucket.filter(pc.equal(side, PAIR)).select(
-        PAIR_KEY + ["positive_qid", "positive_title", "negative_type", "slots"])
+        PAIR_KEY + ["positive_qid", "positive_title", "negative_type", "draw", "type_size"])
     candidates = bucket.filter(pc.equal(side, CANDIDATE)).select(PAIR_KEY + ["rank", "entity_index"])
     del bucket, side
     allowed = candidates.join(linked, keys=["wiki", "page_id", "entity_index"], join_type="left anti")
     first = allowed.group_by(PAIR_KEY).aggregate([("rank", "min")]).rename_columns(PAIR_KEY + ["rank"])
     chosen = allowed.join(first, keys=PAIR_KEY + ["rank"], join_type="inner").select(
         PAIR_KEY + ["entity_index"]).rename_columns(PAIR_KEY + ["negative_entity"])
-    # (Arrow joins carry no list column: the pair's slots follow by its row number)
-    numbered = pairs.drop_columns(["slots"]).append_column("_row", pa.array(np.arange(len(pairs)), _INT))
-    picked = numbered.join(chosen, keys=PAIR_KEY, join_type="left outer")
-    picked = picked.append_column("slots", pairs["slots"].take(picked["_row"])).drop_columns(["_row"])
+    picked = pairs.join(chosen, keys=PAIR_KEY, join_type="left outer")
     qids, titles = _vocabulary_lookup(vocabulary)
     row = pc.subtract(picked["negative_entity"], 1)
     picked = picked.append_column("negative_qid", qids.take(row)).append_column("negative_title", titles.take(row))
@@ -507,7 +511,7 @@ def _pairs(linked, out: str, cfg: dict, type_sizes: dict, shuffle: Shuffle):
     entity_sides = [linked.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}),
                     vocabulary.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES})]
     return map_buckets(entity_sides, ["qid"], _pairs_for_entities, shuffle, cap=cfg["max_pairs_per_entity"],
-                       seed=cfg["seed"], type_sizes=type_sizes, candidates=cfg["negative_candidates"])
+                       seed=cfg["seed"], type_sizes=type_sizes)
 
 
 def _negatives(pairs, out: str, cfg: dict, buckets: int, shuffle: Shuffle, dropped: Counter) -> list:

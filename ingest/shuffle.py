@@ -141,7 +141,7 @@ def _scatter(block: pa.Table, key: list[str], folder: str, shift: int | None = N
     rows = len(table)
     del block, table, combined, batches
     peak = _peak_rss_mb()  # since the last call in this worker ended: this block's read, its map and its scatter
-    pa.default_memory_pool().release_unused()  # the worker runs the next block: hand freed pages back now
+    _hand_back_memory()  # the worker runs the next block
     _reset_peak_rss()
     return pa.table({"file": [path], "rows": [rows], "bytes": [nbytes], "peak_rss_mb": [peak]})
 
@@ -165,6 +165,7 @@ def _read_range(path: str, lo: int, hi: int) -> pa.Table | None:
 
 
 def _reduce(files: list[str], lo: int, hi: int, out_path: str, fn, kwargs: dict) -> dict:
+    _hand_back_memory()  # what the worker's earlier task (a Ray Data map, perhaps) left
     _reset_peak_rss()
     parts = [t for t in (_read_range(path, lo, hi) for path in files) if t is not None]
     if not parts:
@@ -178,9 +179,32 @@ def _reduce(files: list[str], lo: int, hi: int, out_path: str, fn, kwargs: dict)
     rows = len(result)
     del result
     peak = _peak_rss_mb()
-    pa.default_memory_pool().release_unused()  # this worker runs the next task: hand freed pages back now
+    _hand_back_memory()  # this worker runs the next task
     _reset_peak_rss()
     return {"file": out_path, "rows": rows, "in_rows": in_rows, "in_bytes": in_bytes, "peak_rss_mb": peak}
+
+
+def _hand_back_memory() -> None:
+    """Return the pages freed by a call to the system, so that a reused worker starts its next call where a
+    fresh one would: Arrow's pool, and glibc's heap (numpy's large arrays come from it; glibc keeps freed
+    heap pages mapped once it has raised its mmap threshold, and a long-lived worker's RSS creeps up)."""
+    pa.default_memory_pool().release_unused()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:  # not glibc (macOS, musl): nothing to trim
+        return None
+
+
+_LIBC = _libc()
 
 
 def _reset_peak_rss() -> None:

@@ -469,24 +469,39 @@ def read_manifest(path: str | Path | Location) -> dict:
     return manifest
 
 
-def _read_files(batch: pa.Table, columns: list[str] | None) -> pa.Table:
-    tables = []
+def _read_files(batch: pa.Table, columns: list[str] | None, max_bytes: int | None = None):
+    """Each parquet file of ``batch["path"]`` as blocks of about ``max_bytes`` of Arrow data (whole
+    files when None), read a batch at a time: a task holds one block, whatever the size of the file."""
     for path in batch["path"].to_pylist():
         fs, local = filesystem(path) if is_uri(path) else (None, local_path(path))
-        tables.append(pq.read_table(local, columns=columns, filesystem=fs))
-    return pa.concat_tables(tables)
+        if max_bytes is None:
+            yield pq.read_table(local, columns=columns, filesystem=fs)
+            continue
+        with (fs.open(local, "rb") if fs is not None else open(local, "rb")) as f:
+            parquet = pq.ParquetFile(f)
+            meta = parquet.metadata
+            if not meta.num_rows:
+                yield parquet.schema_arrow.empty_table().select(columns) if columns else parquet.schema_arrow.empty_table()
+                continue
+            row_bytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)) / meta.num_rows
+            rows = max(1024, int(max_bytes / max(1.0, row_bytes)))
+            for record_batch in parquet.iter_batches(batch_size=rows, columns=columns):
+                yield pa.Table.from_batches([record_batch])
 
 
 def read_dataset(path: str | Location | list[str], columns: list[str] | None = None):
     """A set folder, a parquet file or a list of parquet files as a Ray Dataset,
-    one read task (and one block) per file. (Ray Data's ``read_parquet`` costs
-    ~2 s of metadata work per call on a small set; the files read here are
-    written by the jobs themselves and sized by them.)"""
+    one read task per file, its blocks no larger than Ray Data's ``target_max_block_size``
+    (a single-file set as large as the dump is read a block at a time). (Ray Data's
+    ``read_parquet`` costs ~2 s of metadata work per call on a small set; the files read
+    here are written by the jobs themselves and sized by them.)"""
     import ray.data
+    from ray.data import DataContext
 
     files = set_files(path) if isinstance(path, (str, os.PathLike)) else list(path)
     return ray.data.from_items([{"path": f} for f in files], override_num_blocks=max(1, len(files))).map_batches(
-        _read_files, batch_format="pyarrow", batch_size=1, fn_kwargs={"columns": columns})
+        _read_files, batch_format="pyarrow", batch_size=1,
+        fn_kwargs={"columns": columns, "max_bytes": DataContext.get_current().target_max_block_size})
 
 
 # ---------------------------------------------------------------- hashing

@@ -379,7 +379,7 @@ def test_pairs_for_entities_counts_repeats_caps_and_untyped_entities():
 
     import pyarrow as pa
 
-    from ingest.entity_pairs import ENTITY_SIDES, _pairs_for_entities
+    from ingest.entity_pairs import ENTITY_SIDES, _pairs_for_entities, _slot_side
 
     entities = [  # Q1: two types, one with no other member; Q2: only that type; Q3 is not in the vocabulary
         {"qid": "Q1", "entity_index": 1, "title": "One", "types": ["Q5", "Q99"]},
@@ -393,7 +393,11 @@ def test_pairs_for_entities_counts_repeats_caps_and_untyped_entities():
 
     def pairs_of(rows):
         return _pairs_for_entities(pa.Table.from_pylist(rows, schema=ENTITY_SIDES), cap=5, seed=3,
-                                   type_sizes=type_sizes, candidates=4)
+                                   type_sizes=type_sizes)
+
+    def slots_of(pairs):  # step 5's requests: 4 candidate slots per kept pair, drawn from its draw
+        requests = _slot_side(pairs, (0, 4)).to_pylist()
+        return [tuple(r["slot"] for r in requests[i:i + 4]) for i in range(0, len(requests), 4)]
 
     out = pairs_of(rows)
     assert len(out) == len(mentions)  # every mention is a pair or a counted drop
@@ -405,16 +409,19 @@ def test_pairs_for_entities_counts_repeats_caps_and_untyped_entities():
     kept = [r for r in out.to_pylist() if r["dropped"] is None]
     assert len(kept) == 5 and len({r["pair_key"] for r in kept}) == 5
     for r in kept:
-        assert (r["positive_entity"], r["positive_title"], r["negative_type"]) == (1, "One", "Q5")
-        assert len(r["slots"]) == 4 and all(0 <= s < 7 for s in r["slots"])
-    assert len({tuple(r["slots"]) for r in kept}) > 1
+        assert (r["positive_entity"], r["positive_title"], r["negative_type"], r["type_size"]) == (1, "One", "Q5", 7)
+    slots = slots_of(out)
+    assert len(slots) == 5 and all(0 <= s < 7 for pair in slots for s in pair)
+    assert len(set(slots)) > 1
+    assert slots_of(out)[1:] == slots_of(out.filter(pa.array([r["dropped"] is None for r in out.to_pylist()]))
+                                         .slice(1))  # a pair's slots are its own, whatever batch it is in
     # the same pairs and draws whatever order the rows come in; another seed samples others
     shuffled = rows[:]
     random.Random(0).shuffle(shuffled)
     assert pairs_of(shuffled).equals(out)
     other_seed = _pairs_for_entities(pa.Table.from_pylist(rows, schema=ENTITY_SIDES), cap=5, seed=4,
-                                     type_sizes=type_sizes, candidates=4)
-    assert other_seed.column("slots").to_pylist() != out.column("slots").to_pylist()
+                                     type_sizes=type_sizes)
+    assert slots_of(other_seed) != slots
 
 
 # ---------------------------------------------------------------- pass 1 on Ray Data or plain tasks

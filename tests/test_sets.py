@@ -128,3 +128,24 @@ def test_read_dataset_one_block_per_file(ray_session, sentence_set):
     ds = set_io.read_dataset(str(sentence_set), ["sentence", "page_id"])
     assert ds.materialize().num_blocks() == 4
     assert sorted(r["sentence"] for r in ds.take_all()) == sorted(r["sentence"] for r in ROWS)
+
+
+def test_read_dataset_reads_a_large_file_a_bounded_block_at_a_time(ray_session, tmp_path):
+    """A single-file set as large as the dump (a vocabulary, Wikidata's items) is never one block: a read
+    task holds about ``target_max_block_size`` of it at a time, and the rows are the file's, in order."""
+    import ray
+    from ray.data import DataContext
+
+    rows = 200_000
+    table = pa.table({"qid": [f"Q{i}" for i in range(rows)], "n": np.arange(rows)})
+    pq.write_table(table, tmp_path / "big.parquet")
+    ctx = DataContext.get_current()
+    before = ctx.target_max_block_size
+    ctx.target_max_block_size = 1 << 20
+    try:
+        blocks = ray.get(set_io.read_dataset([str(tmp_path / "big.parquet")]).to_arrow_refs(), timeout=120)
+    finally:
+        ctx.target_max_block_size = before
+    assert len(blocks) >= table.nbytes // (1 << 20) >= 3
+    assert max(block.nbytes for block in blocks) <= 1.25 * (1 << 20)
+    assert pa.concat_tables(blocks).equals(table)
