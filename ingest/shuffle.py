@@ -170,7 +170,9 @@ def _reduce(files: list[str], lo: int, hi: int, out_path: str, fn, kwargs: dict)
     parts = [t for t in (_read_range(path, lo, hi) for path in files) if t is not None]
     if not parts:
         return {"file": None, "rows": 0, "in_rows": 0, "in_bytes": 0, "peak_rss_mb": _peak_rss_mb()}
-    bucket = pa.concat_tables(parts)
+    # one chunk per column, and the scatter files unmapped: fn's takes and sorts would otherwise each
+    # concatenate the parts (a chunk per scatter file, more of them the larger the input) over again
+    bucket = pa.concat_tables(parts).combine_chunks()
     in_rows, in_bytes = len(bucket), bucket.nbytes
     del parts
     result = fn(bucket.drop_columns([_HASH]), **kwargs)
