@@ -11,8 +11,9 @@ bucket of keys per call. It runs in two rounds of tasks, as MapReduce and datatr
    bytes the scatter measured, so that one bucket holds at most ``Shuffle.bucket_bytes`` of
    Arrow data (and, for ``map_keys``, whose ``fn`` takes Python dicts, ``Shuffle.key_rows``
    rows). Bucket ``b`` is the b-th of equal hash ranges; its task reads that range from every
-   scatter file (only the record batches that overlap it, memory-mapped when local), calls
-   ``fn`` and writes the result to one IPC file. The scatter files are then removed.
+   scatter file (only the record batches that overlap it, memory-mapped when local) into one
+   chunk per column, calls ``fn`` and writes the result to one IPC file. The scatter files are
+   then removed.
 
 The result is a Dataset over the reduce files, one block per bucket: reading it again is a
 read of files, not a rerun. Memory per task is bounded by construction — a scatter task holds
@@ -197,13 +198,12 @@ def _hand_back_memory() -> None:
 
 def _libc():
     import ctypes
-    import ctypes.util
 
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
-    except OSError:  # not glibc (macOS, musl): nothing to trim
+        libc = ctypes.CDLL(None)  # this process's own symbols: glibc's, on Linux
+    except OSError:
         return None
+    return libc if hasattr(libc, "malloc_trim") else None  # (not glibc: nothing to trim)
 
 
 _LIBC = _libc()
