@@ -42,6 +42,9 @@ from infra.storage import filesystem, is_uri, local_path
 
 SCATTER_ROWS = 262_144  # rows per scatter call (and file), by default: a task holds one such batch
 READ_ROWS = 65_536  # rows per record batch of a result file: what a task reading it holds at a time
+# a reduce worker exits after this many calls: what a long-lived worker keeps (Python's heap, pages of Ray's
+# object store it has touched) grew with the dump's size, ~0.1 GB at 30x bench/ingest_scale.py's smallest input
+REDUCE_CALLS_PER_WORKER = 10
 SLICES = 256  # record batches per scatter file: a reduce reads only the ones its hash range overlaps
 _SHIFT = 56  # a hash's slice: its top 8 bits
 _HASH = "_hash"
@@ -323,7 +326,7 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
         count = buckets_for(rows, nbytes, shuffle.bucket_bytes, _bucket_rows)
         ranges = [((b * _TOP) // count, ((b + 1) * _TOP) // count) for b in range(count)]
     scattered_at = time.perf_counter()
-    reduce = ray.remote(num_cpus=1, max_retries=3)(_reduce)
+    reduce = ray.remote(num_cpus=1, max_retries=3, max_calls=REDUCE_CALLS_PER_WORKER)(_reduce)
     files_ref = ray.put(files)
     results = ray.get([reduce.remote(files_ref, lo, hi, f"{step}/out/{b:06d}.arrow", fn, kwargs)
                        for b, (lo, hi) in enumerate(ranges)], timeout=24 * 3600)

@@ -469,9 +469,14 @@ def read_manifest(path: str | Path | Location) -> dict:
     return manifest
 
 
+_READ_ROWS = 8192  # rows per record batch read from a parquet file: a block is whole batches of it
+
+
 def _read_files(batch: pa.Table, columns: list[str] | None, max_bytes: int | None = None):
     """Each parquet file of ``batch["path"]`` as blocks of about ``max_bytes`` of Arrow data (whole
-    files when None), read a batch at a time: a task holds one block, whatever the size of the file."""
+    files when None), read a batch at a time: a task holds one block, whatever the size of the file.
+    (Measured as Arrow holds the rows: parquet's own sizes are of encoded pages, a small fraction of
+    that for dictionary-encoded strings and nested lists.)"""
     for path in batch["path"].to_pylist():
         fs, local = filesystem(path) if is_uri(path) else (None, local_path(path))
         if max_bytes is None:
@@ -479,14 +484,18 @@ def _read_files(batch: pa.Table, columns: list[str] | None, max_bytes: int | Non
             continue
         with (fs.open(local, "rb") if fs is not None else open(local, "rb")) as f:
             parquet = pq.ParquetFile(f)
-            meta = parquet.metadata
-            if not meta.num_rows:
-                yield parquet.schema_arrow.empty_table().select(columns) if columns else parquet.schema_arrow.empty_table()
+            if not parquet.metadata.num_rows:
+                empty = parquet.schema_arrow.empty_table()
+                yield empty.select(columns) if columns else empty
                 continue
-            row_bytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)) / meta.num_rows
-            rows = max(1024, int(max_bytes / max(1.0, row_bytes)))
-            for record_batch in parquet.iter_batches(batch_size=rows, columns=columns):
-                yield pa.Table.from_batches([record_batch])
+            pending, size = [], 0
+            for record_batch in parquet.iter_batches(batch_size=_READ_ROWS, columns=columns):
+                if pending and size + record_batch.nbytes > max_bytes:
+                    yield pa.Table.from_batches(pending)
+                    pending, size = [], 0
+                pending.append(record_batch)
+                size += record_batch.nbytes
+            yield pa.Table.from_batches(pending)
 
 
 def read_dataset(path: str | Location | list[str], columns: list[str] | None = None):

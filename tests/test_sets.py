@@ -132,20 +132,22 @@ def test_read_dataset_one_block_per_file(ray_session, sentence_set):
 
 def test_read_dataset_reads_a_large_file_a_bounded_block_at_a_time(ray_session, tmp_path):
     """A single-file set as large as the dump (a vocabulary, Wikidata's items) is never one block: a read
-    task holds about ``target_max_block_size`` of it at a time, and the rows are the file's, in order."""
+    task holds about ``target_max_block_size`` of it at a time, as Arrow holds the rows (parquet's own sizes
+    are of encoded pages), and the rows are the file's, in order."""
     import ray
     from ray.data import DataContext
 
-    rows = 200_000
-    table = pa.table({"qid": [f"Q{i}" for i in range(rows)], "n": np.arange(rows)})
+    rows = 50_000  # a repeated long string: a few bytes on disk (dictionary-encoded), 10 MB as Arrow holds it
+    table = pa.table({"qid": [f"Q{i}" for i in range(rows)], "n": np.arange(rows), "text": ["x" * 200] * rows})
     pq.write_table(table, tmp_path / "big.parquet")
+    blocks = list(set_io._read_files(pa.table({"path": [str(tmp_path / "big.parquet")]}), None, max_bytes=4 << 20))
+    assert len(blocks) >= table.nbytes // (4 << 20) >= 2
+    assert max(block.nbytes for block in blocks) <= 4 << 20
     ctx = DataContext.get_current()
     before = ctx.target_max_block_size
-    ctx.target_max_block_size = 1 << 20
+    ctx.target_max_block_size = 4 << 20
     try:
-        blocks = ray.get(set_io.read_dataset([str(tmp_path / "big.parquet")]).to_arrow_refs(), timeout=120)
+        read = ray.get(set_io.read_dataset([str(tmp_path / "big.parquet")]).to_arrow_refs(), timeout=120)
     finally:
         ctx.target_max_block_size = before
-    assert len(blocks) >= table.nbytes // (1 << 20) >= 3
-    assert max(block.nbytes for block in blocks) <= 1.25 * (1 << 20)
-    assert pa.concat_tables(blocks).equals(table)
+    assert pa.concat_tables(read).equals(table)
