@@ -277,8 +277,7 @@ def _fill_slots(bucket: pa.Table) -> pa.Table:
 LINKED_ON_PAGE, PAIR, CANDIDATE = 0, 1, 2
 PICK_SIDES = _schema(side=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
                      positive_entity=_INT, positive_title=_STR, negative_type=_STR, draw=_U64, type_size=_INT,
-                     rank=_INT,
-                     entity_index=_INT)
+                     rank=_INT, entity_index=_INT)
 PICKED = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR, positive_entity=_INT,
                  positive_title=_STR, negative_type=_STR, draw=_U64, type_size=_INT, negative_qid=_STR,
                  negative_entity=_INT,
