@@ -53,8 +53,8 @@ _TOP = 1 << 64
 
 def memory_sizes(memory_per_cpu: int) -> dict:
     """What one CPU's memory budget allows a shuffle: 1/32 of it as one reduce call's Arrow
-    input (its ``fn`` sorts, joins and copies it several times over: pass 2's use up to ~15x
-    their input at their peak, measured in ``bench/ingest_scale.py``), and a row bound for
+    input (its ``fn`` sorts, joins and copies it several times over: pass 2's add up to ~5x
+    their input to the worker's own ~0.3 GB at their peak, measured in ``bench/ingest_scale.py``), and a row bound for
     calls that turn rows into Python dicts (~1 KB each)."""
     bucket_bytes = max(64 << 10, memory_per_cpu // 32)
     return {"bucket_bytes": bucket_bytes, "key_rows": max(16, bucket_bytes // 1024)}
