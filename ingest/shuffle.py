@@ -238,22 +238,15 @@ def _read_files(batch: pa.Table, max_bytes: int):
     """Result files as blocks of about ``max_bytes`` (whole record batches of ``READ_ROWS`` rows, a larger
     one cut): read, not memory-mapped, so a task holds the block it is on, not every page of the file it
     has passed."""
-    pending, size = [], 0
-    for path in batch["path"].to_pylist():
-        fs, local = filesystem(path)
-        reader = pa.ipc.open_file(fs.open(local, "rb") if is_uri(path) else pa.OSFile(local, "rb"))
-        for i in range(reader.num_record_batches):
-            record_batch = reader.get_batch(i)
-            step = max(1, record_batch.num_rows * max_bytes // max(1, record_batch.nbytes))
-            for start in range(0, record_batch.num_rows, step):
-                piece = record_batch.slice(start, step)
-                if pending and size + piece.nbytes > max_bytes:
-                    yield pa.Table.from_batches(pending)
-                    pending, size = [], 0
-                pending.append(piece)
-                size += piece.nbytes
-    if pending:
-        yield pa.Table.from_batches(pending)
+    from setformat.io import bounded_blocks
+
+    def record_batches():
+        for path in batch["path"].to_pylist():
+            fs, local = filesystem(path)
+            reader = pa.ipc.open_file(fs.open(local, "rb") if is_uri(path) else pa.OSFile(local, "rb"))
+            yield from (reader.get_batch(i) for i in range(reader.num_record_batches))
+
+    yield from bounded_blocks(record_batches(), max_bytes)
 
 
 def ipc_dataset(files: list[str]):

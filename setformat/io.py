@@ -472,6 +472,23 @@ def read_manifest(path: str | Path | Location) -> dict:
 _READ_ROWS = 8192  # rows per record batch read from a parquet file: a block is whole batches of it
 
 
+def bounded_blocks(record_batches, max_bytes: int):
+    """``record_batches`` as tables of about ``max_bytes`` of Arrow data each: whole batches, a larger one cut
+    into slices (zero-copy); nothing when there are no rows."""
+    pending, size = [], 0
+    for record_batch in record_batches:
+        step = max(1, record_batch.num_rows * max_bytes // max(1, record_batch.nbytes))
+        for start in range(0, record_batch.num_rows, step):
+            piece = record_batch.slice(start, step)
+            if pending and size + piece.nbytes > max_bytes:
+                yield pa.Table.from_batches(pending)
+                pending, size = [], 0
+            pending.append(piece)
+            size += piece.nbytes
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
 def _read_files(batch: pa.Table, columns: list[str] | None, max_bytes: int | None = None):
     """Each parquet file of ``batch["path"]`` as blocks of about ``max_bytes`` of Arrow data (whole
     files when None), read a batch at a time: a task holds one block, whatever the size of the file.
@@ -488,14 +505,7 @@ def _read_files(batch: pa.Table, columns: list[str] | None, max_bytes: int | Non
                 empty = parquet.schema_arrow.empty_table()
                 yield empty.select(columns) if columns else empty
                 continue
-            pending, size = [], 0
-            for record_batch in parquet.iter_batches(batch_size=_READ_ROWS, columns=columns):
-                if pending and size + record_batch.nbytes > max_bytes:
-                    yield pa.Table.from_batches(pending)
-                    pending, size = [], 0
-                pending.append(record_batch)
-                size += record_batch.nbytes
-            yield pa.Table.from_batches(pending)
+            yield from bounded_blocks(parquet.iter_batches(batch_size=_READ_ROWS, columns=columns), max_bytes)
 
 
 def read_dataset(path: str | Location | list[str], columns: list[str] | None = None):
