@@ -2,9 +2,9 @@
 
 Inputs are pass 1's files: ``_work/mentions`` (one row per sentence and link
 target), ``_work/redirects``, the ``wikidata`` set and the ``sentences`` set.
-Every step is a ``map_buckets`` (hash buckets of a key, one call per bucket) over the union of
-the two sides of a join (a reduce-side join through ``ingest/shuffle.py``'s
-files, buckets sized by the rows they hold), so no table of dump size ever sits
+Every step is a ``map_buckets`` (hash buckets of a key, one call per bucket) over the sides of a
+join (a reduce-side join through ``ingest/shuffle.py``'s files, buckets sized by the rows they
+hold; from step 4 on, each side with only its own columns), so no table of dump size ever sits
 on one node, nor in Ray's object store:
 
 1. titles: redirects joined to Wikidata sitelinks on (wiki, target) gives
@@ -132,9 +132,9 @@ def _eligible(rows: list[dict], threshold: int) -> list[dict]:
 
 # ---------------------------------------------------------------- 4. per entity: vocabulary, cap, negative type
 
-ENTITY_SIDES = _schema(qid=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT,
-                       entity_index=_INT, title=_STR, types=_STRS)
-PAIRS = _schema(pair_key=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
+MENTIONS = _schema(qid=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT)
+VOCABULARY_ROWS = _schema(qid=_STR, entity_index=_INT, title=_STR, types=_STRS)
+PAIRS = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
                 positive_entity=_INT, positive_title=_STR, negative_type=_STR, draw=_U64, type_size=_INT,
                 dropped=_STR, entity=_INT)  # entity: the mention's row in the vocabulary, kept or not (step 6)
 
@@ -142,8 +142,9 @@ PAIRS = _schema(pair_key=_STR, wiki=_STR, page_id=_INT, sentence_index=_INT, pos
 _TYPE_DRAW, _SLOT_DRAW = np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F)
 
 
-def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict) -> pa.Table:
-    """The pairs of every entity in a hash bucket of QIDs, as Arrow/numpy column
+def _pairs_for_entities(mentions: pa.Table, entities: pa.Table, cap: int, seed: int, type_sizes: dict) -> pa.Table:
+    """The pairs of every entity in a hash bucket of QIDs (its ``mentions`` and its ``entities``' vocabulary
+    rows), as Arrow/numpy column
     operations. Per mention row: a pair, or dropped as a repeat of the entity in
     its sentence, an entity outside the vocabulary, over the per-entity cap, or
     with no other entity of its types. Each pair gets a P31 type for its
@@ -152,26 +153,21 @@ def _pairs_for_entities(bucket: pa.Table, cap: int, seed: int, type_sizes: dict)
     Every draw is a hash of the pair's own key and ``seed``: the cap keeps the
     mentions with the smallest draws, the same sample on any cluster. (Strings stay
     Arrow arrays: a Python object per mention would be most of the call's memory.)"""
-    is_entity = pc.is_valid(bucket["entity_index"])
-    entities = bucket.filter(is_entity).select(["qid", "entity_index", "title", "types"])
-    mentions = bucket.filter(pc.invert(is_entity)).select(["wiki", "page_id", "sentence_index", "qid"])
-    del bucket
-    pair_keys = pc.binary_join_element_wise(
-        mentions["wiki"], pc.cast(mentions["page_id"], _STR), pc.cast(mentions["sentence_index"], _STR),
-        mentions["qid"], ":")
-    draws = row_hashes(mentions, ["wiki", "page_id", "sentence_index", "qid"], seed)
-    mentions = mentions.append_column("pair_key", pair_keys).append_column("draw", pa.array(draws, pa.uint64()))
-    del pair_keys, draws  # (the unsorted columns: only the sorted copy is kept)
+    key = ["wiki", "page_id", "sentence_index", "qid"]
+    draws = row_hashes(mentions, key, seed)
+    mentions = mentions.select(key).append_column("draw", pa.array(draws, pa.uint64()))
+    del draws  # (the unsorted column: only the sorted copy is kept)
     # equal keys have equal draws, so a repeat sorts right after its first row
-    mentions = mentions.sort_by([("qid", "ascending"), ("draw", "ascending"), ("pair_key", "ascending")])
-    repeat = ~_starts(mentions["pair_key"])
-    repeats = mentions.filter(pa.array(repeat)).select(["pair_key", "wiki", "page_id", "sentence_index", "qid"])
+    mentions = mentions.sort_by([("qid", "ascending"), ("draw", "ascending"), ("wiki", "ascending"),
+                                 ("page_id", "ascending"), ("sentence_index", "ascending")])
+    repeat = ~np.logical_or.reduce([_starts(mentions[column]) for column in key])
+    repeats = mentions.filter(pa.array(repeat)).select(key)
     pairs = mentions.filter(pa.array(~repeat)) if repeat.any() else mentions
     del mentions
     group_starts = np.flatnonzero(_starts(pairs["qid"]))
     rank = np.arange(len(pairs)) - np.repeat(group_starts, np.diff(np.r_[group_starts, len(pairs)]))
     table = _typed_pairs(pairs, entities, rank, cap, type_sizes)
-    repeats = repeats.rename_columns(["pair_key", "wiki", "page_id", "sentence_index", "positive_qid"])
+    repeats = repeats.rename_columns(["wiki", "page_id", "sentence_index", "positive_qid"])
     repeats = repeats.append_column("dropped", pa.array(["same_entity_twice_in_a_sentence"] * len(repeats), _STR))
     return pa.concat_tables([align(table, PAIRS), align(repeats, PAIRS)])
 
@@ -202,7 +198,7 @@ def _typed_pairs(pairs: pa.Table, entities: pa.Table, rank: np.ndarray, cap: int
     entity_index = entities["entity_index"].to_numpy(zero_copy_only=False)
     titles = pa.concat_arrays([entities["title"].combine_chunks(), pa.nulls(1, _STR)])
     return pa.table({
-        "pair_key": pairs["pair_key"], "wiki": pairs["wiki"], "page_id": pairs["page_id"],
+        "wiki": pairs["wiki"], "page_id": pairs["page_id"],
         "sentence_index": pairs["sentence_index"], "positive_qid": pairs["qid"],
         "positive_entity": pa.array(np.r_[entity_index, 0].astype(np.int64)[row], _INT, mask=~kept),
         # (a null index takes a null: one copy of the strings, not a take and then an if_else)
@@ -233,8 +229,9 @@ def _starts(column: pa.ChunkedArray) -> np.ndarray:
 # positive_entity): integer columns through the two largest shuffles (8 candidates per pair), the QIDs and
 # titles of the chosen negatives looked up in the vocabulary at the end.
 
-SLOT_SIDES = _schema(type=_STR, slot=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_entity=_INT,
-                     rank=_INT, entity_index=_INT)
+SLOT_REQUESTS = _schema(type=_STR, slot=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_entity=_INT,
+                        rank=_INT)
+TYPE_MEMBERS = _schema(type=_STR, slot=_INT, entity_index=_INT)
 PAIR_KEY = ["wiki", "page_id", "sentence_index", "positive_entity"]
 CANDIDATES = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_entity=_INT, rank=_INT, entity_index=_INT)
 
@@ -258,15 +255,12 @@ def _slot_side(batch: pa.Table, ranks: tuple[int, int]) -> pa.Table:
     table = batch.select(["negative_type", "wiki", "page_id", "sentence_index", "positive_entity"]).take(rows)
     table = table.rename_columns(["type", "wiki", "page_id", "sentence_index", "positive_entity"])
     return align(table.append_column("slot", pa.array(slot, _INT)).append_column("rank", pa.array(rank, _INT)),
-                 SLOT_SIDES)
+                 SLOT_REQUESTS)
 
 
-def _fill_slots(bucket: pa.Table) -> pa.Table:
+def _fill_slots(requests: pa.Table, members: pa.Table) -> pa.Table:
     """Requests (type, slot) joined to the type's numbered members, as an Arrow join; a
     candidate that is the pair's own positive is no candidate."""
-    is_request = pc.is_valid(bucket["rank"])
-    requests = bucket.filter(is_request).select(["type", "slot"] + PAIR_KEY + ["rank"])
-    members = bucket.filter(pc.invert(is_request)).select(["type", "slot", "entity_index"])
     joined = requests.join(members, keys=["type", "slot"], join_type="inner")
     joined = joined.filter(pc.not_equal(joined["entity_index"], joined["positive_entity"]))
     return align(joined, CANDIDATES)
@@ -274,24 +268,46 @@ def _fill_slots(bucket: pa.Table) -> pa.Table:
 
 # ---------------------------------------------------------------- 6. per page: the negative of each pair
 
-LINKED_ON_PAGE, PAIR, CANDIDATE = 0, 1, 2
-PICK_SIDES = _schema(side=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
-                     positive_entity=_INT, positive_title=_STR, negative_type=_STR, draw=_U64, type_size=_INT,
-                     rank=_INT, entity_index=_INT)
+LINKED = _schema(wiki=_STR, page_id=_INT, entity_index=_INT)
+PAIRS_TO_PICK = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_entity=_INT, positive_qid=_STR,
+                        positive_title=_STR, negative_type=_STR, draw=_U64, type_size=_INT)
 PICKED = _schema(wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR, positive_entity=_INT,
                  positive_title=_STR, negative_type=_STR, draw=_U64, type_size=_INT, negative_qid=_STR,
                  negative_entity=_INT,
                  negative_title=_STR, bucket=_INT, dropped=_STR)
 
 
-def _side(batch: pa.Table, side: int) -> pa.Table:
-    return align(batch.append_column("side", pa.array([side] * len(batch), _INT)), PICK_SIDES)
-
-
-def _linked_side(batch: pa.Table) -> pa.Table:
-    """Every mention of a vocabulary entity (a pair or not): the entities linked on its page."""
+def _linked_side(batch: pa.Table, pages: np.ndarray | None = None) -> pa.Table:
+    """The entities linked on each page (a pair or not), once per page and entity in this batch; with
+    ``pages`` (a :func:`_page_filter`), only on the pages it may hold."""
     linked = batch.filter(pc.is_valid(batch["entity"])).select(["wiki", "page_id", "entity"])
-    return _side(linked.rename_columns(["wiki", "page_id", "entity_index"]), LINKED_ON_PAGE)
+    if pages is not None:
+        linked = linked.filter(pa.array(_in_page_filter(linked, pages)))
+    linked = linked.group_by(["wiki", "page_id", "entity"], use_threads=False).aggregate([])
+    return align(linked.rename_columns(["wiki", "page_id", "entity_index"]), LINKED)
+
+
+def _page_bits(batch: pa.Table, bits: int) -> pa.Table:
+    return pa.table({"bit": np.unique(row_hashes(batch, ["wiki", "page_id"]) >> np.uint64(64 - bits))})
+
+
+def _page_filter(pairs, rows: int) -> np.ndarray:
+    """A bitmap of the pages of ``pairs`` (``rows`` of them), set at the top bits of each page's hash: a page it
+    misses has no pair, one it holds may (at most ~1/16 of the others, up to ~500,000 pages; a fixed 1 MiB
+    beyond). The second round's linked side keeps only its pages' rows, not every page's again."""
+    bits = min(23, max(16, math.ceil(math.log2(16 * max(rows, 1)))))
+    bitmap = np.zeros(1 << (bits - 3), np.uint8)
+    for batch in pairs.map_batches(_page_bits, batch_format="pyarrow", batch_size=None,
+                                   fn_kwargs={"bits": bits}).iter_batches(batch_format="numpy", batch_size=None):
+        found = batch["bit"].astype(np.int64)
+        np.bitwise_or.at(bitmap, found >> 3, (1 << (found & 7)).astype(np.uint8))
+    return bitmap
+
+
+def _in_page_filter(table: pa.Table, pages: np.ndarray) -> np.ndarray:
+    bits = int(len(pages) * 8).bit_length() - 1
+    found = (row_hashes(table, ["wiki", "page_id"]) >> np.uint64(64 - bits)).astype(np.int64)
+    return (pages[found >> 3] >> (found & 7).astype(np.uint8)) & 1 == 1
 
 
 def _vocabulary_lookup(path: str) -> tuple[pa.Array, pa.Array]:
@@ -304,22 +320,19 @@ def _vocabulary_lookup(path: str) -> tuple[pa.Array, pa.Array]:
     return vocabulary["qid"].combine_chunks(), vocabulary["title"].combine_chunks()
 
 
-def _pick_negatives(bucket: pa.Table, buckets: int, vocabulary: str) -> pa.Table:
+def _pick_negatives(linked: pa.Table, pairs: pa.Table, candidates: pa.Table, buckets: int,
+                    vocabulary: str) -> pa.Table:
     """Whole pages: their linked entities, their pairs and the pairs'
     candidates. A pair's negative is its lowest-ranked candidate that is
     neither the positive nor linked anywhere on the page (Arrow anti-join,
     then the minimum rank per pair)."""
-    side = bucket["side"]
-    linked = bucket.filter(pc.equal(side, LINKED_ON_PAGE)).select(["wiki", "page_id", "entity_index"]).group_by(
-        ["wiki", "page_id", "entity_index"]).aggregate([])
-    pairs = bucket.filter(pc.equal(side, PAIR)).select(
-        PAIR_KEY + ["positive_qid", "positive_title", "negative_type", "draw", "type_size"])
-    candidates = bucket.filter(pc.equal(side, CANDIDATE)).select(PAIR_KEY + ["rank", "entity_index"])
-    del bucket, side
+    linked = linked.group_by(["wiki", "page_id", "entity_index"], use_threads=False).aggregate([])
     allowed = candidates.join(linked, keys=["wiki", "page_id", "entity_index"], join_type="left anti")
+    del linked, candidates
     first = allowed.group_by(PAIR_KEY).aggregate([("rank", "min")]).rename_columns(PAIR_KEY + ["rank"])
     chosen = allowed.join(first, keys=PAIR_KEY + ["rank"], join_type="inner").select(
         PAIR_KEY + ["entity_index"]).rename_columns(PAIR_KEY + ["negative_entity"])
+    del allowed, first
     picked = pairs.join(chosen, keys=PAIR_KEY, join_type="left outer")
     qids, titles = _vocabulary_lookup(vocabulary)
     row = pc.subtract(picked["negative_entity"], 1)
@@ -331,49 +344,46 @@ def _pick_negatives(bucket: pa.Table, buckets: int, vocabulary: str) -> pa.Table
 
 # ---------------------------------------------------------------- 7. sentences back in, one file per bucket
 
-WRITE_SIDES = _schema(bucket=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, sentence=_STR,
-                      positive_qid=_STR, positive_entity=_INT, positive_title=_STR,
-                      negative_qid=_STR, negative_entity=_INT, negative_title=_STR)
+PAIRS_TO_WRITE = _schema(bucket=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, positive_qid=_STR,
+                         positive_entity=_INT, positive_title=_STR, negative_qid=_STR, negative_entity=_INT,
+                         negative_title=_STR)
+SENTENCES = _schema(bucket=_INT, wiki=_STR, page_id=_INT, sentence_index=_INT, sentence=_STR)
 WRITTEN = _schema(bucket=_INT, rows=_INT, file=_STR)
 
 
 def _sentence_side(batch: pa.Table, buckets: int) -> pa.Table:
-    return align(batch.append_column("bucket", hash_buckets(batch, ["wiki", "page_id"], buckets)), WRITE_SIDES)
+    return align(batch.append_column("bucket", hash_buckets(batch, ["wiki", "page_id"], buckets)), SENTENCES)
 
 
-def _sentence_of_each_pair(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """The pair rows of ``table`` (``sentence`` null) and, for each, the row of its sentence: matched on a
-    64-bit hash of (wiki, page_id, sentence_index), then the keys compared (an Arrow hash join would copy
-    both sides whole; this copies nothing)."""
+def _sentence_of_each_pair(pairs: pa.Table, sentences: pa.Table) -> np.ndarray:
+    """The row in ``sentences`` of each pair's sentence: matched on a 64-bit hash of (wiki, page_id,
+    sentence_index), then the keys compared (an Arrow hash join would copy both sides whole; this copies
+    nothing)."""
     keys = ["wiki", "page_id", "sentence_index"]
-    is_sentence = table["sentence"].is_valid().to_numpy(zero_copy_only=False)
-    pair_rows, sentence_rows = np.flatnonzero(~is_sentence), np.flatnonzero(is_sentence)
-    hashes = row_hashes(table.select(keys), keys)
-    found = pc.index_in(pa.array(hashes[pair_rows]), value_set=pa.array(hashes[sentence_rows]))
+    found = pc.index_in(pa.array(row_hashes(pairs.select(keys), keys)),
+                        value_set=pa.array(row_hashes(sentences.select(keys), keys)))
     if found.null_count:
         raise RuntimeError(f"{found.null_count} entity pairs have no sentence in the sentences set")
-    source = sentence_rows[found.to_numpy()]
+    source = found.to_numpy()
     for key in keys:
-        column = table[key]
-        if not pc.all(pc.fill_null(pc.equal(column.take(pair_rows), column.take(source)), False),
-                      min_count=0).as_py():
-            raise RuntimeError(f"two sentence keys share a 64-bit hash in a bucket of {len(table)} rows")
-    return pair_rows, source
+        if not pc.all(pc.fill_null(pc.equal(pairs[key], sentences[key].take(source)), False), min_count=0).as_py():
+            raise RuntimeError(f"two sentence keys share a 64-bit hash in a bucket of {len(sentences)} sentences")
+    return source
 
 
-def _write_buckets(table: pa.Table, out: str) -> pa.Table:
-    """Pairs joined to their sentence text; each bucket sorted and written as
-    ``entity_pairs/part-<bucket>.parquet``. The rows are copied once, in their file's order."""
-    pair_rows, source = _sentence_of_each_pair(table)
+def _write_buckets(first: pa.Table, second: pa.Table, sentences: pa.Table, out: str) -> pa.Table:
+    """Pairs (those with a negative from either round) joined to their sentence text; each bucket sorted and
+    written as ``entity_pairs/part-<bucket>.parquet``. The rows are copied once, in their file's order."""
+    pairs = pa.concat_tables([first, second])
+    del first, second
+    source = _sentence_of_each_pair(pairs, sentences)
     sort_keys = ["bucket", "wiki", "page_id", "sentence_index", "positive_qid"]
-    order = pc.sort_indices(table.select(sort_keys).take(pair_rows),
-                            sort_keys=[(k, "ascending") for k in sort_keys]).to_numpy()
-    pair_rows, source = pair_rows[order], source[order]
-    bucket_of_row = table["bucket"].take(pair_rows).to_numpy()
+    order = pc.sort_indices(pairs.select(sort_keys), sort_keys=[(k, "ascending") for k in sort_keys]).to_numpy()
+    source = source[order]
+    bucket_of_row = pairs["bucket"].take(order).to_numpy()
     written = []
     for start, end in value_runs(bucket_of_row):
-        rows = table.drop_columns(["sentence"]).take(pair_rows[start:end])
-        rows = rows.append_column("sentence", table["sentence"].take(source[start:end]))
+        rows = pairs.take(order[start:end]).append_column("sentence", sentences["sentence"].take(source[start:end]))
         bucket = int(bucket_of_row[start])
         name = f"part-{bucket:05d}.parquet"
         write_table(align(rows, schemas.ENTITY_PAIRS), f"{out}/entity_pairs/{name}")
@@ -412,7 +422,7 @@ def write_vocabulary(eligible, out: str, work: str) -> tuple[int, dict[str, int]
     type_sizes: Counter = Counter()
     index = 0
     with table_writer(f"{out}/entities/entities.parquet", schemas.ENTITIES) as entities, \
-            table_writer(f"{work}/type_members.parquet", SLOT_SIDES) as members:
+            table_writer(f"{work}/type_members.parquet", TYPE_MEMBERS) as members:
         for batch in eligible.sort("qid").iter_batches(batch_format="pyarrow", batch_size=65536):
             entity_rows, member_rows = [], []
             for row in batch.to_pylist():
@@ -423,7 +433,7 @@ def write_vocabulary(eligible, out: str, work: str) -> tuple[int, dict[str, int]
                     member_rows.append({"type": t, "slot": type_sizes[t], "entity_index": index})
                     type_sizes[t] += 1
             entities.write_table(pa.Table.from_pylist(entity_rows, schema=schemas.ENTITIES))
-            members.write_table(pa.Table.from_pylist(member_rows, schema=SLOT_SIDES))
+            members.write_table(pa.Table.from_pylist(member_rows, schema=TYPE_MEMBERS))
     return index, dict(type_sizes)
 
 
@@ -507,9 +517,8 @@ def _vocabulary(linked, wikidata, wikis: list[str], cfg: dict, out: str, shuffle
 def _pairs(linked, out: str, cfg: dict, type_sizes: dict, shuffle: Shuffle):
     """Step 4: the mentions joined to the vocabulary per QID; a pair (or a drop) per mention."""
     vocabulary = read_dataset(f"{out}/entities")
-    entity_sides = [linked.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES}),
-                    vocabulary.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": ENTITY_SIDES})]
-    return map_buckets(entity_sides, ["qid"], _pairs_for_entities, shuffle, cap=cfg["max_pairs_per_entity"],
+    return map_buckets([linked, vocabulary], ["qid"], _pairs_for_entities, shuffle,
+                       _side_schemas=[MENTIONS, VOCABULARY_ROWS], cap=cfg["max_pairs_per_entity"],
                        seed=cfg["seed"], type_sizes=type_sizes)
 
 
@@ -519,22 +528,22 @@ def _negatives(pairs, out: str, cfg: dict, buckets: int, shuffle: Shuffle, dropp
     the page (or was the positive). The lowest allowed rank wins either way; the second round is small.
     Returns the pairs with a negative (two Datasets); those without one are counted in ``dropped``."""
     members = read_dataset(f"{out}/_work/type_members.parquet")
-    linked_sides = pairs.map_batches(_linked_side, batch_format="pyarrow")
 
-    def pick(pair_rows, ranks: tuple[int, int]):
+    def pick(pair_rows, ranks: tuple[int, int], pages: np.ndarray | None = None):
         # a bounded batch: no block grows `negative_candidates`-fold whole
         slot_sides = [pair_rows.map_batches(_slot_side, batch_format="pyarrow", batch_size=65536,
                                             fn_kwargs={"ranks": ranks}), members]
-        candidates = map_buckets(slot_sides, ["type", "slot"], _fill_slots, shuffle)
-        pick_sides = [linked_sides, pair_rows.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": PAIR}),
-                      candidates.map_batches(_side, batch_format="pyarrow", fn_kwargs={"side": CANDIDATE})]
-        return map_buckets(pick_sides, ["wiki", "page_id"], _pick_negatives, shuffle, buckets=buckets,
+        candidates = map_buckets(slot_sides, ["type", "slot"], _fill_slots, shuffle,
+                                 _side_schemas=[SLOT_REQUESTS, TYPE_MEMBERS])
+        linked = pairs.map_batches(_linked_side, batch_format="pyarrow", fn_kwargs={"pages": pages})
+        return map_buckets([linked, pair_rows, candidates], ["wiki", "page_id"], _pick_negatives, shuffle,
+                           _side_schemas=[LINKED, PAIRS_TO_PICK, CANDIDATES], buckets=buckets,
                            vocabulary=f"{out}/entities/entities.parquet")
 
     first = pick(_kept(pairs), (0, 1))
     again = first.map_batches(_keep, batch_format="pyarrow", fn_kwargs={"column": "dropped", "null": False})
-    second = pick(again, (1, cfg["negative_candidates"])) \
-        if cfg["negative_candidates"] > 1 and count_rows(again) else again
+    again_rows = count_rows(again) if cfg["negative_candidates"] > 1 else 0
+    second = pick(again, (1, cfg["negative_candidates"]), _page_filter(again, again_rows)) if again_rows else again
     dropped.update(_dropped(second))
     return [_kept(first), _kept(second)]
 
@@ -543,6 +552,6 @@ def _write(final: list, out: str, buckets: int, shuffle: Shuffle) -> list[dict]:
     """Step 7: each pair's sentence text back in; one file per bucket (one call per file: its rows and its pages'
     sentences, bounded by pairs_file_bytes, not by the dump)."""
     sentences = read_dataset(f"{out}/sentences", columns=["wiki", "page_id", "sentence_index", "sentence"])
-    write_sides = [side.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": WRITE_SIDES}) for side in final]
-    write_sides.append(sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets}))
-    return map_buckets(write_sides, "bucket", _write_buckets, shuffle, _by_value=buckets, out=out).take_all()
+    sentence_side = sentences.map_batches(_sentence_side, batch_format="pyarrow", fn_kwargs={"buckets": buckets})
+    return map_buckets([*final, sentence_side], "bucket", _write_buckets, shuffle, _by_value=buckets,
+                       _side_schemas=[PAIRS_TO_WRITE, PAIRS_TO_WRITE, SENTENCES], out=out).take_all()

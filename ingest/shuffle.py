@@ -15,6 +15,10 @@ bucket of keys per call. It runs in two rounds of tasks, as MapReduce and datatr
    chunk per column, calls ``fn`` and writes the result to one IPC file. The scatter files are
    then removed.
 
+The sides of a join are either one schema (``fn`` gets their union, told apart by which columns are
+null) or each its own (``_side_schemas``: each side's files hold only its columns, and ``fn`` gets a
+table per side): the second scatters and reads no null columns.
+
 The result is a Dataset over the reduce files, one block per bucket: reading it again is a
 read of files, not a rerun. Memory per task is bounded by construction — a scatter task holds
 one block, a reduce task one bucket — whatever the size of the input, and nothing waits in
@@ -124,9 +128,12 @@ def _open_ipc(path: str):
 # ---------------------------------------------------------------- scatter
 
 
-def _scatter(block: pa.Table, key: list[str], folder: str, shift: int | None = None) -> pa.Table:
-    from setformat.io import row_hashes
+def _scatter(block: pa.Table, key: list[str], folder: str, shift: int | None = None, side: int = 0,
+             schema: pa.Schema | None = None) -> pa.Table:
+    from setformat.io import align, row_hashes
 
+    if schema is not None:  # a side of its own: only its columns are written
+        block = align(block, schema)
     if shift is None:
         hashes = row_hashes(block, key)
     else:  # by value: value v's rows are the hash range [v << shift, (v + 1) << shift)
@@ -140,14 +147,14 @@ def _scatter(block: pa.Table, key: list[str], folder: str, shift: int | None = N
     combined = table.combine_chunks()
     batches = [combined.slice(int(s), int(e - s)).to_batches(max_chunksize=None)[0] if e > s
                else pa.RecordBatch.from_pylist([], schema=combined.schema) for s, e in zip(starts, ends)]
-    path = f"{folder}/map/{uuid.uuid4().hex}.arrow"
+    path = f"{folder}/map/{side}-{uuid.uuid4().hex}.arrow"
     nbytes = _write_ipc(combined, path, batches)
     rows = len(table)
     del block, table, combined, batches
     peak = _peak_rss_mb()  # since the last call in this worker ended: this block's read, its map and its scatter
     _hand_back_memory()  # the worker runs the next block
     _reset_peak_rss()
-    return pa.table({"file": [path], "rows": [rows], "bytes": [nbytes], "peak_rss_mb": [peak]})
+    return pa.table({"file": [path], "side": [side], "rows": [rows], "bytes": [nbytes], "peak_rss_mb": [peak]})
 
 
 # ---------------------------------------------------------------- reduce
@@ -168,19 +175,19 @@ def _read_range(path: str, lo: int, hi: int) -> pa.Table | None:
     return table if inside.all() else table.filter(pa.array(inside))
 
 
-def _reduce(files: list[str], lo: int, hi: int, out_path: str, fn, kwargs: dict) -> dict:
+def _reduce(files: list[list[str]], lo: int, hi: int, out_path: str, fn, kwargs: dict,
+            side_schemas: list[pa.Schema] | None) -> dict:
     _hand_back_memory()  # what the worker's earlier task (a Ray Data map, perhaps) left
     _reset_peak_rss()
-    parts = [t for t in (_read_range(path, lo, hi) for path in files) if t is not None]
-    if not parts:
+    sides = [_read_bucket(side_files, lo, hi) for side_files in files]
+    if all(side is None for side in sides):
         return {"file": None, "rows": 0, "in_rows": 0, "in_bytes": 0, "peak_rss_mb": _peak_rss_mb()}
-    # one chunk per column, and the scatter files unmapped: fn's takes and sorts would otherwise each
-    # concatenate the parts (a chunk per scatter file, more of them the larger the input) over again
-    bucket = pa.concat_tables(parts).combine_chunks()
-    in_rows, in_bytes = len(bucket), bucket.nbytes
-    del parts
-    result = fn(bucket.drop_columns([_HASH]), **kwargs)
-    del bucket
+    if side_schemas is not None:  # a side with no rows in this bucket: an empty table of its columns
+        sides = [side if side is not None else schema.empty_table() for side, schema in zip(sides, side_schemas)]
+    in_rows, in_bytes = sum(len(side) for side in sides), sum(side.nbytes for side in sides)
+    sides = [side.drop_columns([_HASH]) if _HASH in side.column_names else side for side in sides]
+    result = fn(*sides, **kwargs)
+    del sides
     _write_ipc(result, out_path)
     rows = len(result)
     del result
@@ -188,6 +195,14 @@ def _reduce(files: list[str], lo: int, hi: int, out_path: str, fn, kwargs: dict)
     _hand_back_memory()  # this worker runs the next task
     _reset_peak_rss()
     return {"file": out_path, "rows": rows, "in_rows": in_rows, "in_bytes": in_bytes, "peak_rss_mb": peak}
+
+
+def _read_bucket(files: list[str], lo: int, hi: int) -> pa.Table | None:
+    """The rows of hash range ``[lo, hi)`` in ``files``, one chunk per column (None when there are none): fn's
+    takes and sorts would otherwise each concatenate the parts (a chunk per scatter file, more of them the
+    larger the input) over again; the scatter files are unmapped when it returns."""
+    parts = [t for t in (_read_range(path, lo, hi) for path in files) if t is not None]
+    return pa.concat_tables(parts).combine_chunks() if parts else None
 
 
 def _hand_back_memory() -> None:
@@ -285,7 +300,8 @@ def _row_count(block: pa.Table) -> pa.Table:
 
 
 def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows: int | None = None,
-                _by_value: int | None = None, _batch_rows: int = SCATTER_ROWS, **kwargs):
+                _by_value: int | None = None, _batch_rows: int = SCATTER_ROWS,
+                _side_schemas: list[pa.Schema] | None = None, **kwargs):
     """``fn(bucket_table, **kwargs) -> pa.Table`` once per hash bucket of ``key``; a Dataset of the results.
 
     ``fn`` sees every row of each of its keys in one pyarrow Table (one call per bucket, not
@@ -296,7 +312,11 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
     every block there on its way to the scatter).
     ``_by_value=n``: ``key`` is one integer column with values in ``range(n)`` (an output file's
     number), and each value is its own bucket: a call holds one file's rows, however the hashes fall.
-    ``_batch_rows``: rows per scatter call (fewer for wide rows, such as whole lead sections)."""
+    ``_batch_rows``: rows per scatter call (fewer for wide rows, such as whole lead sections).
+    ``_side_schemas``: ``ds`` is a list of sides, each with its own columns (one schema per side): each is
+    scattered to files of its own, holding only its columns, and ``fn`` is called with one table per side,
+    ``fn(side_0, side_1, ..., **kwargs)`` (empty, with its columns, when the bucket has none of its rows).
+    Without it, the sides share one schema and ``fn`` sees them as one table."""
     import ray
 
     key = [key] if isinstance(key, str) else list(key)
@@ -305,11 +325,16 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
     claim(step, "shuffle")
     shift = 64 - max(1, (_by_value - 1).bit_length()) if _by_value else None
     started = time.perf_counter()
-    sides = [ds.map_batches(_scatter, batch_format="pyarrow", batch_size=_batch_rows,
-                            fn_kwargs={"key": key, "folder": step, "shift": shift})
-             for ds in (ds if isinstance(ds, (list, tuple)) else [ds])]
+    inputs = list(ds) if isinstance(ds, (list, tuple)) else [ds]
+    if _side_schemas is not None and len(_side_schemas) != len(inputs):
+        raise ValueError(f"{len(inputs)} sides and {len(_side_schemas)} side schemas")
+    sides = [side.map_batches(_scatter, batch_format="pyarrow", batch_size=_batch_rows,
+                              fn_kwargs={"key": key, "folder": step, "shift": shift, "side": i,
+                                         "schema": _side_schemas[i] if _side_schemas else None})
+             for i, side in enumerate(inputs)]
     scattered = (sides[0].union(*sides[1:]) if len(sides) > 1 else sides[0]).take_all()
-    files = [r["file"] for r in scattered]
+    groups = len(inputs) if _side_schemas else 1
+    files = [[r["file"] for r in scattered if r["side"] == i or groups == 1] for i in range(groups)]
     rows = sum(r["rows"] for r in scattered)
     nbytes = sum(r["bytes"] for r in scattered)
     if _by_value:
@@ -321,7 +346,7 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
     scattered_at = time.perf_counter()
     reduce = ray.remote(num_cpus=1, max_retries=3, max_calls=REDUCE_CALLS_PER_WORKER)(_reduce)
     files_ref = ray.put(files)
-    results = ray.get([reduce.remote(files_ref, lo, hi, f"{step}/out/{b:06d}.arrow", fn, kwargs)
+    results = ray.get([reduce.remote(files_ref, lo, hi, f"{step}/out/{b:06d}.arrow", fn, kwargs, _side_schemas)
                        for b, (lo, hi) in enumerate(ranges)], timeout=24 * 3600)
     remove_owned(f"{step}/map", "shuffle's scatter files")
     out_files = [r["file"] for r in results if r["file"]]

@@ -379,7 +379,7 @@ def test_pairs_for_entities_counts_repeats_caps_and_untyped_entities():
 
     import pyarrow as pa
 
-    from ingest.entity_pairs import ENTITY_SIDES, _pairs_for_entities, _slot_side
+    from ingest.entity_pairs import MENTIONS, VOCABULARY_ROWS, _pairs_for_entities, _slot_side
 
     entities = [  # Q1: two types, one with no other member; Q2: only that type; Q3 is not in the vocabulary
         {"qid": "Q1", "entity_index": 1, "title": "One", "types": ["Q5", "Q99"]},
@@ -388,18 +388,18 @@ def test_pairs_for_entities_counts_repeats_caps_and_untyped_entities():
     mentions = [{"qid": "Q1", "wiki": "enwiki", "page_id": p, "sentence_index": s} for p in range(4) for s in range(2)]
     mentions += [mentions[0], {"qid": "Q2", "wiki": "enwiki", "page_id": 9, "sentence_index": 0},
                  {"qid": "Q3", "wiki": "enwiki", "page_id": 9, "sentence_index": 1}]
-    rows = entities + mentions
     type_sizes = {"Q5": 7, "Q99": 1}
 
-    def pairs_of(rows):
-        return _pairs_for_entities(pa.Table.from_pylist(rows, schema=ENTITY_SIDES), cap=5, seed=3,
+    def pairs_of(mentions, entities=entities, seed=3):
+        return _pairs_for_entities(pa.Table.from_pylist(mentions, schema=MENTIONS),
+                                   pa.Table.from_pylist(entities, schema=VOCABULARY_ROWS), cap=5, seed=seed,
                                    type_sizes=type_sizes)
 
     def slots_of(pairs):  # step 5's requests: 4 candidate slots per kept pair, drawn from its draw
         requests = _slot_side(pairs, (0, 4)).to_pylist()
         return [tuple(r["slot"] for r in requests[i:i + 4]) for i in range(0, len(requests), 4)]
 
-    out = pairs_of(rows)
+    out = pairs_of(mentions)
     assert len(out) == len(mentions)  # every mention is a pair or a counted drop
     dropped = [r["dropped"] for r in out.to_pylist()]
     assert dropped.count("same_entity_twice_in_a_sentence") == 1
@@ -407,7 +407,7 @@ def test_pairs_for_entities_counts_repeats_caps_and_untyped_entities():
     assert dropped.count("no_other_entity_of_its_type") == 1  # Q2
     assert dropped.count("entity_below_link_threshold_or_untyped") == 1  # Q3
     kept = [r for r in out.to_pylist() if r["dropped"] is None]
-    assert len(kept) == 5 and len({r["pair_key"] for r in kept}) == 5
+    assert len(kept) == 5 and len({(r["page_id"], r["sentence_index"]) for r in kept}) == 5
     for r in kept:
         assert (r["positive_entity"], r["positive_title"], r["negative_type"], r["type_size"]) == (1, "One", "Q5", 7)
     slots = slots_of(out)
@@ -416,12 +416,10 @@ def test_pairs_for_entities_counts_repeats_caps_and_untyped_entities():
     assert slots_of(out)[1:] == slots_of(out.filter(pa.array([r["dropped"] is None for r in out.to_pylist()]))
                                          .slice(1))  # a pair's slots are its own, whatever batch it is in
     # the same pairs and draws whatever order the rows come in; another seed samples others
-    shuffled = rows[:]
+    shuffled, shuffled_entities = mentions[:], entities[::-1]
     random.Random(0).shuffle(shuffled)
-    assert pairs_of(shuffled).equals(out)
-    other_seed = _pairs_for_entities(pa.Table.from_pylist(rows, schema=ENTITY_SIDES), cap=5, seed=4,
-                                     type_sizes=type_sizes)
-    assert slots_of(other_seed) != slots
+    assert pairs_of(shuffled, shuffled_entities).equals(out)
+    assert slots_of(pairs_of(mentions, seed=4)) != slots
 
 
 # ---------------------------------------------------------------- pass 1 on Ray Data or plain tasks
@@ -457,3 +455,23 @@ def test_ingest_defaults_are_the_ease_papers():
     help_text = subprocess.run([sys.executable, "-m", "ingest", "--help"], cwd=REPO, capture_output=True, text=True,
                                timeout=60).stdout
     assert "default 10" in help_text
+
+
+def test_second_round_page_filter_keeps_every_page_of_a_pair(ray_session):
+    """The second round's linked side keeps every linked row of a page with a pair (no false negatives) and
+    drops most of the others."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ingest.entity_pairs import _in_page_filter, _linked_side, _page_filter
+
+    pairs = ray_session.data.from_arrow(pa.table({"wiki": ["enwiki"] * 300, "page_id": np.arange(0, 3000, 10)}))
+    pages = _page_filter(pairs, 300)
+    assert len(pages) == 1 << 13  # 16 bits per page at least: 2^16 bits
+    linked = pa.table({"wiki": ["enwiki"] * 6000, "page_id": np.arange(6000) // 2, "entity": np.arange(6000)})
+    kept = _linked_side(linked, pages)
+    on_pair_pages = np.arange(6000)[(np.arange(6000) // 2) % 10 == 0]
+    assert set(on_pair_pages.tolist()) <= set(kept["entity_index"].to_pylist())
+    assert len(kept) < len(on_pair_pages) + 600  # the others: at most ~1/16 of them kept
+    assert _in_page_filter(pa.table({"wiki": ["dewiki"], "page_id": [0]}), pages).dtype == bool
+    assert len(_linked_side(linked)) == 6000

@@ -104,6 +104,32 @@ def test_by_value_one_call_per_output_file_and_sides_as_a_list(ray_session, tmp_
     shuffle.remove()
 
 
+def _join_apart(left: pa.Table, right: pa.Table) -> pa.Table:
+    joined = left.join(right, keys="key", join_type="left outer")
+    return pa.table({"columns": [[left.column_names, right.column_names]], "left": [len(left)],
+                     "right": [len(right)], "matched": [joined["label"].null_count == 0 and len(joined) == len(left)]})
+
+
+def test_sides_apart_each_with_its_own_columns(ray_session, tmp_path):
+    """``_side_schemas``: each side of a join is scattered with only its columns and ``fn`` gets one table per
+    side, an empty one with its columns when a bucket holds none of that side's rows."""
+    left_schema = pa.schema([pa.field("key", pa.string()), pa.field("n", pa.int64())])
+    right_schema = pa.schema([pa.field("key", pa.string()), pa.field("label", pa.string())])
+    left = ray_session.data.from_items([{"key": f"k{i % 40}", "n": i, "extra": 1.5} for i in range(2000)],
+                                       override_num_blocks=3)
+    right = ray_session.data.from_items([{"key": f"k{i}", "label": f"L{i}"} for i in range(20)])
+    shuffle = Shuffle.in_work(str(tmp_path / "_work"), 1 << 20)  # 64 KiB buckets: several, some with no right rows
+    calls = map_buckets([left, right], "key", _join_apart, shuffle, _bucket_rows=100,
+                        _side_schemas=[left_schema, right_schema]).take_all()
+    assert len(calls) >= 10 and sum(c["left"] for c in calls) == 2000 and sum(c["right"] for c in calls) == 20
+    assert all(c["columns"] == [["key", "n"], ["key", "label"]] for c in calls)  # "extra" was not scattered
+    assert any(c["right"] == 0 for c in calls) and not any(c["matched"] for c in calls if c["right"] == 0)
+    assert shuffle.steps[-1]["rows"] == 2020
+    with pytest.raises(ValueError, match="2 sides and 1 side schemas"):
+        map_buckets([left, right], "key", _join_apart, shuffle, _side_schemas=[left_schema])
+    shuffle.remove()
+
+
 def test_results_are_read_back_in_blocks_of_bounded_bytes(ray_session, tmp_path):
     """A reduce's result file is read in blocks of about ``max_bytes`` (Ray Data's ``target_max_block_size``,
     set from ``--memory-per-cpu``), not a record batch or a file at a time, and ``count_bytes`` sums them."""
