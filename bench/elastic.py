@@ -157,10 +157,10 @@ def return_node(cluster, proc: subprocess.Popen, timeout_s: float = 300):
     signal_workers(held, "suspend")
     try:
         node = cluster.add_node(num_cpus=1)
-        _wait_while(lambda: ray.cluster_resources().get("CPU", 0) < 2, proc, timeout_s,
-                    "the added node's CPU in the cluster's view")
-        _wait_while(lambda: any(_alive(p) for p in held) and not train_workers(node), proc, timeout_s,
-                    "a restart of the training at 2 workers")
+        wait_for("the added node's CPU in the cluster's view", lambda: ray.cluster_resources().get("CPU", 0) >= 2,
+                 proc, timeout_s)
+        wait_for("a restart of the training at 2 workers",
+                 lambda: train_workers(node) or not any(_alive(p) for p in held), proc, timeout_s)
     finally:
         signal_workers([p for p in held if _alive(p)], "resume")
     return node
@@ -173,16 +173,6 @@ def _alive(process) -> bool:
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def _wait_while(condition, proc: subprocess.Popen, timeout_s: float, what: str) -> None:
-    deadline = time.time() + timeout_s
-    while condition():
-        if proc.poll() is not None:
-            raise RuntimeError(f"the run ended (exit {proc.returncode}) while waiting for {what}")
-        if time.time() > deadline:
-            raise TimeoutError(f"no {what} after {timeout_s:.0f} s")
-        time.sleep(0.2)
 
 
 def checkpoints(run: Path) -> list[int]:

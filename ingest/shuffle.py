@@ -9,8 +9,8 @@ bucket of keys per call. It runs in two rounds of tasks, as MapReduce and datatr
    of hashes. The call returns its file's name, rows and Arrow bytes.
 2. **reduce** (one Ray task per bucket): the bucket count is chosen *now*, from the rows and
    bytes the scatter measured, so that one bucket holds at most ``Shuffle.bucket_bytes`` of
-   Arrow data (and, for ``map_keys``, whose ``fn`` takes Python dicts, ``Shuffle.key_rows``
-   rows). Bucket ``b`` is the b-th of equal hash ranges; its task reads that range from every
+   Arrow data and ``Shuffle.bucket_rows`` rows (for ``map_keys``, whose ``fn`` takes Python
+   dicts, ``Shuffle.key_rows`` rows). Bucket ``b`` is the b-th of equal hash ranges; its task reads that range from every
    scatter file (only the record batches that overlap it, memory-mapped when local) into one
    chunk per column, calls ``fn`` and writes the result to one IPC file. The scatter files are
    then removed.
@@ -58,10 +58,13 @@ _TOP = 1 << 64
 def memory_sizes(memory_per_cpu: int) -> dict:
     """What one CPU's memory budget allows a shuffle: 1/32 of it as one reduce call's Arrow
     input (its ``fn`` sorts, joins and copies it several times over: pass 2's add up to ~5x
-    their input to the worker's own ~0.3 GB at their peak, measured in ``bench/ingest_scale.py``), and a row bound for
-    calls that turn rows into Python dicts (~1 KB each)."""
+    their input to the worker's own ~0.3 GB at their peak, measured in ``bench/ingest_scale.py``), at most
+    1/96 of it in rows (a call's hash tables, sort indices and takes cost per row whatever a row's width: a
+    bucket of narrow rows, such as a side of three integers, would otherwise hold 2-3x the rows and peak
+    higher), and a row bound for calls that turn rows into Python dicts (~1 KB each)."""
     bucket_bytes = max(64 << 10, memory_per_cpu // 32)
-    return {"bucket_bytes": bucket_bytes, "key_rows": max(16, bucket_bytes // 1024)}
+    return {"bucket_bytes": bucket_bytes, "bucket_rows": max(16, bucket_bytes // 96),
+            "key_rows": max(16, bucket_bytes // 1024)}
 
 
 @dataclass
@@ -80,6 +83,10 @@ class Shuffle:
     @property
     def bucket_bytes(self) -> int:
         return memory_sizes(self.memory_per_cpu)["bucket_bytes"]
+
+    @property
+    def bucket_rows(self) -> int:
+        return memory_sizes(self.memory_per_cpu)["bucket_rows"]
 
     @property
     def key_rows(self) -> int:
@@ -341,7 +348,8 @@ def map_buckets(ds, key: str | list[str], fn, shuffle: Shuffle, /, _bucket_rows:
         count = _by_value
         ranges = [(v << shift, (v + 1) << shift) for v in range(count)]
     else:
-        count = buckets_for(rows, nbytes, shuffle.bucket_bytes, _bucket_rows)
+        count = buckets_for(rows, nbytes, shuffle.bucket_bytes, min(_bucket_rows or shuffle.bucket_rows,
+                                                                    shuffle.bucket_rows))
         ranges = [((b * _TOP) // count, ((b + 1) * _TOP) // count) for b in range(count)]
     scattered_at = time.perf_counter()
     reduce = ray.remote(num_cpus=1, max_retries=3, max_calls=REDUCE_CALLS_PER_WORKER)(_reduce)

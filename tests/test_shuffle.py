@@ -39,7 +39,8 @@ def test_bucket_count_comes_from_the_rows_with_no_upper_limit():
     assert buckets_for(10**9, 10**15, 128 << 20) == 7450581  # what a cap would have held at 400
     assert buckets_for(5000, 10, 100, bucket_rows=1000) == 5
     sizes = memory_sizes(2 << 30)
-    assert sizes == {"bucket_bytes": 64 << 20, "key_rows": 65536}
+    assert sizes == {"bucket_bytes": 64 << 20, "bucket_rows": 699050, "key_rows": 65536}
+    assert Shuffle("unused", 2 << 30).bucket_rows == 699050
 
 
 @pytest.mark.parametrize("memory_per_cpu", [2 << 30, 1 << 20])
@@ -57,6 +58,8 @@ def test_every_row_of_a_key_in_one_call_whatever_the_bucket_count(ray_session, t
     if memory_per_cpu == 1 << 20:  # 64 KiB buckets: the ~200 KB input is split, each bucket under the bound
         assert step["buckets"] >= 3
         assert step["largest_bucket_bytes"] <= 2 * (64 << 10)  # a bucket is a hash range: about even
+        assert step["buckets"] >= 6000 / shuffle.bucket_rows  # narrow rows: the row bound (682) sets the count
+        assert step["largest_bucket_rows"] <= 2 * shuffle.bucket_rows
         assert shuffle.steps[0]["buckets"] == 94  # map_keys: also at most 64 rows per bucket, 6000 / 64
     else:
         assert step["buckets"] == 1
