@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(several times faster on the full dump; broken JSON in such a line goes unnoticed)")
     parser.add_argument("--memory-per-cpu", type=_size, default="2G",
                         help="memory one CPU's task may use (default 2G): pass 2's shuffle buckets hold 1/32 of it "
-                        "each and Ray Data's blocks in flight a quarter of it per CPU, at any dump size")
+                        "each (and 1/96 of it in rows) and Ray Data's blocks in flight a quarter of it per CPU, "
+                        "at any dump size")
     parser.add_argument("--entity-link-threshold", type=int, default=10,
                         help="keep entities linked more than N times (default 10, EASE's 'more than ten times')")
     parser.add_argument("--max-pairs-per-entity", type=int, default=1000)

@@ -26,13 +26,14 @@ import pyarrow.compute as pc
 
 from setformat import schemas
 from ingest.entity_pairs import sitelink_side
-from setformat.io import align, hash_buckets, read_dataset, set_files, write_manifest, write_table
+from setformat.io import align, hash_buckets, read_dataset, row_hashes, set_files, write_manifest, write_table
 from ingest.shuffle import Shuffle, count_bytes, map_buckets, value_runs
 
 log = logging.getLogger(__name__)
 _STR, _INT = pa.string(), pa.int64()
-SIDES = pa.schema([pa.field("wiki", _STR), pa.field("title", _STR), pa.field("page_id", _INT),
-                   pa.field("qid", _STR), pa.field("text", _STR)])
+INTRO_SIDE = pa.schema([pa.field("wiki", _STR), pa.field("title", _STR), pa.field("page_id", _INT),
+                        pa.field("text", _STR)])
+SITELINK_SIDE = pa.schema([pa.field("wiki", _STR), pa.field("title", _STR), pa.field("qid", _STR)])
 INTRO_ROWS = 16_384  # rows per scatter call: a lead section is ~1.5 KB, 100x a link mention
 BUCKETED = pa.schema(list(schemas.INTROS) + [pa.field("bucket", _INT)])
 WRITTEN = pa.schema([pa.field("bucket", _INT), pa.field("rows", _INT), pa.field("linked", _INT),
@@ -40,7 +41,7 @@ WRITTEN = pa.schema([pa.field("bucket", _INT), pa.field("rows", _INT), pa.field(
 
 
 def _sitelinks(batch: pa.Table, wikis: list[str]) -> pa.Table:
-    return align(sitelink_side(batch, wikis), SIDES)
+    return align(sitelink_side(batch, wikis), SITELINK_SIDE)
 
 
 def _bucketed(table: pa.Table, files: int) -> pa.Table:
@@ -48,14 +49,19 @@ def _bucketed(table: pa.Table, files: int) -> pa.Table:
     return align(table.append_column("bucket", hash_buckets(table, ["wiki", "page_id"], files)), BUCKETED)
 
 
-def _join(bucket: pa.Table, files: int) -> pa.Table:
-    """The intros of a (wiki, title) bucket left-joined to the bucket's sitelinks."""
-    is_intro = pc.is_valid(bucket["page_id"])
-    links = bucket.filter(pc.invert(is_intro)).select(["wiki", "title", "qid"])
-    best = links.group_by(["wiki", "title"], use_threads=False).aggregate([("qid", "min")])
-    best = best.rename_columns(["wiki", "title", "qid"])
-    intros = bucket.filter(is_intro).select(["wiki", "page_id", "title", "text"])
-    return _bucketed(intros.join(best, keys=["wiki", "title"], join_type="left outer"), files)
+def _join(intros: pa.Table, links: pa.Table, files: int) -> pa.Table:
+    """The intros of a (wiki, title) bucket with the QID of the bucket's sitelink to their title (the smallest
+    of several), null for none: looked up on a 64-bit hash of (wiki, title), then the keys compared, so that
+    the texts are not copied (an Arrow hash join copies its output's every column)."""
+    keys = ["wiki", "title"]
+    best = links.group_by(keys, use_threads=False).aggregate([("qid", "min")]).rename_columns(keys + ["qid"])
+    found = pc.index_in(pa.array(row_hashes(intros, keys)), value_set=pa.array(row_hashes(best, keys)))
+    matched = found.is_valid()
+    for key in keys:  # a 64-bit hash shared by two keys of the bucket: the join itself, as rare as it is
+        same = pc.equal(intros[key].filter(matched), best[key].take(found.drop_null()))
+        if not pc.all(same, min_count=0).as_py():
+            return _bucketed(intros.join(best, keys=keys, join_type="left outer"), files)
+    return _bucketed(intros.append_column("qid", best["qid"].take(found)), files)
 
 
 def _write(bucket: pa.Table, out: str) -> pa.Table:
@@ -87,10 +93,10 @@ def build_intros(out: str, wikidata_set: str | None, cfg: dict, results: list[di
     # blocks are read: text compresses on disk anywhere from 2x to 10x
     files = max(1, math.ceil(count_bytes(intros) / file_bytes)) if work_files else 1
     if wikidata_set:
-        sides = [intros.map_batches(align, batch_format="pyarrow", fn_kwargs={"schema": SIDES}),
-                 read_dataset(wikidata_set, columns=["qid", "sitelinks"]).map_batches(
-                     _sitelinks, batch_format="pyarrow", fn_kwargs={"wikis": list(cfg["wikis"])})]
-        rows = map_buckets(sides, ["wiki", "title"], _join, shuffle, _batch_rows=INTRO_ROWS, files=files)
+        sides = [intros, read_dataset(wikidata_set, columns=["qid", "sitelinks"]).map_batches(
+            _sitelinks, batch_format="pyarrow", fn_kwargs={"wikis": list(cfg["wikis"])})]
+        rows = map_buckets(sides, ["wiki", "title"], _join, shuffle, _batch_rows=INTRO_ROWS,
+                           _side_schemas=[INTRO_SIDE, SITELINK_SIDE], files=files)
     else:
         rows = intros.map_batches(_bucketed, batch_format="pyarrow", fn_kwargs={"files": files})
     written = map_buckets(rows, "bucket", _write, shuffle, _by_value=files, _batch_rows=INTRO_ROWS,

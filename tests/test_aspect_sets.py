@@ -143,3 +143,23 @@ def test_cli_rejects_bad_options_in_one_line(demo_sets, capsys):
     assert "--test-share" in capsys.readouterr().err
     assert main(base + ["--class", "company"]) == 2
     assert "--class" in capsys.readouterr().err
+
+
+def test_intros_join_finds_the_qid_by_hash_and_falls_back_on_a_shared_hash(monkeypatch):
+    """``ingest.intros._join`` looks each title up on a 64-bit hash of (wiki, title) without copying the texts;
+    when two keys of a bucket share a hash it joins them instead, with the same result."""
+    import numpy as np
+    import pyarrow as pa
+
+    import ingest.intros as intros_step
+
+    intros = pa.Table.from_pylist([{"wiki": "enwiki", "title": t, "page_id": i, "text": t * 3}
+                                   for i, t in enumerate(["A", "B", "C"])], schema=intros_step.INTRO_SIDE)
+    links = pa.Table.from_pylist([{"wiki": "enwiki", "title": "A", "qid": "Q2"},
+                                  {"wiki": "enwiki", "title": "A", "qid": "Q1"},
+                                  {"wiki": "dewiki", "title": "B", "qid": "Q3"}], schema=intros_step.SITELINK_SIDE)
+    want = {0: "Q1", 1: None, 2: None}  # the smallest QID; dewiki's B is not enwiki's
+    got = intros_step._join(intros, links, files=4)
+    assert {r["page_id"]: r["qid"] for r in got.to_pylist()} == want and got["text"].to_pylist() == ["AAA", "BBB", "CCC"]
+    monkeypatch.setattr(intros_step, "row_hashes", lambda table, keys: np.zeros(len(table), np.uint64))
+    assert {r["page_id"]: r["qid"] for r in intros_step._join(intros, links, files=4).to_pylist()} == want
