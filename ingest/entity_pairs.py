@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from setformat import schemas
-from setformat.io import align, hash_buckets, mix64, read_dataset, row_hashes, table_writer, write_table
+from setformat.io import align, find_rows, hash_buckets, mix64, read_dataset, row_hashes, table_writer, write_table
 from ingest.shuffle import Shuffle, count_rows, map_buckets, map_keys, value_runs
 from ingest.wikitext import normalize_title
 
@@ -287,8 +287,13 @@ def _linked_side(batch: pa.Table, pages: np.ndarray | None = None) -> pa.Table:
     return align(linked.rename_columns(["wiki", "page_id", "entity_index"]), LINKED)
 
 
-def _page_bits(batch: pa.Table, bits: int) -> pa.Table:
-    return pa.table({"bit": np.unique(row_hashes(batch, ["wiki", "page_id"]) >> np.uint64(64 - bits))})
+def _page_bits(table: pa.Table, bits: int) -> np.ndarray:
+    """Each row's page as a bit of a :func:`_page_filter` of ``2 ** bits`` bits: the top bits of its hash."""
+    return (row_hashes(table, ["wiki", "page_id"]) >> np.uint64(64 - bits)).astype(np.int64)
+
+
+def _block_page_bits(batch: pa.Table, bits: int) -> pa.Table:
+    return pa.table({"bit": np.unique(_page_bits(batch, bits))})
 
 
 def _page_filter(pairs, rows: int) -> np.ndarray:
@@ -297,16 +302,15 @@ def _page_filter(pairs, rows: int) -> np.ndarray:
     beyond). The second round's linked side keeps only its pages' rows, not every page's again."""
     bits = min(23, max(16, math.ceil(math.log2(16 * max(rows, 1)))))
     bitmap = np.zeros(1 << (bits - 3), np.uint8)
-    for batch in pairs.map_batches(_page_bits, batch_format="pyarrow", batch_size=None,
+    for batch in pairs.map_batches(_block_page_bits, batch_format="pyarrow", batch_size=None,
                                    fn_kwargs={"bits": bits}).iter_batches(batch_format="numpy", batch_size=None):
-        found = batch["bit"].astype(np.int64)
+        found = batch["bit"]
         np.bitwise_or.at(bitmap, found >> 3, (1 << (found & 7)).astype(np.uint8))
     return bitmap
 
 
 def _in_page_filter(table: pa.Table, pages: np.ndarray) -> np.ndarray:
-    bits = int(len(pages) * 8).bit_length() - 1
-    found = (row_hashes(table, ["wiki", "page_id"]) >> np.uint64(64 - bits)).astype(np.int64)
+    found = _page_bits(table, (len(pages) * 8).bit_length() - 1)
     return (pages[found >> 3] >> (found & 7).astype(np.uint8)) & 1 == 1
 
 
@@ -356,19 +360,14 @@ def _sentence_side(batch: pa.Table, buckets: int) -> pa.Table:
 
 
 def _sentence_of_each_pair(pairs: pa.Table, sentences: pa.Table) -> np.ndarray:
-    """The row in ``sentences`` of each pair's sentence: matched on a 64-bit hash of (wiki, page_id,
-    sentence_index), then the keys compared (an Arrow hash join would copy both sides whole; this copies
-    nothing)."""
-    keys = ["wiki", "page_id", "sentence_index"]
-    found = pc.index_in(pa.array(row_hashes(pairs.select(keys), keys)),
-                        value_set=pa.array(row_hashes(sentences.select(keys), keys)))
+    """The row in ``sentences`` of each pair's sentence, on (wiki, page_id, sentence_index), copying nothing
+    (``setformat.io.find_rows``)."""
+    found = find_rows(pairs, sentences, ["wiki", "page_id", "sentence_index"])
+    if found is None:
+        raise RuntimeError(f"two sentence keys share a 64-bit hash in a bucket of {len(sentences)} sentences")
     if found.null_count:
         raise RuntimeError(f"{found.null_count} entity pairs have no sentence in the sentences set")
-    source = found.to_numpy()
-    for key in keys:
-        if not pc.all(pc.fill_null(pc.equal(pairs[key], sentences[key].take(source)), False), min_count=0).as_py():
-            raise RuntimeError(f"two sentence keys share a 64-bit hash in a bucket of {len(sentences)} sentences")
-    return source
+    return found.to_numpy()
 
 
 def _write_buckets(first: pa.Table, second: pa.Table, sentences: pa.Table, out: str) -> pa.Table:

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from setformat import schemas
 from ingest.entity_pairs import sitelink_side
-from setformat.io import align, hash_buckets, read_dataset, row_hashes, set_files, write_manifest, write_table
+from setformat.io import align, find_rows, hash_buckets, read_dataset, set_files, write_manifest, write_table
 from ingest.shuffle import Shuffle, count_bytes, map_buckets, value_runs
 
 log = logging.getLogger(__name__)
@@ -51,16 +51,12 @@ def _bucketed(table: pa.Table, files: int) -> pa.Table:
 
 def _join(intros: pa.Table, links: pa.Table, files: int) -> pa.Table:
     """The intros of a (wiki, title) bucket with the QID of the bucket's sitelink to their title (the smallest
-    of several), null for none: looked up on a 64-bit hash of (wiki, title), then the keys compared, so that
-    the texts are not copied (an Arrow hash join copies its output's every column)."""
+    of several), null for none: looked up (``setformat.io.find_rows``), so that the texts are not copied."""
     keys = ["wiki", "title"]
     best = links.group_by(keys, use_threads=False).aggregate([("qid", "min")]).rename_columns(keys + ["qid"])
-    found = pc.index_in(pa.array(row_hashes(intros, keys)), value_set=pa.array(row_hashes(best, keys)))
-    matched = found.is_valid()
-    for key in keys:  # a 64-bit hash shared by two keys of the bucket: the join itself, as rare as it is
-        same = pc.equal(intros[key].filter(matched), best[key].take(found.drop_null()))
-        if not pc.all(same, min_count=0).as_py():
-            return _bucketed(intros.join(best, keys=keys, join_type="left outer"), files)
+    found = find_rows(intros, best, keys)
+    if found is None:  # a 64-bit hash shared by two keys of the bucket: the join itself, as rare as it is
+        return _bucketed(intros.join(best, keys=keys, join_type="left outer"), files)
     return _bucketed(intros.append_column("qid", best["qid"].take(found)), files)
 
 

@@ -570,6 +570,20 @@ def row_hashes(table: pa.Table, columns: list[str], seed: int = 0) -> np.ndarray
     return h
 
 
+def find_rows(rows: pa.Table, table: pa.Table, key: list[str]) -> pa.Array | None:
+    """The row of ``table`` holding each row of ``rows``' ``key`` values (null where none): found on
+    ``row_hashes`` of the key, then the keys compared, so that neither side is copied (an Arrow hash join
+    copies every column of its output). None when two keys of ``table`` that ``rows`` asks for share a
+    hash: the caller joins instead, or says so."""
+    found = pc.index_in(pa.array(row_hashes(rows, key)), value_set=pa.array(row_hashes(table, key)))
+    matched = found.is_valid()
+    for name in key:
+        same = pc.equal(rows[name].filter(matched), table[name].take(found.drop_null()))
+        if not pc.all(pc.fill_null(same, False), min_count=0).as_py():
+            return None
+    return found
+
+
 def hash_buckets(table: pa.Table, key: list[str], buckets: int) -> pa.Array:
     """Each row's bucket in ``range(buckets)``: ``row_hashes`` of its ``key`` columns."""
     return pa.array((row_hashes(table, key) % np.uint64(buckets)).astype(np.int64), pa.int64())

@@ -161,5 +161,8 @@ def test_intros_join_finds_the_qid_by_hash_and_falls_back_on_a_shared_hash(monke
     want = {0: "Q1", 1: None, 2: None}  # the smallest QID; dewiki's B is not enwiki's
     got = intros_step._join(intros, links, files=4)
     assert {r["page_id"]: r["qid"] for r in got.to_pylist()} == want and got["text"].to_pylist() == ["AAA", "BBB", "CCC"]
-    monkeypatch.setattr(intros_step, "row_hashes", lambda table, keys: np.zeros(len(table), np.uint64))
+    import setformat.io
+
+    monkeypatch.setattr(setformat.io, "row_hashes", lambda table, keys: np.zeros(len(table), np.uint64))
+    assert setformat.io.find_rows(intros, links, ["wiki", "title"]) is None  # every key shares the hash 0
     assert {r["page_id"]: r["qid"] for r in intros_step._join(intros, links, files=4).to_pylist()} == want
